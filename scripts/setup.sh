@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what Warren needs on this machine: npm packages from the lockfile (which bring Node 24)
+# and, when running as root on Debian, the system packages the service uses. Safe to run again.
+# --deps-only: npm packages only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ ! -x node_modules/.bin/node ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  echo "warren setup: installing npm packages from the lockfile" >&2
+  npm ci --no-audit --no-fund --loglevel=error
+fi
+[ "${1:-}" = "--deps-only" ] && exit 0
+
+# System packages: sandboxes (bubblewrap), their networks (iproute2, nftables), repositories (git).
+need=()
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v nft >/dev/null 2>&1 || need+=(nftables)
+command -v git >/dev/null 2>&1 || need+=(git)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "warren setup: installing ${need[*]}" >&2
+    apt-get update -qq >/dev/null || true
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  else
+    echo "warren setup: missing system packages: ${need[*]}. Install them as root (apt-get install ${need[*]})." >&2
+  fi
+fi

@@ -1,0 +1,108 @@
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import swagger from '@fastify/swagger'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import type { Config } from './config.ts'
+import type { Store } from './db/database.ts'
+import type { EventBus } from './events/event-bus.ts'
+import type { SecretBox } from './shared/secret-box.ts'
+import { randomText } from './shared/ids.ts'
+import { authHook } from './http/auth.ts'
+import { idempotencyOnSend, idempotencyPreHandler } from './http/idempotency.ts'
+import { installErrorHandlers } from './http/error-handler.ts'
+import { validatorCompiler } from './http/validation.ts'
+import { ApiError } from './errors.ts'
+import { healthRoutes } from './tokens/health.routes.ts'
+import { tokenRoutes } from './tokens/tokens.routes.ts'
+import { sessionRoutes } from './sessions/sessions.routes.ts'
+import { itemRoutes } from './events/items.routes.ts'
+import { usageRoutes } from './usage/usage.routes.ts'
+import { modelCredentialRoutes } from './models/models.routes.ts'
+import { agentRoutes } from './agents/agents.routes.ts'
+import { webhookRoutes } from './webhooks/webhooks.routes.ts'
+import { environmentRoutes } from './environments/environments.routes.ts'
+
+export type AppDeps = {
+  config: Config
+  store: Store
+  bus: EventBus
+  box: SecretBox
+  /** Fetch used to reach model providers; tests leave it as the global one. */
+  logger?: FastifyServerOptions['logger']
+}
+
+export const MIB = 1024 * 1024
+const EmptyQuery = Type.Object({}, { additionalProperties: false })
+
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: deps.logger ?? false,
+    bodyLimit: MIB,
+    genReqId: () => `req_${randomText(20)}`,
+    requestIdHeader: false,
+    return503OnClosing: false,
+    routerOptions: { ignoreTrailingSlash: true },
+    ajv: { customOptions: { removeAdditional: false } },
+  }).withTypeProvider<TypeBoxTypeProvider>()
+
+  app.setValidatorCompiler(validatorCompiler)
+  app.addHook('onRequest', async (req, reply) => {
+    reply.header('x-request-id', String(req.id))
+  })
+  installErrorHandlers(app)
+
+  const authenticate = authHook(deps.store, deps.config)
+  const claimKey = idempotencyPreHandler(deps.store)
+  const recordAnswer = idempotencyOnSend(deps.store)
+  // Every route gets the same guards: a token (unless public), closed query strings, a refusal of
+  // any body field the route does not read, and Idempotency-Key where the route accepts it.
+  app.addHook('onRoute', (route) => {
+    const cfg = (route.config ?? {}) as { public?: boolean; idempotent?: boolean }
+    const schema = (route.schema ??= {})
+    if (!schema.querystring) schema.querystring = EmptyQuery
+    if (!cfg.public) route.onRequest = [authenticate, ...[route.onRequest ?? []].flat()]
+    if (!schema.body && route.method !== 'GET' && route.method !== 'HEAD') {
+      route.preValidation = [refuseBodyFields, ...[route.preValidation ?? []].flat()]
+    }
+    if (cfg.idempotent) {
+      route.preHandler = [claimKey, ...[route.preHandler ?? []].flat()]
+      route.onSend = [recordAnswer, ...[route.onSend ?? []].flat()]
+    }
+  })
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: { title: 'Warren', version: 'v1', description: 'Runs coding agents remotely, on your own machines.' },
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'A personal access token, svc_pat_…' } } },
+      security: [{ bearer: [] }],
+    },
+  })
+
+  app.get('/v1/openapi.json', { config: { public: true }, schema: { hide: true } }, async () => app.swagger())
+
+  const opts = { store: deps.store, bus: deps.bus, config: deps.config, box: deps.box }
+  await app.register(
+    async (v1) => {
+      await v1.register(healthRoutes, opts)
+      await v1.register(tokenRoutes, opts)
+      await v1.register(sessionRoutes, opts)
+      await v1.register(itemRoutes, opts)
+      await v1.register(usageRoutes, opts)
+      await v1.register(modelCredentialRoutes, opts)
+      await v1.register(agentRoutes, opts)
+      await v1.register(webhookRoutes, opts)
+      await v1.register(environmentRoutes, opts)
+    },
+    { prefix: '/v1' },
+  )
+  return app
+}
+
+async function refuseBodyFields(req: { body: unknown }): Promise<void> {
+  const body = req.body
+  if (body && typeof body === 'object' && !Array.isArray(body)) {
+    const first = Object.keys(body)[0]
+    if (first !== undefined) throw new ApiError('invalid_request', `Unknown field "${first}": this endpoint reads no body.`)
+  }
+}

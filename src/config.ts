@@ -1,0 +1,108 @@
+import path from 'node:path'
+
+/** Everything the service reads from its environment, typed, with the specification's defaults. */
+export type Config = {
+  host: string
+  port: number
+  dataDir: string
+  /** postgres://… switches the store to PostgreSQL; undefined keeps SQLite under dataDir. */
+  databaseUrl: string | undefined
+  /** 32-byte key (base64 or hex) that encrypts secrets at rest; undefined: a key file under dataDir. */
+  encryptionKey: string | undefined
+  idlePauseMs: number
+  workspaceLifetimeMs: number
+  webhookRetryDelaysMs: number[]
+  webhookTimeoutMs: number
+  turnCompletedWaitMs: number
+  ssePingMs: number
+  approvalTimeoutMs: number
+  rateSessionsPerMin: number
+  rateGeneralPerMin: number
+  maxSessionsPerOrg: number
+  replayLimit: number
+  disabledTools: string[]
+  allowPrivateWebhooks: boolean
+  previewDomain: string
+  gitBaseUrl: string
+  logLevel: string
+}
+
+type Env = Record<string, string | undefined>
+
+/** Reads the environment; throws one error that lists every bad variable. */
+export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
+  const problems: string[] = []
+  const int = (name: string, def: number, min = 0): number => {
+    const raw = env[name]
+    if (raw === undefined || raw === '') return def
+    const n = Number(raw)
+    if (!Number.isInteger(n) || n < min) {
+      problems.push(`${name} must be an integer of at least ${min}, got "${raw}"`)
+      return def
+    }
+    return n
+  }
+  const bool = (name: string): boolean => {
+    const raw = (env[name] ?? '').toLowerCase()
+    if (raw === '' || raw === '0' || raw === 'false' || raw === 'off' || raw === 'no') return false
+    if (raw === '1' || raw === 'true' || raw === 'on' || raw === 'yes') return true
+    problems.push(`${name} must be a boolean (1/0, true/false, on/off), got "${env[name]}"`)
+    return false
+  }
+  const list = (name: string): string[] =>
+    (env[name] ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)
+
+  const port = int('PORT', 8080, 0)
+  const delays = list('WARREN_WEBHOOK_RETRY_DELAYS_MS')
+  let webhookRetryDelaysMs = [0, 60_000, 300_000, 1_800_000, 7_200_000, 21_600_000]
+  if (delays.length > 0) {
+    const parsed = delays.map(Number)
+    if (parsed.length !== 6 || parsed.some((n) => !Number.isInteger(n) || n < 0)) {
+      problems.push('WARREN_WEBHOOK_RETRY_DELAYS_MS must be six comma-separated non-negative integers')
+    } else webhookRetryDelaysMs = parsed
+  }
+  const databaseUrl = env.DATABASE_URL || undefined
+  if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    problems.push('DATABASE_URL must start with postgres:// or postgresql://')
+  }
+
+  const config: Config = {
+    host: env.HOST || '127.0.0.1',
+    port,
+    dataDir: path.resolve(env.WARREN_DATA_DIR || '.warren'),
+    databaseUrl,
+    encryptionKey: env.WARREN_ENCRYPTION_KEY || undefined,
+    idlePauseMs: int('WARREN_IDLE_PAUSE_MS', 300_000, 1),
+    workspaceLifetimeMs: int('WARREN_WORKSPACE_LIFETIME_MS', 7_200_000, 1),
+    webhookRetryDelaysMs,
+    webhookTimeoutMs: int('WARREN_WEBHOOK_TIMEOUT_MS', 10_000, 1),
+    turnCompletedWaitMs: int('WARREN_TURN_COMPLETED_WAIT_MS', 30_000, 0),
+    ssePingMs: int('WARREN_SSE_PING_MS', 15_000, 1),
+    approvalTimeoutMs: int('WARREN_APPROVAL_TIMEOUT_MS', 600_000, 1),
+    rateSessionsPerMin: int('WARREN_RATE_SESSIONS_PER_MIN', 10, 1),
+    rateGeneralPerMin: int('WARREN_RATE_GENERAL_PER_MIN', 120, 1),
+    maxSessionsPerOrg: int('WARREN_MAX_SESSIONS_PER_ORG', 25, 1),
+    replayLimit: int('WARREN_REPLAY_LIMIT', 50_000, 1),
+    disabledTools: list('WARREN_DISABLED_TOOLS'),
+    allowPrivateWebhooks: bool('WARREN_ALLOW_PRIVATE_WEBHOOKS'),
+    previewDomain: env.WARREN_PREVIEW_DOMAIN || `preview.localhost:${port}`,
+    gitBaseUrl: (env.WARREN_GIT_BASE_URL || 'https://github.com').replace(/\/+$/, ''),
+    logLevel: env.WARREN_LOG_LEVEL || 'info',
+    ...overrides,
+  }
+  if (config.encryptionKey !== undefined && decodeKey(config.encryptionKey) === null) {
+    problems.push('WARREN_ENCRYPTION_KEY must be 32 bytes, written as 64 hex digits or base64')
+  }
+  if (problems.length > 0) throw new Error(`Invalid configuration:\n  - ${problems.join('\n  - ')}`)
+  return config
+}
+
+/** A 32-byte key from 64 hex digits or base64; null when it is neither. */
+export function decodeKey(text: string): Buffer | null {
+  if (/^[0-9a-fA-F]{64}$/.test(text)) return Buffer.from(text, 'hex')
+  const b = Buffer.from(text, 'base64')
+  return b.length === 32 ? b : null
+}

@@ -1,0 +1,97 @@
+import fs from 'node:fs'
+import path from 'node:path'
+import { Kysely, PostgresDialect, sql, type RawBuilder } from 'kysely'
+import { Migrator, type Migration } from 'kysely/migration'
+import pg from 'pg'
+import { openSqlite } from './sqlite-dialect.ts'
+import type { Tables } from './tables.ts'
+import * as m001 from './migrations/001-initial.ts'
+
+export type DialectName = 'sqlite' | 'postgres'
+export type Db = Kysely<Tables>
+
+/** The store: a Kysely handle plus the few facts that differ between dialects. */
+export type Store = {
+  db: Db
+  dialect: DialectName
+  close(): Promise<void>
+}
+
+// int8 (counts, bigint timestamps) arrives as a string by default; every such value here is a
+// millisecond timestamp or a count, far below 2^53.
+pg.types.setTypeParser(20, (v) => Number(v))
+
+export type OpenStoreOptions = {
+  dataDir: string
+  databaseUrl?: string
+  /** PostgreSQL schema to use (created when missing); tests give each run its own. */
+  pgSchema?: string
+}
+
+export async function openStore(opts: OpenStoreOptions): Promise<Store> {
+  if (opts.databaseUrl) {
+    const schema = opts.pgSchema
+    if (schema) {
+      const admin = new pg.Client({ connectionString: opts.databaseUrl })
+      await admin.connect()
+      await admin.query(`CREATE SCHEMA IF NOT EXISTS "${schema.replace(/"/g, '')}"`)
+      await admin.end()
+    }
+    const pool = new pg.Pool({
+      connectionString: opts.databaseUrl,
+      max: 10,
+      // A store that cannot be reached must surface quickly as 503, not hang a request.
+      connectionTimeoutMillis: 3000,
+      ...(schema ? { options: `-c search_path="${schema.replace(/"/g, '')}"` } : {}),
+    })
+    // An idle client whose server went away emits 'error'; without a listener that kills the process.
+    pool.on('error', () => {})
+    const db = new Kysely<Tables>({ dialect: new PostgresDialect({ pool }) })
+    const store: Store = { db, dialect: 'postgres', close: () => db.destroy() }
+    await migrate(store)
+    return store
+  }
+  fs.mkdirSync(opts.dataDir, { recursive: true })
+  const { dialect } = openSqlite(path.join(opts.dataDir, 'warren.db'))
+  const db = new Kysely<Tables>({ dialect })
+  const store: Store = { db, dialect: 'sqlite', close: () => db.destroy() }
+  await migrate(store)
+  return store
+}
+
+const migrations: Record<string, { up(db: Kysely<any>, d: DialectName): Promise<void> }> = {
+  '001-initial': m001,
+}
+
+async function migrate(store: Store): Promise<void> {
+  const list: Record<string, Migration> = {}
+  for (const [name, mod] of Object.entries(migrations)) list[name] = { up: (db) => mod.up(db, store.dialect) }
+  const migrator = new Migrator({ db: store.db, provider: { getMigrations: async () => list } })
+  const { error } = await migrator.migrateToLatest()
+  if (error) throw error
+}
+
+/** Serializes event-seq assignment on PostgreSQL so no reader sees seq n+1 before n commits. */
+export async function lockSeq(db: Db, dialect: DialectName): Promise<void> {
+  if (dialect === 'postgres') await sql`SELECT pg_advisory_xact_lock(7311)`.execute(db)
+}
+
+/** Transaction-scoped lock on one key (an organization's session count, say); SQLite's single writer needs none. */
+export async function lockKey(db: Db, dialect: DialectName, key: string): Promise<void> {
+  if (dialect === 'postgres') await sql`SELECT pg_advisory_xact_lock(hashtext(${key}))`.execute(db)
+}
+
+/** The smaller of two numbers, spelled per dialect. */
+export function least(dialect: DialectName, a: RawBuilder<unknown>, b: RawBuilder<unknown>): RawBuilder<number> {
+  return dialect === 'postgres' ? sql<number>`LEAST(${a}, ${b})` : sql<number>`MIN(${a}, ${b})`
+}
+
+/** True when an error means the store itself could not be reached (not a bad query). */
+export function isStoreUnreachable(err: unknown): boolean {
+  const e = err as { code?: string; message?: string } | null
+  if (!e) return false
+  const codes = ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EPIPE', '57P01', '57P02', '57P03', '08006', '08001', '08003', '08004', 'SQLITE_CANTOPEN', 'SQLITE_IOERR', 'SQLITE_BUSY']
+  if (e.code && codes.includes(e.code)) return true
+  const msg = e.message ?? ''
+  return /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|database is locked|Client has encountered a connection error|not queryable/i.test(msg)
+}

@@ -1,0 +1,130 @@
+import type { Generated } from 'kysely'
+
+/**
+ * Row types of every table. JSON columns hold text (portable across both dialects); booleans are
+ * 0/1 integers; timestamps are Unix milliseconds.
+ */
+export type Tables = {
+  orgs: { id: string; name: string; created_at: number }
+  tokens: {
+    id: string
+    org_id: string
+    name: string | null
+    hash: string
+    scopes: string
+    created_at: number
+    expires_at: number
+    revoked_at: number | null
+  }
+  sessions: {
+    id: string
+    org_id: string
+    status: string
+    created_at: number
+    updated_at: number
+    title: string
+    source: string | null
+    created_by_token: string
+    metadata: string
+    agent: string
+    model_credential_id: string | null
+    environment: string
+    preview: string
+    deleted_at: number | null
+  }
+  seed_files: { owner_id: string; path: string; mode: number; size_bytes: number; content: Uint8Array }
+  model_credentials: {
+    id: string
+    org_id: string
+    provider: string
+    base_url: string
+    name: string
+    models: string
+    is_default: number
+    key_hint: string
+    key_fingerprint: string
+    api_key_enc: string
+    created_at: number
+  }
+  agents: {
+    id: string
+    org_id: string
+    name: string
+    model: string
+    model_credential_id: string
+    instructions: string
+    tools: string
+    text: string
+    created_at: number
+    updated_at: number
+  }
+  webhook_subscriptions: {
+    id: string
+    org_id: string
+    url: string
+    events: string
+    events_key: string
+    secret_enc: string
+    active: number
+    created_at: number
+  }
+  webhook_deliveries: {
+    id: string
+    subscription_id: string
+    event_seq: number
+    status: string
+    attempts: number
+    next_attempt_at: number | null
+    last_error: string | null
+    last_failed_at: number | null
+    created_at: number
+  }
+  environment_profiles: {
+    id: string
+    org_id: string
+    name: string
+    keys: string
+    env_enc: string
+    created_at: number
+  }
+  environment_templates: {
+    id: string
+    org_id: string
+    name: string
+    files: string
+    repo: string | null
+    setup: string | null
+    profiles: string
+    created_at: number
+    updated_at: number
+  }
+  events: {
+    seq: Generated<number>
+    org_id: string
+    session_id: string | null
+    turn_id: string | null
+    type: string
+    created_at: number
+    payload: string
+  }
+  rate_buckets: { token_id: string; bucket: string; tokens: number; updated_at: number }
+  idempotency_keys: {
+    token_id: string
+    key: string
+    fingerprint: string
+    state: string
+    status_code: number | null
+    body: string | null
+    created_at: number
+  }
+  usage_intervals: {
+    id: string
+    org_id: string
+    session_id: string
+    started_at: number
+    ended_at: number | null
+    reconciled: number
+    billable: number
+    needs_review: number
+  }
+}

@@ -1,0 +1,89 @@
+import { lockSeq, type Db, type DialectName } from '../db/database.ts'
+import { fromJson, toJson } from '../shared/json.ts'
+
+export type EventInput = {
+  orgId: string
+  sessionId: string | null
+  turnId?: string | null
+  /** The internal type; vocabulary.ts says whether and under which name it is published. */
+  type: string
+  payload: Record<string, unknown>
+}
+
+export type StoredEvent = {
+  seq: number
+  orgId: string
+  sessionId: string | null
+  turnId: string | null
+  type: string
+  createdAt: number
+  payload: Record<string, unknown>
+}
+
+/**
+ * Appends one event and returns it with its deployment-wide seq. Call it inside the transaction
+ * that makes the change it reports.
+ */
+export async function appendEvent(db: Db, dialect: DialectName, input: EventInput): Promise<StoredEvent> {
+  await lockSeq(db, dialect)
+  const createdAt = Date.now()
+  const row = await db
+    .insertInto('events')
+    .values({
+      org_id: input.orgId,
+      session_id: input.sessionId,
+      turn_id: input.turnId ?? null,
+      type: input.type,
+      created_at: createdAt,
+      payload: toJson(input.payload),
+    })
+    .returning('seq')
+    .executeTakeFirstOrThrow()
+  return {
+    seq: Number(row.seq),
+    orgId: input.orgId,
+    sessionId: input.sessionId,
+    turnId: input.turnId ?? null,
+    type: input.type,
+    createdAt,
+    payload: input.payload,
+  }
+}
+
+type EventRow = {
+  seq: number
+  org_id: string
+  session_id: string | null
+  turn_id: string | null
+  type: string
+  created_at: number
+  payload: string
+}
+
+export function toStoredEvent(row: EventRow): StoredEvent {
+  return {
+    seq: Number(row.seq),
+    orgId: row.org_id,
+    sessionId: row.session_id,
+    turnId: row.turn_id,
+    type: row.type,
+    createdAt: Number(row.created_at),
+    payload: fromJson(row.payload, {}),
+  }
+}
+
+export type EventPage = { sessionId: string; types: string[]; turnId?: string; afterSeq?: number; limit: number; order: 'asc' | 'desc' }
+
+/** One page of a session's events of the given types, one row past the page to decide has_more. */
+export async function listSessionEvents(db: Db, q: EventPage): Promise<StoredEvent[]> {
+  let query = db.selectFrom('events').selectAll().where('session_id', '=', q.sessionId).where('type', 'in', q.types)
+  if (q.turnId !== undefined) query = query.where('turn_id', '=', q.turnId)
+  if (q.afterSeq !== undefined) query = query.where('seq', q.order === 'asc' ? '>' : '<', q.afterSeq)
+  const rows = await query.orderBy('seq', q.order).limit(q.limit + 1).execute()
+  return rows.map(toStoredEvent)
+}
+
+export async function getSessionEvent(db: Db, sessionId: string, seq: number): Promise<StoredEvent | null> {
+  const row = await db.selectFrom('events').selectAll().where('session_id', '=', sessionId).where('seq', '=', seq).executeTakeFirst()
+  return row ? toStoredEvent(row) : null
+}

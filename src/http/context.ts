@@ -1,0 +1,22 @@
+import type { Scope } from '../tokens/scopes.ts'
+
+/** Who is calling, resolved from the bearer token. */
+export type Auth = { tokenId: string; orgId: string; scopes: Scope[] }
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    auth: Auth
+    /** Set when the request carries an Idempotency-Key this process now owns. */
+    idempotencyKey?: string
+  }
+  interface FastifyContextConfig {
+    /** No token needed (the OpenAPI description). */
+    public?: boolean
+    /** The scope the token must carry. */
+    scope?: Scope
+    /** Which rate-limit bucket the call draws from; `general` unless said. */
+    bucket?: 'sessions' | 'general'
+    /** Accepts Idempotency-Key. */
+    idempotent?: boolean
+  }
+}

@@ -1,0 +1,65 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { ApiError } from '../errors.ts'
+import { isStoreUnreachable } from '../db/database.ts'
+import { describeValidation } from './validation.ts'
+
+function send(reply: FastifyReply, req: FastifyRequest, err: ApiError): FastifyReply {
+  for (const [k, v] of Object.entries(err.headers)) reply.header(k, v)
+  return reply
+    .code(err.status)
+    .type('application/json; charset=utf-8')
+    .send({ error: { code: err.code, message: err.message, request_id: String(req.id) } })
+}
+
+/** Turns anything thrown into the specification's error shape; nothing else ever leaves. */
+function toApiError(error: FastifyError | ApiError | Error, req: FastifyRequest): ApiError {
+  if (error instanceof ApiError) return error
+  const fe = error as FastifyError & { validationContext?: string }
+  if (fe.validation) return new ApiError('invalid_request', describeValidation(fe.validation as never, fe.validationContext ?? 'body', fe.validationContext === 'querystring' ? req.query : req.body))
+  switch (fe.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new ApiError('invalid_request', 'The request body is over the size limit for this endpoint.')
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new ApiError('invalid_request', 'Request bodies must be JSON (Content-Type: application/json).')
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new ApiError('invalid_request', 'The body is empty but Content-Type says JSON; send {} or no Content-Type.')
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new ApiError('invalid_request', 'Content-Length does not match the body.')
+  }
+  if (fe.statusCode === 400 && error instanceof SyntaxError) return new ApiError('invalid_request', `The body is not valid JSON: ${error.message}`)
+  if (isStoreUnreachable(error)) {
+    return new ApiError('directory_unavailable', 'The store cannot be reached; retry shortly.', { cause: error, headers: { 'retry-after': '5' } })
+  }
+  if (typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) {
+    return new ApiError('invalid_request', fe.message)
+  }
+  return new ApiError('internal_error', `Unexpected error; quote request id ${String(req.id)} when reporting it.`, { cause: error })
+}
+
+/** Compiles route patterns to tell an unknown path (404) from a known path with another method (405). */
+export function installErrorHandlers(app: FastifyInstance): void {
+  const routes: { pattern: RegExp; methods: Set<string> }[] = []
+  app.addHook('onRoute', (r) => {
+    const src = '^' + r.url.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/:[A-Za-z_]+/g, '[^/]+') + '/?$'
+    let entry = routes.find((x) => x.pattern.source === src)
+    if (!entry) routes.push((entry = { pattern: new RegExp(src), methods: new Set() }))
+    for (const m of [r.method].flat()) entry.methods.add(m)
+  })
+
+  app.setErrorHandler((error, req, reply) => {
+    const apiError = toApiError(error as Error, req)
+    if (apiError.status >= 500) req.log.error({ err: apiError.cause ?? error }, apiError.message)
+    return send(reply, req, apiError)
+  })
+
+  app.setNotFoundHandler((req, reply) => {
+    const path = req.url.split('?')[0]!
+    const known = routes.find((r) => r.pattern.test(path))
+    if (known) {
+      const allowed = [...known.methods].filter((m) => m !== 'HEAD').sort()
+      reply.header('allow', allowed.join(', '))
+      return send(reply, req, new ApiError('method_not_allowed', `${req.method} is not allowed on ${path}; use ${allowed.join(' or ')}.`))
+    }
+    return send(reply, req, new ApiError('not_found', `No endpoint ${req.method} ${path}.`))
+  })
+}

@@ -1,0 +1,71 @@
+import { Ajv, type ErrorObject } from 'ajv'
+import addFormats from 'ajv-formats'
+import type { FastifySchemaCompiler } from 'fastify'
+
+/**
+ * Two validators: bodies are checked exactly as sent (no type coercion, so a metadata value 5 is
+ * refused rather than turned into "5"); query strings and path parameters arrive as text and are
+ * coerced. Neither strips unknown fields: the specification wants them refused by name.
+ */
+function makeAjv(coerce: boolean): Ajv {
+  const ajv = new Ajv({ discriminator: true, coerceTypes: coerce ? 'array' : false, useDefaults: true, removeAdditional: false, allErrors: false, strict: false })
+  ;(addFormats as unknown as (a: Ajv) => void)(ajv)
+  return ajv
+}
+const bodyAjv = makeAjv(false)
+const textAjv = makeAjv(true)
+
+export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) => {
+  const ajv = httpPart === 'body' ? bodyAjv : textAjv
+  return ajv.compile(schema as object) as never
+}
+
+/** Fields each tool entry type accepts, for the message that refuses an unknown one. Filled by the tools schema. */
+export const toolEntryFields = new Map<string, string[]>()
+
+const dotted = (instancePath: string): string =>
+  instancePath
+    .split('/')
+    .filter(Boolean)
+    .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'))
+    .reduce((acc, p) => (/^\d+$/.test(p) ? `${acc}[${p}]` : acc ? `${acc}.${p}` : p), '')
+
+function valueAt(root: unknown, instancePath: string): unknown {
+  let cur = root
+  for (const p of instancePath.split('/').filter(Boolean)) {
+    if (cur === null || typeof cur !== 'object') return undefined
+    cur = (cur as Record<string, unknown>)[p.replace(/~1/g, '/').replace(/~0/g, '~')]
+  }
+  return cur
+}
+
+/** One clear sentence from Ajv's errors; an unknown field is always named. */
+export function describeValidation(errors: ErrorObject[], context: string, input: unknown): string {
+  const unknown = errors.find((e) => e.keyword === 'additionalProperties')
+  if (unknown) {
+    const field = (unknown.params as { additionalProperty: string }).additionalProperty
+    if (context === 'querystring') return `Unknown query parameter "${field}".`
+    const where = dotted(unknown.instancePath)
+    const full = where ? `${where}.${field}` : field
+    const parent = valueAt(input, unknown.instancePath) as { type?: unknown } | undefined
+    if (/(^|\.)tools\[\d+\]$/.test(where) && parent && typeof parent.type === 'string') {
+      const accepted = toolEntryFields.get(parent.type)
+      if (accepted) return `Unknown field "${full}": a tool entry of type "${parent.type}" accepts ${accepted.join(', ')}.`
+    }
+    return `Unknown field "${full}".`
+  }
+  const disc = errors.find((e) => e.keyword === 'discriminator')
+  if (disc) {
+    const where = dotted(disc.instancePath)
+    return `"${where ? `${where}.` : ''}type" must be one of ${[...toolEntryFields.keys()].join(', ')}.`
+  }
+  const e = errors.find((x) => x.keyword !== 'anyOf' && x.keyword !== 'oneOf') ?? errors[0]!
+  const where = dotted(e.instancePath)
+  const label = context === 'querystring' ? `query parameter "${where}"` : context === 'params' ? `path parameter "${where}"` : where ? `"${where}"` : 'the request body'
+  if (e.keyword === 'required') return `Missing required field "${where ? `${where}.` : ''}${(e.params as { missingProperty: string }).missingProperty}".`
+  if (e.keyword === 'enum' || e.keyword === 'const') {
+    const allowed = (e.params as { allowedValues?: unknown[]; allowedValue?: unknown }).allowedValues ?? [(e.params as { allowedValue?: unknown }).allowedValue]
+    return `${label} must be one of ${allowed.map((v) => JSON.stringify(v)).join(', ')}.`
+  }
+  return `${label} ${e.message ?? 'is invalid'}.`
+}

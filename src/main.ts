@@ -1,0 +1,80 @@
+import { Command, InvalidArgumentError } from 'commander'
+import { loadConfig } from './config.ts'
+import { openStore } from './db/database.ts'
+import { startServer } from './server.ts'
+import { ensureOrg, getTokenById, insertToken, revokeToken } from './tokens/tokens.store.ts'
+import { SCOPES, TOKEN_LIFETIMES_DAYS, type Scope } from './tokens/scopes.ts'
+
+// The only reader of process.env: everything else receives its Config.
+const config = () => loadConfig(process.env)
+
+const program = new Command('warren').description('Warren: runs coding agents remotely, on your own machines.')
+
+program
+  .command('serve')
+  .description('Run the HTTP service')
+  .action(async () => {
+    const server = await startServer(config())
+    const stop = async () => {
+      await server.close()
+      process.exit(0)
+    }
+    process.once('SIGINT', stop)
+    process.once('SIGTERM', stop)
+  })
+
+const tokens = program.command('tokens').description('Mint and revoke access tokens')
+
+tokens
+  .command('create')
+  .description('Mint a token (creating the organization when missing); prints one JSON line')
+  .requiredOption('--org <name>', 'organization name')
+  .option('--name <name>', 'a label for the token')
+  .option('--scopes <list>', 'comma-separated scopes (default: all)', (v: string) => {
+    const list = v.split(',').map((s) => s.trim()).filter(Boolean)
+    const bad = list.filter((s) => !(SCOPES as readonly string[]).includes(s))
+    if (bad.length > 0 || list.length === 0) throw new InvalidArgumentError(`unknown scope(s): ${bad.join(', ') || '(none given)'}; known: ${SCOPES.join(', ')}`)
+    return list as Scope[]
+  })
+  .option('--days <n>', 'lifetime: 7, 30 or 90 days', (v: string) => {
+    const n = Number(v)
+    if (!(TOKEN_LIFETIMES_DAYS as readonly number[]).includes(n)) throw new InvalidArgumentError('must be 7, 30 or 90')
+    return n
+  }, 90)
+  .action(async (opts: { org: string; name?: string; scopes?: Scope[]; days: number }) => {
+    const cfg = config()
+    const store = await openStore({ dataDir: cfg.dataDir, databaseUrl: cfg.databaseUrl })
+    try {
+      const org = await ensureOrg(store.db, opts.org)
+      const { record, secret } = await insertToken(store.db, { orgId: org.id, name: opts.name ?? null, scopes: opts.scopes ?? [...SCOPES], days: opts.days })
+      process.stdout.write(JSON.stringify({ id: record.id, token: secret, org_id: org.id, scopes: record.scopes, expires_at: record.expiresAt }) + '\n')
+    } finally {
+      await store.close()
+    }
+  })
+
+tokens
+  .command('revoke')
+  .description('Revoke a token by id')
+  .argument('<id>', 'token id (tok_…)')
+  .action(async (id: string) => {
+    const cfg = config()
+    const store = await openStore({ dataDir: cfg.dataDir, databaseUrl: cfg.databaseUrl })
+    try {
+      const t = await getTokenById(store.db, id)
+      if (!t) {
+        process.stderr.write(`warren: no token with id ${id}\n`)
+        process.exitCode = 1
+        return
+      }
+      await revokeToken(store.db, id)
+      process.stdout.write(JSON.stringify({ id, revoked: true }) + '\n')
+    } finally {
+      await store.close()
+    }
+  })
+
+program.parseAsync(process.argv).catch((err: unknown) => {
+  process.stderr.write(`warren: ${err instanceof Error ? err.message : String(err)}\n`)
+  process.exit(1)
+})

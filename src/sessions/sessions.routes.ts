@@ -1,0 +1,4 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { Deps } from '../deps.ts'
+
+export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async () => {}

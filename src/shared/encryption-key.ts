@@ -1,0 +1,23 @@
+import fs from 'node:fs'
+import path from 'node:path'
+import { randomBytes } from 'node:crypto'
+import { decodeKey, type Config } from '../config.ts'
+
+/**
+ * The key that seals secrets at rest: WARREN_ENCRYPTION_KEY when set (required for several
+ * processes on one PostgreSQL), else a key file made once under the data folder, readable by
+ * the service's user only.
+ */
+export function loadEncryptionKey(config: Config): Buffer {
+  if (config.encryptionKey) return decodeKey(config.encryptionKey)!
+  const file = path.join(config.dataDir, 'encryption.key')
+  fs.mkdirSync(config.dataDir, { recursive: true })
+  try {
+    fs.writeFileSync(file, randomBytes(32).toString('base64') + '\n', { flag: 'wx', mode: 0o600 })
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+  }
+  const key = decodeKey(fs.readFileSync(file, 'utf8').trim())
+  if (!key) throw new Error(`${file} does not hold a 32-byte key`)
+  return key
+}

@@ -1,0 +1,27 @@
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto'
+
+/**
+ * Encrypts secrets at rest (model keys, webhook secrets, profile values) with AES-256-GCM.
+ * The stored text is `v1.<iv>.<tag>.<ciphertext>` in base64url, so a later key rotation can
+ * tell versions apart.
+ */
+export type SecretBox = { seal(plain: string): string; open(sealed: string): string }
+
+export function secretBox(key: Buffer): SecretBox {
+  if (key.length !== 32) throw new Error('the encryption key must be 32 bytes')
+  return {
+    seal(plain) {
+      const iv = randomBytes(12)
+      const c = createCipheriv('aes-256-gcm', key, iv)
+      const data = Buffer.concat([c.update(plain, 'utf8'), c.final()])
+      return ['v1', iv, c.getAuthTag(), data].map((p) => (typeof p === 'string' ? p : p.toString('base64url'))).join('.')
+    },
+    open(sealed) {
+      const [v, iv, tag, data] = sealed.split('.')
+      if (v !== 'v1' || !iv || !tag || data === undefined) throw new Error('unreadable sealed secret')
+      const d = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64url'))
+      d.setAuthTag(Buffer.from(tag, 'base64url'))
+      return Buffer.concat([d.update(Buffer.from(data, 'base64url')), d.final()]).toString('utf8')
+    },
+  }
+}

@@ -1,0 +1,63 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import type { Deps } from '../deps.ts'
+import { ApiError, errorResponses, notFound } from '../errors.ts'
+import { ListEnvelope, PlainListQuery, emptyList, pageQuery, toList } from '../http/pagination.ts'
+import { CreateTokenBody, Token, TokenDeleted } from './tokens.schema.ts'
+import { getToken, insertToken, listTokenRows, revokeToken, toToken, type TokenRecord } from './tokens.store.ts'
+
+export const toTokenShape = (t: TokenRecord, secret?: string) => ({
+  object: 'token' as const,
+  id: t.id,
+  name: t.name,
+  org_id: t.orgId,
+  scopes: t.scopes,
+  created_at: t.createdAt,
+  expires_at: t.expiresAt,
+  ...(secret ? { token: secret } : {}),
+})
+
+export const tokenRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store }) => {
+  app.post(
+    '/tokens',
+    {
+      config: { scope: 'tokens:write', idempotent: true },
+      schema: { operationId: 'createToken', tags: ['tokens'], summary: 'Mint a token; the secret is shown once', body: CreateTokenBody, response: { 201: Token, ...errorResponses(400) } },
+    },
+    async (req, reply) => {
+      const missing = req.body.scopes.filter((s) => !req.auth.scopes.includes(s))
+      if (missing.length > 0) throw new ApiError('permission_denied', `A token cannot grant scopes it lacks: ${missing.join(', ')}.`)
+      const { record, secret } = await insertToken(store.db, { orgId: req.auth.orgId, name: req.body.name ?? null, scopes: req.body.scopes, days: req.body.expires_in_days })
+      return reply.code(201).send(toTokenShape(record, secret))
+    },
+  )
+
+  app.get(
+    '/tokens',
+    {
+      config: { scope: 'tokens:write' },
+      schema: { operationId: 'listTokens', tags: ['tokens'], summary: 'List live tokens, never their secrets', querystring: Type.Object(PlainListQuery, { additionalProperties: false }), response: { 200: ListEnvelope(Token), ...errorResponses(400) } },
+    },
+    async (req) => {
+      const { after } = req.query
+      const cursor = after ? await getToken(store.db, req.auth.orgId, after) : undefined
+      if (after && !cursor) return emptyList()
+      const rows = await pageQuery(listTokenRows(store.db, req.auth.orgId), req.query, cursor ? { created_at: cursor.createdAt, id: cursor.id } : undefined).execute()
+      return toList(rows.map((r) => toTokenShape(toToken(r))), req.query.limit ?? 20)
+    },
+  )
+
+  app.delete(
+    '/tokens/:token_id',
+    {
+      config: { scope: 'tokens:write', idempotent: true },
+      schema: { operationId: 'revokeToken', tags: ['tokens'], params: Type.Object({ token_id: Type.String() }), response: { 200: TokenDeleted, ...errorResponses(404) } },
+    },
+    async (req) => {
+      const t = await getToken(store.db, req.auth.orgId, req.params.token_id)
+      if (!t || t.revokedAt !== null) throw notFound('token', req.params.token_id)
+      await revokeToken(store.db, t.id)
+      return { object: 'token.deleted' as const, id: t.id, deleted: true }
+    },
+  )
+}

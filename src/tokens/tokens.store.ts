@@ -1,0 +1,89 @@
+import { createHash, randomBytes } from 'node:crypto'
+import type { Db } from '../db/database.ts'
+import { newId } from '../shared/ids.ts'
+import { fromJson, toJson } from '../shared/json.ts'
+import { TOKEN_PREFIX, type Scope } from './scopes.ts'
+
+export type TokenRecord = {
+  id: string
+  orgId: string
+  name: string | null
+  scopes: Scope[]
+  createdAt: number
+  expiresAt: number
+  revokedAt: number | null
+}
+
+/** Tokens are high-entropy, so one SHA-256 is enough to make the stored form useless to a thief. */
+export const hashToken = (secret: string): string => createHash('sha256').update(secret).digest('hex')
+
+type TokenRow = { id: string; org_id: string; name: string | null; scopes: string; created_at: number; expires_at: number; revoked_at: number | null }
+const toToken = (r: TokenRow): TokenRecord => ({
+  id: r.id,
+  orgId: r.org_id,
+  name: r.name,
+  scopes: fromJson(r.scopes, []),
+  createdAt: Number(r.created_at),
+  expiresAt: Number(r.expires_at),
+  revokedAt: r.revoked_at === null ? null : Number(r.revoked_at),
+})
+
+export async function findOrgByName(db: Db, name: string): Promise<{ id: string; name: string } | null> {
+  return (await db.selectFrom('orgs').select(['id', 'name']).where('name', '=', name).executeTakeFirst()) ?? null
+}
+
+/** Returns the organization with this name, creating it when missing (safe against a concurrent creator). */
+export async function ensureOrg(db: Db, name: string): Promise<{ id: string; name: string }> {
+  const found = await findOrgByName(db, name)
+  if (found) return found
+  await db
+    .insertInto('orgs')
+    .values({ id: newId('org'), name, created_at: Date.now() })
+    .onConflict((oc) => oc.column('name').doNothing())
+    .execute()
+  return (await findOrgByName(db, name))!
+}
+
+export type MintInput = { orgId: string; name: string | null; scopes: Scope[]; days: number }
+
+/** Creates a token; the secret is returned here once and only its hash is kept. */
+export async function insertToken(db: Db, input: MintInput): Promise<{ record: TokenRecord; secret: string }> {
+  const secret = TOKEN_PREFIX + randomBytes(30).toString('base64url')
+  const now = Date.now()
+  const row = {
+    id: newId('tok'),
+    org_id: input.orgId,
+    name: input.name,
+    hash: hashToken(secret),
+    scopes: toJson(input.scopes),
+    created_at: now,
+    expires_at: now + input.days * 86_400_000,
+    revoked_at: null,
+  }
+  await db.insertInto('tokens').values(row).execute()
+  return { record: toToken(row), secret }
+}
+
+export async function findTokenByHash(db: Db, hash: string): Promise<TokenRecord | null> {
+  const row = await db.selectFrom('tokens').selectAll().where('hash', '=', hash).executeTakeFirst()
+  return row ? toToken(row) : null
+}
+
+export async function getToken(db: Db, orgId: string, id: string): Promise<TokenRecord | null> {
+  const row = await db.selectFrom('tokens').selectAll().where('id', '=', id).where('org_id', '=', orgId).executeTakeFirst()
+  return row ? toToken(row) : null
+}
+
+export async function getTokenById(db: Db, id: string): Promise<TokenRecord | null> {
+  const row = await db.selectFrom('tokens').selectAll().where('id', '=', id).executeTakeFirst()
+  return row ? toToken(row) : null
+}
+
+export async function revokeToken(db: Db, id: string): Promise<void> {
+  await db.updateTable('tokens').set({ revoked_at: Date.now() }).where('id', '=', id).where('revoked_at', 'is', null).execute()
+}
+
+export function listTokenRows(db: Db, orgId: string) {
+  return db.selectFrom('tokens').selectAll().where('org_id', '=', orgId).where('revoked_at', 'is', null)
+}
+export { toToken }

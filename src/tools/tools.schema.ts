@@ -1,0 +1,79 @@
+import { Type, type Static, type TObject } from 'typebox'
+import { toolEntryFields } from '../http/validation.ts'
+
+/** Sandbox network tools, selected by naming their types (spec: Tool entry). */
+export const NETWORK_TOOL_TYPES = ['web_search', 'web_fetch', 'image_search', 'browse', 'browser_act', 'screenshot'] as const
+export type NetworkToolType = (typeof NETWORK_TOOL_TYPES)[number]
+
+const Name = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$', description: 'What the model sees (MCP tools as mcp__{server}__{tool}).' })
+const Timeout = Type.Integer({ minimum: 1, maximum: 3600 })
+
+export const McpToolEntry = Type.Object(
+  {
+    type: Type.Literal('mcp'),
+    name: Name,
+    url: Type.Optional(Type.String({ maxLength: 2000, description: 'Remote server address (streamable HTTP).' })),
+    command: Type.Optional(Type.String({ maxLength: 2000, description: 'Local server command, run inside the sandbox.' })),
+    args: Type.Optional(Type.Array(Type.String({ maxLength: 2000 }), { maxItems: 100 })),
+    allowed_tools: Type.Optional(Type.Array(Type.String({ maxLength: 200 }), { maxItems: 500 })),
+    required: Type.Optional(Type.Boolean({ description: 'When false, a server that will not connect is skipped and mcp.unavailable is emitted.' })),
+    authorization: Type.Optional(Type.String({ maxLength: 8000, description: 'Write-only: sent as the Authorization header, never returned.' })),
+    headers: Type.Optional(Type.Record(Type.String(), Type.String({ maxLength: 8000 }), { description: 'Write-only header values, never returned.' })),
+    env: Type.Optional(Type.Record(Type.String(), Type.String({ maxLength: 8000 }), { description: 'Write-only environment of a local server, never returned.' })),
+    description: Type.Optional(Type.String({ maxLength: 4000 })),
+    timeout_seconds: Type.Optional(Timeout),
+  },
+  { additionalProperties: false },
+)
+
+export const FunctionToolEntry = Type.Object(
+  {
+    type: Type.Literal('function'),
+    name: Name,
+    description: Type.Optional(Type.String({ maxLength: 4000 })),
+    parameters: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: 'JSON Schema of the arguments.' })),
+    timeout_seconds: Type.Optional(Timeout),
+  },
+  { additionalProperties: false },
+)
+
+const networkEntry = (t: NetworkToolType) => Type.Object({ type: Type.Literal(t) }, { additionalProperties: false })
+
+const variants: TObject[] = [McpToolEntry, FunctionToolEntry, ...NETWORK_TOOL_TYPES.map(networkEntry)]
+for (const v of variants) {
+  const type = (v.properties.type as { const: string }).const
+  toolEntryFields.set(type, Object.keys(v.properties))
+}
+
+type ToolEntryIn = Static<typeof McpToolEntry> | Static<typeof FunctionToolEntry> | { type: NetworkToolType }
+
+/** One tool entry as sent. The discriminator makes a refusal speak of the entry's own type. */
+export const ToolEntry = Type.Unsafe<ToolEntryIn>({
+  type: 'object',
+  oneOf: variants,
+  discriminator: { propertyName: 'type' },
+  required: ['type'],
+  description: `A tool entry: mcp, function, or a sandbox network tool (${NETWORK_TOOL_TYPES.join(', ')}).`,
+})
+export type ToolEntry = ToolEntryIn
+
+export const ToolEntries = Type.Array(ToolEntry, { maxItems: 100 })
+
+/** A tool entry as returned: the same vocabulary, with credentials withheld and named in `redacted`. */
+export const ToolEntryOut = Type.Object(
+  {
+    type: Type.String(),
+    name: Type.Optional(Type.String()),
+    url: Type.Optional(Type.String()),
+    command: Type.Optional(Type.String()),
+    args: Type.Optional(Type.Array(Type.String())),
+    allowed_tools: Type.Optional(Type.Array(Type.String())),
+    required: Type.Optional(Type.Boolean()),
+    redacted: Type.Optional(Type.Array(Type.String(), { description: 'Names of fields whose secret values were withheld.' })),
+    description: Type.Optional(Type.String()),
+    parameters: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    timeout_seconds: Type.Optional(Type.Integer()),
+  },
+  { additionalProperties: false },
+)
+export type ToolEntryOut = Static<typeof ToolEntryOut>

@@ -1,0 +1,151 @@
+import { after, before, describe } from 'node:test'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import pg from 'pg'
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
+import { buildApp } from '../src/app.ts'
+import { loadConfig, type Config } from '../src/config.ts'
+import { openStore, type DialectName, type Store } from '../src/db/database.ts'
+import { memoryEventBus, type EventBus } from '../src/events/event-bus.ts'
+import { secretBox } from '../src/shared/secret-box.ts'
+import { randomText } from '../src/shared/ids.ts'
+import { ensureOrg, insertToken } from '../src/tokens/tokens.store.ts'
+import { SCOPES, type Scope } from '../src/tokens/scopes.ts'
+
+export const PG_URL = process.env.WARREN_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+
+let pgAvailable: Promise<string | null> | undefined
+/** null when PostgreSQL answers; otherwise why it does not. */
+function checkPostgres(): Promise<string | null> {
+  pgAvailable ??= (async () => {
+    const c = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 2000 })
+    try {
+      await c.connect()
+      await c.query('select 1')
+      return null
+    } catch (err) {
+      return (err as Error).message
+    } finally {
+      await c.end().catch(() => {})
+    }
+  })()
+  return pgAvailable
+}
+
+const wantedDialects = (): DialectName[] => {
+  const only = process.env.WARREN_TEST_DIALECTS
+  return only ? (only.split(',') as DialectName[]) : ['sqlite', 'postgres']
+}
+
+/**
+ * Runs `suite` once per dialect. PostgreSQL runs wherever a server answers at PG_URL; where none
+ * does, the suite says why it skipped, and under CI=true that is a failure instead.
+ */
+export function forEachDialect(name: string, suite: (dialect: DialectName) => void): void {
+  for (const dialect of wantedDialects()) {
+    if (dialect === 'sqlite') {
+      describe(`${name} [sqlite]`, () => suite('sqlite'))
+      continue
+    }
+    describe(`${name} [postgres]`, async () => {
+      const why = await checkPostgres()
+      if (why !== null) {
+        if (process.env.CI) throw new Error(`PostgreSQL is required in CI but ${PG_URL} did not answer: ${why}`)
+        process.stdout.write(`# SKIPPED ${name} [postgres]: no PostgreSQL at ${PG_URL} (${why})\n`)
+        return
+      }
+      suite('postgres')
+    })
+  }
+}
+
+export type Warren = {
+  app: FastifyInstance
+  store: Store
+  bus: EventBus
+  config: Config
+  dialect: DialectName
+  /** A token with every scope in a fresh organization. */
+  token: string
+  orgId: string
+  /** app.inject with the default token unless `token: null` or another token is given. */
+  inject(opts: InjectOptions & { token?: string | null }): Promise<LightMyRequestResponse>
+  /** Mints a token in the named organization (created when missing). */
+  mint(org?: string, scopes?: Scope[], days?: number): Promise<{ token: string; id: string; orgId: string }>
+  /** Listens on a loopback port and returns the base URL (for real sockets). */
+  listen(): Promise<string>
+  close(): Promise<void>
+}
+
+export type StartOptions = { env?: Record<string, string>; config?: Partial<Config> }
+
+/** Starts the real app on a fresh store of the given dialect. */
+export async function startWarren(dialect: DialectName, opts: StartOptions = {}): Promise<Warren> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-test-'))
+  const pgSchema = `t_${randomText(12)}`
+  const config = loadConfig({ WARREN_DATA_DIR: dataDir, ...(dialect === 'postgres' ? { DATABASE_URL: PG_URL } : {}), ...opts.env }, opts.config)
+  const store = await openStore({ dataDir, databaseUrl: config.databaseUrl, pgSchema: dialect === 'postgres' ? pgSchema : undefined })
+  const bus = memoryEventBus()
+  const app = await buildApp({ config, store, bus, box: secretBox(Buffer.alloc(32, 7)) })
+  await app.ready()
+  const mint: Warren['mint'] = async (org = `org-${randomText(8)}`, scopes = [...SCOPES], days = 30) => {
+    const o = await ensureOrg(store.db, org)
+    const { record, secret } = await insertToken(store.db, { orgId: o.id, name: null, scopes, days })
+    return { token: secret, id: record.id, orgId: o.id }
+  }
+  const first = await mint()
+  const w: Warren = {
+    app,
+    store,
+    bus,
+    config,
+    dialect,
+    token: first.token,
+    orgId: first.orgId,
+    inject: ({ token, headers, ...rest }) => {
+      const tok = token === undefined ? first.token : token
+      return app.inject({ ...rest, headers: { ...(tok ? { authorization: `Bearer ${tok}` } : {}), ...headers } })
+    },
+    mint,
+    listen: async () => {
+      const address = await app.listen({ host: '127.0.0.1', port: 0 })
+      return address
+    },
+    close: async () => {
+      await app.close()
+      await store.close()
+      if (dialect === 'postgres') {
+        const c = new pg.Client({ connectionString: PG_URL })
+        await c.connect()
+        await c.query(`DROP SCHEMA IF EXISTS "${pgSchema}" CASCADE`)
+        await c.end()
+      }
+      fs.rmSync(dataDir, { recursive: true, force: true })
+    },
+  }
+  return w
+}
+
+/** One Warren per describe block: started before its tests, closed after. */
+export function useWarren(dialect: DialectName, opts: StartOptions = {}): () => Warren {
+  let w: Warren | undefined
+  before(async () => {
+    w = await startWarren(dialect, opts)
+  })
+  after(async () => {
+    await w?.close()
+  })
+  return () => {
+    if (!w) throw new Error('Warren not started yet')
+    return w
+  }
+}
+
+/** The error body of a refusal, asserting its shape and that request_id matches the header. */
+export function errorOf(res: LightMyRequestResponse): { code: string; message: string; request_id: string } {
+  const body = res.json() as { error: { code: string; message: string; request_id: string } }
+  if (Object.keys(body).length !== 1 || !body.error) throw new Error(`not an error body: ${res.body}`)
+  if (body.error.request_id !== res.headers['x-request-id']) throw new Error('error.request_id differs from x-request-id')
+  return body.error
+}
