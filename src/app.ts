@@ -12,6 +12,7 @@ import { idempotencyOnSend, idempotencyPreHandler } from './http/idempotency.ts'
 import { installErrorHandlers } from './http/error-handler.ts'
 import { validatorCompiler } from './http/validation.ts'
 import { ApiError } from './errors.ts'
+import { MIB } from './http/limits.ts'
 import { healthRoutes } from './tokens/health.routes.ts'
 import { tokenRoutes } from './tokens/tokens.routes.ts'
 import { sessionRoutes } from './sessions/sessions.routes.ts'
@@ -31,7 +32,6 @@ export type AppDeps = {
   logger?: FastifyServerOptions['logger']
 }
 
-export const MIB = 1024 * 1024
 const EmptyQuery = Type.Object({}, { additionalProperties: false })
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {

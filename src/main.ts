@@ -15,6 +15,9 @@ program
   .description('Run the HTTP service')
   .action(async () => {
     const server = await startServer(config())
+    const addr = server.server.address()
+    const where = typeof addr === 'object' && addr ? `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}` : String(addr)
+    process.stdout.write(`warren: listening on ${where}\n`)
     const stop = async () => {
       await server.close()
       process.exit(0)

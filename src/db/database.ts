@@ -95,3 +95,10 @@ export function isStoreUnreachable(err: unknown): boolean {
   const msg = e.message ?? ''
   return /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|database is locked|Client has encountered a connection error|not queryable/i.test(msg)
 }
+
+/** The text value of one key of a JSON-text column, spelled per dialect. */
+export function jsonText(dialect: DialectName, column: string, key: string): RawBuilder<string | null> {
+  return dialect === 'postgres'
+    ? sql<string | null>`(${sql.ref(column)}::jsonb ->> ${key})`
+    : sql<string | null>`json_extract(${sql.ref(column)}, ${'$."' + key.replace(/["\\]/g, (c) => '\\' + c) + '"'})`
+}

@@ -30,6 +30,8 @@ export type Tables = {
     model_credential_id: string | null
     environment: string
     preview: string
+    /** The opening message, owed to the first turn. */
+    input: string | null
     deleted_at: number | null
   }
   seed_files: { owner_id: string; path: string; mode: number; size_bytes: number; content: Uint8Array }

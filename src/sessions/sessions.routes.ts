@@ -1,4 +1,102 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { Deps } from '../deps.ts'
+import { errorResponses, notFound } from '../errors.ts'
+import { withEvents } from '../events/record-event.ts'
+import { deleteSeedFiles } from '../files/seed-files.store.ts'
+import { ListEnvelope, emptyList, toList } from '../http/pagination.ts'
+import { MIB } from '../http/limits.ts'
+import { defaultToolEntries } from '../tools/default-tools.ts'
+import { createSession } from './create-session.ts'
+import { CreateSessionBody, ListSessionsQuery, Session, SessionDeleted, SessionParams, UpdateSessionBody } from './sessions.schema.ts'
+import { getSessionRow, listSessionRows, markSessionDeleted, toSession, updateSessionRow } from './sessions.store.ts'
 
-export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async () => {}
+const sourceOf = (header: unknown): Session['source'] => (header === 'cli' ? 'cli' : header === 'console' ? 'console' : 'api')
+
+export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => {
+  const { store, bus, config } = deps
+  const defaults = defaultToolEntries(config)
+  const shape = (row: Parameters<typeof toSession>[0]) => toSession(row, defaults)
+
+  app.post(
+    '/sessions',
+    {
+      bodyLimit: 16 * MIB,
+      config: { scope: 'sessions:write', bucket: 'sessions', idempotent: true },
+      schema: {
+        operationId: 'createSession',
+        tags: ['sessions'],
+        summary: 'Create a session; its workspace comes up in the background',
+        body: CreateSessionBody,
+        response: { 201: Session, ...errorResponses(400) },
+      },
+    },
+    async (req, reply) => reply.code(201).send(shape(await createSession(deps, req.auth, req.body, sourceOf(req.headers['x-warren-source'])))),
+  )
+
+  app.get(
+    '/sessions',
+    {
+      config: { scope: 'sessions:read' },
+      schema: { operationId: 'listSessions', tags: ['sessions'], querystring: ListSessionsQuery, response: { 200: ListEnvelope(Session), ...errorResponses(400) } },
+    },
+    async (req) => {
+      const q = req.query
+      const cursor = q.after ? await getSessionRow(store.db, req.auth.orgId, q.after) : undefined
+      if (q.after && !cursor) return emptyList()
+      const metadata = (q.metadata ?? []).map((kv): [string, string] => {
+        const i = kv.indexOf(':')
+        return [kv.slice(0, i), kv.slice(i + 1)]
+      })
+      const rows = await listSessionRows(store.db, store.dialect, req.auth.orgId, q, {
+        status: q.status,
+        source: q.source,
+        createdByToken: q.created_by === 'me' ? req.auth.tokenId : undefined,
+        metadata,
+      }, cursor ?? undefined)
+      return toList(rows.map(shape), q.limit ?? 20)
+    },
+  )
+
+  app.get(
+    '/sessions/:session_id',
+    { config: { scope: 'sessions:read' }, schema: { operationId: 'getSession', tags: ['sessions'], params: SessionParams, response: { 200: Session, ...errorResponses(404) } } },
+    async (req) => {
+      const row = await getSessionRow(store.db, req.auth.orgId, req.params.session_id)
+      if (!row) throw notFound('session', req.params.session_id)
+      return shape(row)
+    },
+  )
+
+  app.post(
+    '/sessions/:session_id',
+    {
+      config: { scope: 'sessions:write', idempotent: true },
+      schema: { operationId: 'updateSession', tags: ['sessions'], summary: 'Update the title or replace the metadata', params: SessionParams, body: UpdateSessionBody, response: { 200: Session, ...errorResponses(400, 404) } },
+    },
+    async (req) => {
+      const row = await getSessionRow(store.db, req.auth.orgId, req.params.session_id)
+      if (!row) throw notFound('session', req.params.session_id)
+      await updateSessionRow(store.db, row.id, req.body, Date.now())
+      return shape((await getSessionRow(store.db, req.auth.orgId, row.id))!)
+    },
+  )
+
+  app.delete(
+    '/sessions/:session_id',
+    {
+      config: { scope: 'sessions:write', idempotent: true },
+      schema: { operationId: 'deleteSession', tags: ['sessions'], summary: 'Delete the session and its workspace; frees its slot at once', params: SessionParams, response: { 200: SessionDeleted, ...errorResponses(404) } },
+    },
+    async (req) => {
+      const id = req.params.session_id
+      await withEvents(store, bus, async (trx, record) => {
+        const row = await getSessionRow(trx, req.auth.orgId, id)
+        if (!row) throw notFound('session', id)
+        await markSessionDeleted(trx, id, Date.now())
+        await deleteSeedFiles(trx, id)
+        await record({ orgId: req.auth.orgId, sessionId: id, type: 'session.deleted', payload: { session_id: id } })
+      })
+      return { object: 'session.deleted' as const, id, deleted: true }
+    },
+  )
+}

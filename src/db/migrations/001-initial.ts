@@ -42,6 +42,7 @@ export async function up(db: Kysely<any>, dialect: DialectName): Promise<void> {
     .addColumn('model_credential_id', 'text')
     .addColumn('environment', 'text', (c) => c.notNull())
     .addColumn('preview', 'text', (c) => c.notNull())
+    .addColumn('input', 'text')
     .addColumn('deleted_at', big)
     .execute()
   await db.schema.createIndex('sessions_org').on('sessions').columns(['org_id', 'created_at', 'id']).execute()

@@ -1,0 +1,1 @@
+export const MIB = 1024 * 1024

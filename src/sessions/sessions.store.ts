@@ -1,0 +1,154 @@
+import { jsonText, type Db, type DialectName } from '../db/database.ts'
+import { pageQuery, type ListParams } from '../http/pagination.ts'
+import { fromJson, toJson } from '../shared/json.ts'
+import { redactToolEntry } from '../tools/tool-entries.ts'
+import type { ToolEntry } from '../tools/tools.schema.ts'
+import type { Session, SessionAgent, SessionEnvironment, SessionPreview, SessionStatus } from './sessions.schema.ts'
+
+/** The stored agent: tools as sent (credentials included, for the runner), or null for the default set. */
+export type StoredAgent = Omit<SessionAgent, 'tools'> & { tools: ToolEntry[] | null }
+
+/** The stored environment: what the response shows plus what the workspace needs later. */
+export type StoredEnvironment = SessionEnvironment & { template_id: string | null; files: { path: string; size_bytes: number; mode: number }[] }
+
+export type SessionRow = {
+  id: string
+  org_id: string
+  status: string
+  created_at: number
+  updated_at: number
+  title: string
+  source: string | null
+  created_by_token: string
+  metadata: string
+  agent: string
+  model_credential_id: string | null
+  environment: string
+  preview: string
+  input: string | null
+  deleted_at: number | null
+}
+
+export type NewSession = {
+  id: string
+  orgId: string
+  title: string
+  source: Session['source']
+  createdByToken: string
+  metadata: Record<string, string>
+  agent: StoredAgent
+  environment: StoredEnvironment
+  input: string | null
+  now: number
+}
+
+const NO_PREVIEW: SessionPreview = { url: null, published_url: null, port: null }
+
+export async function insertSession(db: Db, s: NewSession): Promise<SessionRow> {
+  const row: SessionRow = {
+    id: s.id,
+    org_id: s.orgId,
+    status: 'idle',
+    created_at: s.now,
+    updated_at: s.now,
+    title: s.title,
+    source: s.source,
+    created_by_token: s.createdByToken,
+    metadata: toJson(s.metadata),
+    agent: toJson(s.agent),
+    model_credential_id: s.agent.model_credential_id,
+    environment: toJson(s.environment),
+    preview: toJson(NO_PREVIEW),
+    input: s.input,
+    deleted_at: null,
+  }
+  await db.insertInto('sessions').values(row).execute()
+  return row
+}
+
+/** A live session of the organization, or null (missing, deleted, or another organization's). */
+export async function getSessionRow(db: Db, orgId: string, id: string): Promise<SessionRow | null> {
+  const row = await db.selectFrom('sessions').selectAll().where('id', '=', id).where('org_id', '=', orgId).where('deleted_at', 'is', null).executeTakeFirst()
+  return row ?? null
+}
+
+/** Like getSessionRow, but finds deleted sessions too (their usage stays readable). */
+export async function getSessionRowEvenDeleted(db: Db, orgId: string, id: string): Promise<SessionRow | null> {
+  return (await db.selectFrom('sessions').selectAll().where('id', '=', id).where('org_id', '=', orgId).executeTakeFirst()) ?? null
+}
+
+export async function countLiveSessions(db: Db, orgId: string): Promise<number> {
+  const r = await db.selectFrom('sessions').select((eb) => eb.fn.countAll<number>().as('n')).where('org_id', '=', orgId).where('deleted_at', 'is', null).executeTakeFirstOrThrow()
+  return Number(r.n)
+}
+
+export type SessionFilters = {
+  status?: SessionStatus
+  source?: string
+  createdByToken?: string
+  metadata?: [string, string][]
+}
+
+export async function listSessionRows(
+  db: Db,
+  dialect: DialectName,
+  orgId: string,
+  params: ListParams,
+  filters: SessionFilters,
+  cursor: SessionRow | undefined,
+): Promise<SessionRow[]> {
+  let q = db.selectFrom('sessions').selectAll().where('org_id', '=', orgId).where('deleted_at', 'is', null)
+  if (filters.status) q = q.where('status', '=', filters.status)
+  if (filters.source) q = q.where('source', '=', filters.source)
+  if (filters.createdByToken) q = q.where('created_by_token', '=', filters.createdByToken)
+  for (const [k, v] of filters.metadata ?? []) q = q.where(jsonText(dialect, 'metadata', k), '=', v)
+  return pageQuery(q, params, cursor).execute()
+}
+
+export async function updateSessionRow(db: Db, id: string, patch: { title?: string; metadata?: Record<string, string> }, now: number): Promise<void> {
+  await db
+    .updateTable('sessions')
+    .set({
+      updated_at: now,
+      ...(patch.title !== undefined ? { title: patch.title } : {}),
+      ...(patch.metadata !== undefined ? { metadata: toJson(patch.metadata) } : {}),
+    })
+    .where('id', '=', id)
+    .execute()
+}
+
+export async function markSessionDeleted(db: Db, id: string, now: number): Promise<void> {
+  await db.updateTable('sessions').set({ deleted_at: now, updated_at: now }).where('id', '=', id).execute()
+}
+
+/**
+ * The wire shape. Tools come back in the vocabulary they were sent in, credentials withheld; a
+ * session that named none shows the deployment's default set. `required_actions` is read from
+ * its own rows (none until turns exist).
+ */
+export function toSession(row: SessionRow, defaultTools: ToolEntry[]): Session {
+  const env = fromJson<StoredEnvironment>(row.environment, {} as StoredEnvironment)
+  const agent = fromJson<StoredAgent>(row.agent, {} as StoredAgent)
+  return {
+    object: 'session',
+    id: row.id,
+    status: row.status as SessionStatus,
+    created_at: Number(row.created_at),
+    updated_at: Number(row.updated_at),
+    agent: { ...agent, tools: (agent.tools ?? defaultTools).map(redactToolEntry) },
+    environment: {
+      type: 'sandbox',
+      state: env.state,
+      workspace_directory: env.workspace_directory,
+      repo: env.repo,
+      profiles: env.profiles,
+      template: env.template,
+    },
+    preview: fromJson<SessionPreview>(row.preview, NO_PREVIEW),
+    title: row.title,
+    source: row.source as Session['source'],
+    created_by_token: row.created_by_token,
+    required_actions: [],
+    metadata: fromJson(row.metadata, {}),
+  }
+}
