@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import swagger from '@fastify/swagger'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
@@ -9,9 +9,9 @@ import type { SecretBox } from './shared/secret-box.ts'
 import { randomText } from './shared/ids.ts'
 import { authHook } from './http/auth.ts'
 import { idempotencyOnSend, idempotencyPreHandler } from './http/idempotency.ts'
-import { installErrorHandlers } from './http/error-handler.ts'
+import { frameworkErrorHandler, installErrorHandlers } from './http/error-handler.ts'
 import { validatorCompiler } from './http/validation.ts'
-import { ApiError } from './errors.ts'
+import { ApiError, ErrorBody } from './errors.ts'
 import { MIB } from './http/limits.ts'
 import { healthRoutes } from './tokens/health.routes.ts'
 import { tokenRoutes } from './tokens/tokens.routes.ts'
@@ -43,6 +43,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     return503OnClosing: false,
     routerOptions: { ignoreTrailingSlash: true },
     ajv: { customOptions: { removeAdditional: false } },
+    frameworkErrors: frameworkErrorHandler,
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   app.setValidatorCompiler(validatorCompiler)
@@ -63,8 +64,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     if (!cfg.public) route.onRequest = [authenticate, ...[route.onRequest ?? []].flat()]
     if (!schema.body && route.method !== 'GET' && route.method !== 'HEAD') {
       route.preValidation = [refuseBodyFields, ...[route.preValidation ?? []].flat()]
+    } else if (route.method === 'GET') {
+      // Fastify never parses a GET body, so without this one would be ignored, not refused.
+      route.preValidation = [refuseGetBody, ...[route.preValidation ?? []].flat()]
     }
     if (cfg.idempotent) {
+      // Described for the OpenAPI document; the rules themselves are enforced by claimKey.
+      schema.headers ??= Type.Object({
+        'idempotency-key': Type.Optional(
+          Type.String({ description: 'At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409.' }),
+        ),
+      })
       route.preHandler = [claimKey, ...[route.preHandler ?? []].flat()]
       route.onSend = [recordAnswer, ...[route.onSend ?? []].flat()]
     }
@@ -79,7 +89,20 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
   })
 
-  app.get('/v1/openapi.json', { config: { public: true }, schema: { hide: true } }, async () => app.swagger())
+  app.get(
+    '/v1/openapi.json',
+    {
+      config: { public: true },
+      schema: {
+        operationId: 'getOpenApi',
+        tags: ['meta'],
+        summary: 'This description of the running interface; needs no token',
+        security: [],
+        response: { 200: Type.Object({}, { additionalProperties: true, description: 'An OpenAPI 3.1 document' }), 400: ErrorBody, 500: ErrorBody },
+      },
+    },
+    async () => app.swagger(),
+  )
 
   const opts = { store: deps.store, bus: deps.bus, config: deps.config, box: deps.box }
   await app.register(
@@ -97,6 +120,29 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     { prefix: '/v1' },
   )
   return app
+}
+
+async function refuseGetBody(req: FastifyRequest): Promise<void> {
+  const length = req.headers['content-length']
+  if (req.headers['transfer-encoding'] === undefined && (length === undefined || length === '0')) return
+  const chunks: Buffer[] = []
+  let size = 0
+  for await (const chunk of req.raw as AsyncIterable<Buffer>) {
+    size += chunk.length
+    if (size > MIB) throw new ApiError('invalid_request', 'The request body is over the size limit for this endpoint.')
+    chunks.push(chunk)
+  }
+  const text = Buffer.concat(chunks).toString('utf8')
+  if (text.trim() === '') return
+  let body: unknown
+  try {
+    body = JSON.parse(text)
+  } catch {
+    throw new ApiError('invalid_request', 'This endpoint reads no body; send none.')
+  }
+  if (body && typeof body === 'object' && !Array.isArray(body) && Object.keys(body).length === 0) return
+  await refuseBodyFields({ body })
+  throw new ApiError('invalid_request', 'This endpoint reads no body; send none.')
 }
 
 async function refuseBodyFields(req: { body: unknown }): Promise<void> {

@@ -62,10 +62,13 @@ const descriptions: Record<number, string> = {
   503: 'directory_unavailable, with Retry-After',
 }
 
-/** OpenAPI entries for the given error statuses, built from the same table the runtime uses. */
+/**
+ * OpenAPI entries for the given error statuses, built from the same table the runtime uses. 400 is
+ * always among them: any endpoint refuses an unknown query parameter or body field.
+ */
 export function errorResponses(...statuses: number[]): Record<number, typeof ErrorBody> {
   const out: Record<number, typeof ErrorBody> = {}
-  for (const s of [...new Set([...statuses, 401, 403, 429, 503, 500])]) {
+  for (const s of [...new Set([...statuses, 400, 401, 403, 429, 503, 500])].sort((a, b) => a - b)) {
     out[s] = Type.Object(ErrorBody.properties, {
       additionalProperties: false,
       description: descriptions[s] ?? 'internal_error: quote request_id',

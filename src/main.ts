@@ -31,12 +31,17 @@ const tokens = program.command('tokens').description('Mint and revoke access tok
 tokens
   .command('create')
   .description('Mint a token (creating the organization when missing); prints one JSON line')
-  .requiredOption('--org <name>', 'organization name')
+  .requiredOption('--org <name>', 'organization name', (v: string) => {
+    if (v.trim() === '') throw new InvalidArgumentError('the organization name must not be empty')
+    return v
+  })
   .option('--name <name>', 'a label for the token')
   .option('--scopes <list>', 'comma-separated scopes (default: all)', (v: string) => {
-    const list = v.split(',').map((s) => s.trim()).filter(Boolean)
+    // A repeated scope is one scope, as over HTTP (where a repeat is refused).
+    const list = [...new Set(v.split(',').map((s) => s.trim()).filter(Boolean))]
     const bad = list.filter((s) => !(SCOPES as readonly string[]).includes(s))
-    if (bad.length > 0 || list.length === 0) throw new InvalidArgumentError(`unknown scope(s): ${bad.join(', ') || '(none given)'}; known: ${SCOPES.join(', ')}`)
+    if (list.length === 0) throw new InvalidArgumentError(`give at least one scope; known: ${SCOPES.join(', ')}`)
+    if (bad.length > 0) throw new InvalidArgumentError(`unknown scope(s): ${bad.join(', ')}; known: ${SCOPES.join(', ')}`)
     return list as Scope[]
   })
   .option('--days <n>', 'lifetime: 7, 30 or 90 days', (v: string) => {

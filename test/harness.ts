@@ -38,6 +38,10 @@ const wantedDialects = (): DialectName[] => {
   return only ? (only.split(',') as DialectName[]) : ['sqlite', 'postgres']
 }
 
+// Asked once, before any suite is declared: node:test files suites that resume after an await
+// under whichever suite is current then, so two async describes in one file would mix their tests.
+const postgresUnavailable: string | null = wantedDialects().includes('postgres') ? await checkPostgres() : null
+
 /**
  * Runs `suite` once per dialect. PostgreSQL runs wherever a server answers at PG_URL; where none
  * does, the suite says why it skipped, and under CI=true that is a failure instead.
@@ -48,8 +52,8 @@ export function forEachDialect(name: string, suite: (dialect: DialectName) => vo
       describe(`${name} [sqlite]`, () => suite('sqlite'))
       continue
     }
-    describe(`${name} [postgres]`, async () => {
-      const why = await checkPostgres()
+    describe(`${name} [postgres]`, () => {
+      const why = postgresUnavailable
       if (why !== null) {
         if (process.env.CI) throw new Error(`PostgreSQL is required in CI but ${PG_URL} did not answer: ${why}`)
         process.stdout.write(`# SKIPPED ${name} [postgres]: no PostgreSQL at ${PG_URL} (${why})\n`)
@@ -66,6 +70,10 @@ export type Warren = {
   bus: EventBus
   config: Config
   dialect: DialectName
+  /** The data directory (SQLite file, workspaces). */
+  dataDir: string
+  /** PostgreSQL only: the schema this instance lives in (undefined on SQLite). */
+  pgSchema: string | undefined
   /** A token with every scope in a fresh organization. */
   token: string
   orgId: string
@@ -78,11 +86,16 @@ export type Warren = {
   close(): Promise<void>
 }
 
-export type StartOptions = { env?: Record<string, string>; config?: Partial<Config> }
+export type StartOptions = {
+  env?: Record<string, string>
+  config?: Partial<Config>
+  /** Use this data directory instead of a fresh one; it is left in place on close. */
+  dataDir?: string
+}
 
 /** Starts the real app on a fresh store of the given dialect. */
 export async function startWarren(dialect: DialectName, opts: StartOptions = {}): Promise<Warren> {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-test-'))
+  const dataDir = opts.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'warren-test-'))
   const pgSchema = `t_${randomText(12)}`
   const config = loadConfig({ WARREN_DATA_DIR: dataDir, ...(dialect === 'postgres' ? { DATABASE_URL: PG_URL } : {}), ...opts.env }, opts.config)
   const store = await openStore({ dataDir, databaseUrl: config.databaseUrl, pgSchema: dialect === 'postgres' ? pgSchema : undefined })
@@ -101,6 +114,8 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
     bus,
     config,
     dialect,
+    dataDir,
+    pgSchema: dialect === 'postgres' ? pgSchema : undefined,
     token: first.token,
     orgId: first.orgId,
     inject: ({ token, headers, ...rest }) => {
@@ -121,7 +136,7 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
         await c.query(`DROP SCHEMA IF EXISTS "${pgSchema}" CASCADE`)
         await c.end()
       }
-      fs.rmSync(dataDir, { recursive: true, force: true })
+      if (!opts.dataDir) fs.rmSync(dataDir, { recursive: true, force: true })
     },
   }
   return w

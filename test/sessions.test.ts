@@ -70,6 +70,7 @@ forEachDialect('sessions', (dialect) => {
       [{ environment: { files: [{ path: '/etc/passwd', content: b64('x') }] } }, /inside the workspace/],
       [{ environment: { files: [{ path: 'a', content: '***' }] } }, /base64/],
       [{ environment: { repo: { full_name: 'not a repo' } } }, /full_name/],
+      [{ environment: { repo: { full_name: 'acme/..' } } }, /full_name/],
       [{ environment: { template: 'no-such-template' } }, /no-such-template/],
       [{ environment: { profiles: ['no-such-profile'] } }, /no-such-profile/],
       [{ agent: { id: 'agt_missing' } }, /agt_missing/],

@@ -46,6 +46,9 @@ export async function openStore(opts: OpenStoreOptions): Promise<Store> {
     })
     // An idle client whose server went away emits 'error'; without a listener that kills the process.
     pool.on('error', () => {})
+    // A checked-out client has no pool listener: a connection cut mid-use would otherwise throw an
+    // uncaught 'error' and kill the process. Its query still fails, and the pool discards it.
+    pool.on('connect', (client) => client.on('error', () => {}))
     const db = new Kysely<Tables>({ dialect: new PostgresDialect({ pool }) })
     const store: Store = { db, dialect: 'postgres', close: () => db.destroy() }
     await migrate(store)
@@ -66,7 +69,11 @@ const migrations: Record<string, { up(db: Kysely<any>, d: DialectName): Promise<
 async function migrate(store: Store): Promise<void> {
   const list: Record<string, Migration> = {}
   for (const [name, mod] of Object.entries(migrations)) list[name] = { up: (db) => mod.up(db, store.dialect) }
-  const migrator = new Migrator({ db: store.db, provider: { getMigrations: async () => list } })
+  // Kysely looks for its migration tables in every schema unless told which one: a PostgreSQL
+  // shared with other schemas (or other test runs) would make it skip creating them here.
+  const migrationTableSchema =
+    store.dialect === 'postgres' ? (await sql<{ schema: string }>`SELECT current_schema() AS schema`.execute(store.db)).rows[0]!.schema : undefined
+  const migrator = new Migrator({ db: store.db, provider: { getMigrations: async () => list }, ...(migrationTableSchema ? { migrationTableSchema } : {}) })
   const { error } = await migrator.migrateToLatest()
   if (error) throw error
 }

@@ -6,10 +6,10 @@ import { SqliteDialect, type SqliteDatabase, type SqliteStatement } from 'kysely
  * matter: statements expose columns() instead of `reader`, and take parameters spread.
  */
 function adaptStatement(stmt: StatementSync): SqliteStatement {
+  // columns() allocates on every call; a statement's shape never changes, so ask once.
+  const reader = stmt.columns().length > 0
   return {
-    get reader() {
-      return stmt.columns().length > 0
-    },
+    reader,
     all: (params) => stmt.all(...(params as never[])),
     run: (params) => {
       const r = stmt.run(...(params as never[]))

@@ -36,13 +36,31 @@ function toApiError(error: FastifyError | ApiError | Error, req: FastifyRequest)
   return new ApiError('internal_error', `Unexpected error; quote request id ${String(req.id)} when reporting it.`, { cause: error })
 }
 
+/**
+ * Errors Fastify raises before any route or hook runs: a URL it cannot decode, a path parameter
+ * over the router's length limit. Without this they leave in Fastify's own shape, without
+ * x-request-id.
+ */
+export function frameworkErrorHandler(error: FastifyError, req: FastifyRequest, reply: FastifyReply): void {
+  reply.header('x-request-id', String(req.id))
+  const path = (req.raw.url ?? '').split('?')[0]!
+  const apiError =
+    error.code === 'FST_ERR_BAD_URL'
+      ? new ApiError('invalid_request', `The URL path "${path}" is not validly percent-encoded.`)
+      : error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+        ? new ApiError('not_found', `No endpoint or object at ${path}: a path segment is too long to be an id.`)
+        : toApiError(error, req)
+  send(reply, req, apiError)
+}
+
 /** Compiles route patterns to tell an unknown path (404) from a known path with another method (405). */
 export function installErrorHandlers(app: FastifyInstance): void {
-  const routes: { pattern: RegExp; methods: Set<string> }[] = []
+  // Keyed by the pattern text as written: RegExp#source escapes "/" and so never equals it.
+  const routes: { src: string; pattern: RegExp; methods: Set<string> }[] = []
   app.addHook('onRoute', (r) => {
     const src = '^' + r.url.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/:[A-Za-z_]+/g, '[^/]+') + '/?$'
-    let entry = routes.find((x) => x.pattern.source === src)
-    if (!entry) routes.push((entry = { pattern: new RegExp(src), methods: new Set() }))
+    let entry = routes.find((x) => x.src === src)
+    if (!entry) routes.push((entry = { src, pattern: new RegExp(src), methods: new Set() }))
     for (const m of [r.method].flat()) entry.methods.add(m)
   })
 

@@ -17,6 +17,7 @@ export type RateDecision = {
  * one allowance. It refills continuously at `perMinute` a minute; a refused request takes nothing.
  */
 export async function takeToken(store: Store, tokenId: string, bucket: Bucket, perMinute: number): Promise<RateDecision> {
+  if (store.dialect === 'sqlite') return takeFromMemory(store, `${tokenId}:${bucket}`, perMinute)
   const { db, dialect } = store
   const perMs = perMinute / 60_000
   for (let attempt = 0; attempt < 3; attempt++) {
@@ -63,4 +64,22 @@ function decide(allowed: boolean, level: number, perMinute: number): RateDecisio
     resetSeconds: level >= perMinute ? 0 : Math.ceil((perMinute - level) / perSecond),
     retryAfterSeconds: allowed ? 0 : Math.max(1, Math.ceil((1 - level) / perSecond)),
   }
+}
+
+/**
+ * An SQLite store belongs to one service process (its file lives in that process's data folder),
+ * so its buckets can live in that process's memory: same arithmetic, no write per request.
+ * PostgreSQL deployments share buckets through the store, above.
+ */
+const memoryBuckets = new WeakMap<Store, Map<string, { tokens: number; at: number }>>()
+
+function takeFromMemory(store: Store, key: string, perMinute: number): RateDecision {
+  let buckets = memoryBuckets.get(store)
+  if (!buckets) memoryBuckets.set(store, (buckets = new Map()))
+  const now = Date.now()
+  const b = buckets.get(key) ?? { tokens: perMinute, at: now }
+  const level = Math.min(perMinute, b.tokens + ((now - b.at) * perMinute) / 60_000)
+  if (level < 1) return decide(false, level, perMinute)
+  buckets.set(key, { tokens: level - 1, at: now })
+  return decide(true, level - 1, perMinute)
 }

@@ -48,7 +48,7 @@ export type AgentInput = Static<typeof AgentInput>
 
 export const RepoInput = Type.Object(
   {
-    full_name: Type.String({ pattern: '^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$', description: 'owner/name, cloned from {WARREN_GIT_BASE_URL}/{full_name}.git' }),
+    full_name: Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9-]*/(?!\\.\\.?$)[A-Za-z0-9_.-]+$', description: 'owner/name, cloned from {WARREN_GIT_BASE_URL}/{full_name}.git' }),
     branch: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
   },
   { additionalProperties: false },

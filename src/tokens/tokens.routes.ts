@@ -36,12 +36,13 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store 
     '/tokens',
     {
       config: { scope: 'tokens:write' },
-      schema: { operationId: 'listTokens', tags: ['tokens'], summary: 'List live tokens, never their secrets', querystring: Type.Object(PlainListQuery, { additionalProperties: false }), response: { 200: ListEnvelope(Token), ...errorResponses(400) } },
+      schema: { operationId: 'listTokens', tags: ['tokens'], summary: 'List the organization’s unrevoked tokens (expired ones included), never their secrets', querystring: Type.Object(PlainListQuery, { additionalProperties: false }), response: { 200: ListEnvelope(Token), ...errorResponses(400) } },
     },
     async (req) => {
       const { after } = req.query
       const cursor = after ? await getToken(store.db, req.auth.orgId, after) : undefined
-      if (after && !cursor) return emptyList()
+      // A revoked token has left the collection: its id is a cursor that cannot be placed.
+      if (after && (!cursor || cursor.revokedAt !== null)) return emptyList()
       const rows = await pageQuery(listTokenRows(store.db, req.auth.orgId), req.query, cursor ? { created_at: cursor.createdAt, id: cursor.id } : undefined).execute()
       return toList(rows.map((r) => toTokenShape(toToken(r))), req.query.limit ?? 20)
     },

@@ -1,0 +1,150 @@
+import { it } from 'node:test'
+import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { PG_URL, forEachDialect, startWarren, useWarren, type Warren } from './harness.ts'
+import { expectError } from './expect.ts'
+import { SCOPES } from '../src/tokens/scopes.ts'
+
+const BIN = path.join(import.meta.dirname, '..', 'bin', 'warren')
+const DAY = 86_400_000
+
+type Run = { code: number; stdout: string; stderr: string }
+
+/** Runs bin/warren as a child process against the given store; never throws on a non-zero exit. */
+function warren(args: string[], store: { dataDir: string; databaseUrl?: string }): Promise<Run> {
+  const env: NodeJS.ProcessEnv = { ...process.env, WARREN_DATA_DIR: store.dataDir, DATABASE_URL: store.databaseUrl ?? '' }
+  return new Promise((resolve) => {
+    execFile(BIN, args, { env, timeout: 60_000 }, (err, stdout, stderr) => {
+      const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0
+      resolve({ code, stdout, stderr })
+    })
+  })
+}
+
+/** Where the CLI must write to reach the running test service: its data folder, or its PostgreSQL schema. */
+function storeOf(w: Warren): { dataDir: string; databaseUrl?: string } {
+  if (w.dialect === 'sqlite') return { dataDir: w.dataDir }
+  const options = encodeURIComponent(`-c search_path=${w.pgSchema}`)
+  return { dataDir: w.dataDir, databaseUrl: `${PG_URL}${PG_URL.includes('?') ? '&' : '?'}options=${options}` }
+}
+
+type Minted = { id: string; token: string; org_id: string; scopes: string[]; expires_at: number }
+
+/** Parses the single JSON line `tokens create` prints. */
+function mintedFrom(run: Run): Minted {
+  assert.equal(run.code, 0, `exit ${run.code}: ${run.stderr}`)
+  const lines = run.stdout.split('\n').filter((l) => l.trim() !== '')
+  assert.equal(lines.length, 1, `expected one line, got: ${run.stdout}`)
+  const out = JSON.parse(lines[0]!) as Minted
+  assert.deepEqual(Object.keys(out).sort(), ['expires_at', 'id', 'org_id', 'scopes', 'token'])
+  return out
+}
+
+const health = (w: Warren, token: string) => w.inject({ method: 'GET', url: '/v1/health', token })
+
+it('mints into a fresh data folder, which a service started on it then accepts [sqlite]', async () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-cli-'))
+  try {
+    const before = Date.now()
+    const out = mintedFrom(await warren(['tokens', 'create', '--org', 'acme', '--scopes', 'sessions:read', '--days', '7'], { dataDir }))
+    const after = Date.now()
+    assert.match(out.id, /^tok_/)
+    assert.ok(out.token.startsWith('svc_pat_'))
+    assert.match(out.org_id, /^org_/)
+    assert.deepEqual(out.scopes, ['sessions:read'])
+    assert.ok(out.expires_at >= before + 7 * DAY && out.expires_at <= after + 7 * DAY, `expires_at ${out.expires_at}`)
+    const w = await startWarren('sqlite', { dataDir })
+    try {
+      const res = await health(w, out.token)
+      assert.equal(res.statusCode, 200, res.body)
+      assert.deepEqual(res.json(), { object: 'health', status: 'ok', org_id: out.org_id, token_id: out.id, scopes: ['sessions:read'] })
+      expectError(await w.inject({ method: 'GET', url: '/v1/tokens', token: out.token }), 403, 'permission_denied')
+    } finally {
+      await w.close()
+    }
+  } finally {
+    fs.rmSync(dataDir, { recursive: true, force: true })
+  }
+})
+
+forEachDialect('warren tokens (CLI)', (dialect) => {
+  const w = useWarren(dialect)
+
+  it('mints a token the running service accepts, reusing the organization by name', async () => {
+    const org = `cli-${Math.random().toString(36).slice(2)}`
+    const a = mintedFrom(await warren(['tokens', 'create', '--org', org, '--scopes', 'sessions:read,tokens:write', '--days', '30'], storeOf(w())))
+    const b = mintedFrom(await warren(['tokens', 'create', '--org', org], storeOf(w())))
+    assert.equal(a.org_id, b.org_id, 'a second mint for the same name made another organization')
+    assert.notEqual(a.id, b.id)
+    assert.notEqual(a.token, b.token)
+    assert.deepEqual(b.scopes, [...SCOPES], 'default scopes are not all scopes')
+    assert.ok(Math.abs(b.expires_at - (Date.now() + 90 * DAY)) < 60_000, 'default lifetime is not 90 days')
+    assert.ok(Math.abs(a.expires_at - (Date.now() + 30 * DAY)) < 60_000)
+    const h = await health(w(), a.token)
+    assert.equal(h.statusCode, 200, h.body)
+    assert.deepEqual(h.json().scopes, ['sessions:read', 'tokens:write'])
+    // Both are listed in their organization, and nowhere else.
+    const listed = (await w().inject({ method: 'GET', url: '/v1/tokens', token: a.token })).json().data.map((t: { id: string }) => t.id)
+    assert.deepEqual([...listed].sort(), [a.id, b.id].sort())
+    assert.ok(!(await w().inject({ method: 'GET', url: '/v1/tokens' })).json().data.some((t: { id: string }) => t.id === a.id))
+  })
+
+  it('revokes by id: the token is refused with 401 at once', async () => {
+    const out = mintedFrom(await warren(['tokens', 'create', '--org', 'cli-revoke', '--days', '7'], storeOf(w())))
+    assert.equal((await health(w(), out.token)).statusCode, 200)
+    const run = await warren(['tokens', 'revoke', out.id], storeOf(w()))
+    assert.equal(run.code, 0, run.stderr)
+    assert.deepEqual(JSON.parse(run.stdout.trim()), { id: out.id, revoked: true })
+    expectError(await health(w(), out.token), 401, 'authentication_error')
+  })
+
+  it('exits non-zero with a clear message on an unknown token id', async () => {
+    const run = await warren(['tokens', 'revoke', 'tok_never_issued'], storeOf(w()))
+    assert.notEqual(run.code, 0)
+    assert.match(run.stderr, /tok_never_issued/)
+    assert.equal(run.stdout, '')
+  })
+
+  it('refuses a bad lifetime, an unknown scope and a missing organization, minting nothing', async () => {
+    const count = async () => Number((await w().store.db.selectFrom('tokens').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n)
+    const before = await count()
+    const cases: [string[], RegExp][] = [
+      [['--org', 'x', '--days', '10'], /7, 30 or 90/],
+      [['--org', 'x', '--days', 'week'], /7, 30 or 90/],
+      [['--org', 'x', '--scopes', 'sessions:read,root'], /unknown scope.*root/],
+      [['--org', 'x', '--scopes', ''], /scope/],
+      [['--days', '7'], /--org/],
+      [['--org', ' ', '--days', '7'], /organization name/],
+    ]
+    for (const [args, message] of cases) {
+      const run = await warren(['tokens', 'create', ...args], storeOf(w()))
+      assert.notEqual(run.code, 0, `${args.join(' ')} exited 0`)
+      assert.match(run.stderr, message, `${args.join(' ')}: ${run.stderr}`)
+      assert.equal(run.stdout, '', `${args.join(' ')} printed a token`)
+    }
+    assert.equal(await count(), before)
+  })
+
+  it('treats a repeated scope as one', async () => {
+    const out = mintedFrom(await warren(['tokens', 'create', '--org', 'cli-dup', '--scopes', 'sessions:read, sessions:read', '--days', '7'], storeOf(w())))
+    assert.deepEqual(out.scopes, ['sessions:read'])
+    assert.deepEqual((await health(w(), out.token)).json().scopes, ['sessions:read'])
+  })
+
+  it('stores only a hash of the secret', async () => {
+    const out = mintedFrom(await warren(['tokens', 'create', '--org', 'cli-hash', '--days', '7'], storeOf(w())))
+    const row = await w().store.db.selectFrom('tokens').selectAll().where('id', '=', out.id).executeTakeFirstOrThrow()
+    const stored = JSON.stringify(row)
+    const random = out.token.slice('svc_pat_'.length)
+    assert.ok(!stored.includes(random), 'the secret is stored')
+    assert.ok(!stored.includes(random.slice(0, 16)), 'part of the secret is stored')
+    assert.notEqual(row.hash, out.token)
+    // Tokens minted over HTTP are stored the same way.
+    const http = (await w().inject({ method: 'POST', url: '/v1/tokens', payload: { scopes: ['sessions:read'], expires_in_days: 7 } })).json()
+    const httpRow = await w().store.db.selectFrom('tokens').selectAll().where('id', '=', http.id).executeTakeFirstOrThrow()
+    assert.ok(!JSON.stringify(httpRow).includes(http.token.slice('svc_pat_'.length)))
+  })
+})

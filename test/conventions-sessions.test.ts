@@ -1,0 +1,50 @@
+import { before, it } from 'node:test'
+import assert from 'node:assert/strict'
+import { forEachDialect, useWarren } from './harness.ts'
+import { expectError } from './expect.ts'
+
+// The conventions where only session creation can show them: nested bodies and its larger size limit.
+forEachDialect('conventions on session creation', (dialect) => {
+  const w = useWarren(dialect, { env: { WARREN_RATE_SESSIONS_PER_MIN: '1000' } })
+  before(async () => {
+    const res = await w().inject({ method: 'POST', url: '/v1/model-credentials', payload: { provider: 'openai', api_key: 'sk-test-1', models: ['gpt-test'] } })
+    assert.ok(res.statusCode === 201 || res.statusCode === 200, res.body)
+  })
+
+  const sessionCount = async () => (await w().inject({ method: 'GET', url: '/v1/sessions?limit=100' })).json().data.length as number
+
+  it('refuses an unknown field nested in the body, naming its full path, and creates nothing', async () => {
+    const cases: [object, string][] = [
+      [{ agent: { model: 'gpt-test', temperature: 1 } }, 'agent.temperature'],
+      [{ environment: { repo: { full_name: 'a/b', depth: 1 } } }, 'environment.repo.depth'],
+      [{ environment: { files: [{ path: 'a.txt', content: 'eA==', owner: 'root' }] } }, 'environment.files[0].owner'],
+      [{ agent: { permission_rules: [{ decision: 'allow', tool: 'bash', why: 'x' }] } }, 'agent.permission_rules[0].why'],
+    ]
+    for (const [payload, path] of cases) {
+      const res = await w().inject({ method: 'POST', url: '/v1/sessions', payload })
+      const e = expectError(res, 400, 'invalid_request')
+      assert.ok(e.message.includes(path), `${JSON.stringify(payload)}: message does not name ${path}: ${e.message}`)
+    }
+    assert.equal(await sessionCount(), 0)
+  })
+
+  it('reads a session body over 1 MiB (its limit is 16 MiB) and refuses one over 16 MiB with 400', async () => {
+    const content = Buffer.alloc(1536 * 1024, 'a').toString('base64') // 1.5 MiB decoded, 2 MiB as sent
+    const ok = await w().inject({ method: 'POST', url: '/v1/sessions', payload: { environment: { files: [{ path: 'big.txt', content }] } } })
+    assert.equal(ok.statusCode, 201, ok.body.slice(0, 300))
+    const before = await sessionCount()
+    const huge = JSON.stringify({ title: 'x'.repeat(16 * 1024 * 1024 + 1) })
+    const res = await w().inject({ method: 'POST', url: '/v1/sessions', headers: { 'content-type': 'application/json' }, payload: huge })
+    assert.notEqual(res.statusCode, 413)
+    expectError(res, 400, 'invalid_request')
+    assert.equal(await sessionCount(), before)
+  })
+
+  it('refuses unknown query parameters on the session list by name', async () => {
+    const res = await w().inject({ method: 'GET', url: '/v1/sessions?colour=red' })
+    assert.match(expectError(res, 400, 'invalid_request').message, /"colour"/)
+    // order exists on sessions, unlike tokens.
+    assert.equal((await w().inject({ method: 'GET', url: '/v1/sessions?order=asc' })).statusCode, 200)
+    expectError(await w().inject({ method: 'GET', url: '/v1/sessions?order=sideways' }), 400, 'invalid_request')
+  })
+})
