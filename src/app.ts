@@ -53,8 +53,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installErrorHandlers(app)
 
   const authenticate = authHook(deps.store, deps.config)
-  const claimKey = idempotencyPreHandler(deps.store)
-  const recordAnswer = idempotencyOnSend(deps.store)
+  const claimKey = idempotencyPreHandler(deps.store, deps.box)
+  const recordAnswer = idempotencyOnSend(deps.store, deps.box)
   // Every route gets the same guards: a token (unless public), closed query strings, a refusal of
   // any body field the route does not read, and Idempotency-Key where the route accepts it.
   app.addHook('onRoute', (route) => {

@@ -120,6 +120,29 @@ forEachDialect('idempotency', (dialect) => {
     assert.deepEqual(await listTokenIds(w()), before)
   })
 
+  it('releases a claim abandoned by a process that died mid-request, so the retry acts', async () => {
+    const key = `abandoned-${uniq()}`
+    const payload = mintBody('abandoned')
+    const tokenId = (await w().inject({ method: 'GET', url: '/v1/health' })).json().token_id
+    const fingerprint = createHash('sha256').update(`POST /v1/tokens\n${JSON.stringify(payload)}`).digest('hex')
+    const sixMinutesAgo = Date.now() - 6 * 60_000
+    await w().store.db.insertInto('idempotency_keys').values({ token_id: tokenId, key, fingerprint, state: 'in_flight', status_code: null, body: null, created_at: sixMinutesAgo }).execute()
+    const res = await w().inject({ method: 'POST', url: '/v1/tokens', headers: keyed(key), payload })
+    assert.equal(res.statusCode, 201, res.body)
+    assert.equal(res.headers['idempotent-replayed'], undefined)
+  })
+
+  it('keeps the first answer sealed at rest: a secret shown once is not stored in plain text', async () => {
+    const key = `sealed-${uniq()}`
+    const res = await w().inject({ method: 'POST', url: '/v1/tokens', headers: keyed(key), payload: mintBody('sealed') })
+    assert.equal(res.statusCode, 201)
+    const secret = res.json().token as string
+    const row = await w().store.db.selectFrom('idempotency_keys').selectAll().where('key', '=', key).executeTakeFirstOrThrow()
+    assert.ok(row.body && !row.body.includes(secret), 'the stored answer must not hold the secret in clear')
+    const replay = await w().inject({ method: 'POST', url: '/v1/tokens', headers: keyed(key), payload: mintBody('sealed') })
+    assert.equal(replay.json().token, secret, 'the replay still returns the first answer')
+  })
+
   it('scopes keys to the token: another token using the same key acts anew', async () => {
     const key = `shared-${uniq()}`
     const other = await w().mint() // another organization, every scope

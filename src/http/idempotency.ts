@@ -1,12 +1,18 @@
 import { createHash } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Store } from '../db/database.ts'
+import type { SecretBox } from '../shared/secret-box.ts'
 import { ApiError } from '../errors.ts'
 import './context.ts'
 
 /** Keys are kept at least this long; older ones are forgotten and may be reused. */
 export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000
 const MAX_KEY_LENGTH = 255
+/**
+ * A claim older than this whose answer never came belonged to a process that died mid-request:
+ * it is released rather than answering 409 for a day. No request here runs anywhere near as long.
+ */
+export const IN_FLIGHT_ABANDONED_MS = 5 * 60_000
 
 const fingerprint = (req: FastifyRequest): string =>
   createHash('sha256')
@@ -17,7 +23,7 @@ const fingerprint = (req: FastifyRequest): string =>
  * Runs before the handler: claims the key for this request, or answers from the first response,
  * or refuses an identical request still in flight. Keys are scoped to the token.
  */
-export function idempotencyPreHandler(store: Store) {
+export function idempotencyPreHandler(store: Store, box: SecretBox) {
   return async function claimKey(req: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     const raw = req.headers['idempotency-key']
     if (raw === undefined) return
@@ -46,7 +52,8 @@ export function idempotencyPreHandler(store: Store) {
         .where('key', '=', key)
         .executeTakeFirst()
       if (!row) continue
-      if (Number(row.created_at) < now - IDEMPOTENCY_TTL_MS) {
+      const age = now - Number(row.created_at)
+      if (age > IDEMPOTENCY_TTL_MS || (row.state === 'in_flight' && age > IN_FLIGHT_ABANDONED_MS)) {
         await store.db.deleteFrom('idempotency_keys').where('token_id', '=', tokenId).where('key', '=', key).execute()
         continue
       }
@@ -58,24 +65,27 @@ export function idempotencyPreHandler(store: Store) {
       }
       reply.header('idempotent-replayed', 'true')
       reply.code(row.status_code ?? 200).type('application/json; charset=utf-8')
-      return reply.send(row.body)
+      return reply.send(row.body === null ? null : box.open(row.body))
     }
     throw new ApiError('conflict', `Idempotency-Key "${key}" could not be claimed; retry.`)
   }
 }
 
-/** Records the first answer under the key; a 5xx releases the key so that a retry acts again. */
-export function idempotencyOnSend(store: Store) {
+/**
+ * Records the first answer under the key; a 5xx releases the key so that a retry acts again.
+ * The answer is sealed: it may hold a secret shown once (a token, a webhook secret).
+ */
+export function idempotencyOnSend(store: Store, box: SecretBox) {
   return async function recordAnswer(req: FastifyRequest, reply: FastifyReply, payload: unknown): Promise<unknown> {
     const key = req.idempotencyKey
     if (!key) return payload
     req.idempotencyKey = undefined
-    const where = store.db.updateTable('idempotency_keys')
     if (reply.statusCode >= 500 || typeof payload !== 'string') {
       await store.db.deleteFrom('idempotency_keys').where('token_id', '=', req.auth.tokenId).where('key', '=', key).execute()
     } else {
-      await where
-        .set({ state: 'done', status_code: reply.statusCode, body: payload })
+      await store.db
+        .updateTable('idempotency_keys')
+        .set({ state: 'done', status_code: reply.statusCode, body: box.seal(payload) })
         .where('token_id', '=', req.auth.tokenId)
         .where('key', '=', key)
         .execute()
