@@ -1,4 +1,5 @@
 import { jsonText, type Db, type DialectName } from '../db/database.ts'
+import { prepared } from '../db/prepared.ts'
 import { pageQuery, type ListParams } from '../http/pagination.ts'
 import { fromJson, toJson } from '../shared/json.ts'
 import { redactToolEntry } from '../tools/tool-entries.ts'
@@ -66,10 +67,13 @@ export async function insertSession(db: Db, s: NewSession): Promise<SessionRow> 
   return row
 }
 
+const liveSession = prepared((db, orgId: string, id: string) =>
+  db.selectFrom('sessions').selectAll().where('id', '=', id).where('org_id', '=', orgId).where('deleted_at', 'is', null),
+)
+
 /** A live session of the organization, or null (missing, deleted, or another organization's). */
 export async function getSessionRow(db: Db, orgId: string, id: string): Promise<SessionRow | null> {
-  const row = await db.selectFrom('sessions').selectAll().where('id', '=', id).where('org_id', '=', orgId).where('deleted_at', 'is', null).executeTakeFirst()
-  return row ?? null
+  return (await liveSession(db, orgId, id))[0] ?? null
 }
 
 /** Like getSessionRow, but finds deleted sessions too (their usage stays readable). */

@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto'
 import type { Db } from '../db/database.ts'
+import { prepared } from '../db/prepared.ts'
 import { newId } from '../shared/ids.ts'
 import { fromJson, toJson } from '../shared/json.ts'
 import { TOKEN_PREFIX, type Scope } from './scopes.ts'
@@ -64,8 +65,11 @@ export async function insertToken(db: Db, input: MintInput): Promise<{ record: T
   return { record: toToken(row), secret }
 }
 
+const tokenByHash = prepared((db, hash: string) => db.selectFrom('tokens').selectAll().where('hash', '=', hash))
+
+/** Runs on every authenticated request, hence prepared once. */
 export async function findTokenByHash(db: Db, hash: string): Promise<TokenRecord | null> {
-  const row = await db.selectFrom('tokens').selectAll().where('hash', '=', hash).executeTakeFirst()
+  const row = (await tokenByHash(db, hash))[0]
   return row ? toToken(row) : null
 }
 
