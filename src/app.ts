@@ -6,6 +6,8 @@ import type { Config } from './config.ts'
 import type { Store } from './db/database.ts'
 import type { EventBus } from './events/event-bus.ts'
 import type { SecretBox } from './shared/secret-box.ts'
+import type { WorkspaceManager } from './workspaces/workspace-manager.ts'
+import { fileRoutes } from './workspaces/files.routes.ts'
 import { randomText } from './shared/ids.ts'
 import { authHook } from './http/auth.ts'
 import { idempotencyOnSend, idempotencyPreHandler } from './http/idempotency.ts'
@@ -28,7 +30,7 @@ export type AppDeps = {
   store: Store
   bus: EventBus
   box: SecretBox
-  /** Fetch used to reach model providers; tests leave it as the global one. */
+  workspaces: WorkspaceManager
   logger?: FastifyServerOptions['logger']
 }
 
@@ -104,7 +106,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     async () => app.swagger(),
   )
 
-  const opts = { store: deps.store, bus: deps.bus, config: deps.config, box: deps.box }
+  const opts = { store: deps.store, bus: deps.bus, config: deps.config, box: deps.box, workspaces: deps.workspaces }
   await app.register(
     async (v1) => {
       await v1.register(healthRoutes, opts)
@@ -112,6 +114,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await v1.register(sessionRoutes, opts)
       await v1.register(itemRoutes, opts)
       await v1.register(usageRoutes, opts)
+      await v1.register(fileRoutes, opts)
       await v1.register(modelCredentialRoutes, opts)
       await v1.register(agentRoutes, opts)
       await v1.register(webhookRoutes, opts)

@@ -25,6 +25,12 @@ export type Config = {
   previewDomain: string
   gitBaseUrl: string
   logLevel: string
+  /** Per-workspace ceilings: memory (MiB), processes, and CPU as a fraction of one core. */
+  sandboxMemoryMb: number
+  sandboxPids: number
+  sandboxCpus: number
+  /** Domain globs every workspace may reach through the egress proxy (plus its own allow rules). */
+  sandboxAllowedDomains: string[]
 }
 
 type Env = Record<string, string | undefined>
@@ -48,6 +54,16 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
     if (raw === '1' || raw === 'true' || raw === 'on' || raw === 'yes') return true
     problems.push(`${name} must be a boolean (1/0, true/false, on/off), got "${env[name]}"`)
     return false
+  }
+  const number = (name: string, def: number): number => {
+    const raw = env[name]
+    if (raw === undefined || raw === '') return def
+    const n = Number(raw)
+    if (!Number.isFinite(n) || n <= 0) {
+      problems.push(`${name} must be a positive number, got "${raw}"`)
+      return def
+    }
+    return n
   }
   const list = (name: string): string[] =>
     (env[name] ?? '')
@@ -91,6 +107,13 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
     previewDomain: env.WARREN_PREVIEW_DOMAIN || `preview.localhost:${port}`,
     gitBaseUrl: (env.WARREN_GIT_BASE_URL || 'https://github.com').replace(/\/+$/, ''),
     logLevel: env.WARREN_LOG_LEVEL || 'info',
+    sandboxMemoryMb: int('WARREN_SANDBOX_MEMORY_MB', 2048, 16),
+    sandboxPids: int('WARREN_SANDBOX_PIDS', 512, 8),
+    sandboxCpus: number('WARREN_SANDBOX_CPUS', 1),
+    sandboxAllowedDomains:
+      env.WARREN_SANDBOX_ALLOWED_DOMAINS === undefined
+        ? ['registry.npmjs.org', 'pypi.org', 'files.pythonhosted.org', 'github.com', 'codeload.github.com', 'objects.githubusercontent.com']
+        : list('WARREN_SANDBOX_ALLOWED_DOMAINS'),
     ...overrides,
   }
   if (config.encryptionKey !== undefined && decodeKey(config.encryptionKey) === null) {

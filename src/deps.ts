@@ -2,6 +2,7 @@ import type { Config } from './config.ts'
 import type { Store } from './db/database.ts'
 import type { EventBus } from './events/event-bus.ts'
 import type { SecretBox } from './shared/secret-box.ts'
+import type { WorkspaceManager } from './workspaces/workspace-manager.ts'
 
 /** What a domain's routes may be handed. Each plugin uses only the parts it needs. */
-export type Deps = { store: Store; bus: EventBus; config: Config; box: SecretBox }
+export type Deps = { store: Store; bus: EventBus; config: Config; box: SecretBox; workspaces: WorkspaceManager }

@@ -6,21 +6,38 @@ import { memoryEventBus } from './events/event-bus.ts'
 import { loadEncryptionKey } from './shared/encryption-key.ts'
 import { secretBox } from './shared/secret-box.ts'
 import { purgeIdempotencyKeys } from './http/idempotency.ts'
+import { createLocalProvider } from './sandbox/local/create-local.ts'
+import type { HostReport } from './sandbox/sandbox.ts'
+import { workspaceManager } from './workspaces/workspace-manager.ts'
+
+/** Says plainly, at start, what this host allows the sandboxes and what is missing. */
+function reportHost(r: HostReport): void {
+  const lines = [`warren: sandbox provider "${r.provider}"`, ...r.available.map((l) => `  ok: ${l}`), ...r.missing.map((l) => `  MISSING: ${l}`)]
+  process.stderr.write(lines.join('\n') + '\n')
+}
 
 /** Opens the store, builds the app and listens; returns the app so the caller can close it. */
 export async function startServer(config: Config): Promise<FastifyInstance> {
   const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl })
+  const bus = memoryEventBus()
+  const box = secretBox(loadEncryptionKey(config))
+  const provider = await createLocalProvider()
+  reportHost(provider.report())
+  const workspaces = workspaceManager({ store, bus, config, box, provider })
+  await workspaces.recover()
   const app = await buildApp({
     config,
     store,
-    bus: memoryEventBus(),
-    box: secretBox(loadEncryptionKey(config)),
+    bus,
+    box,
+    workspaces,
     logger: { level: config.logLevel, redact: ['req.headers.authorization'] },
   })
   const purge = setInterval(() => void purgeIdempotencyKeys(store).catch(() => {}), 3_600_000)
   purge.unref()
   app.addHook('onClose', async () => {
     clearInterval(purge)
+    await workspaces.close()
     await store.close()
   })
   await app.listen({ host: config.host, port: config.port })

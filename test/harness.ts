@@ -9,6 +9,8 @@ import { loadConfig, type Config } from '../src/config.ts'
 import { openStore, type DialectName, type Store } from '../src/db/database.ts'
 import { memoryEventBus, type EventBus } from '../src/events/event-bus.ts'
 import { secretBox } from '../src/shared/secret-box.ts'
+import { createLocalProvider } from '../src/sandbox/local/create-local.ts'
+import { workspaceManager, type WorkspaceManager } from '../src/workspaces/workspace-manager.ts'
 import { randomText } from '../src/shared/ids.ts'
 import { ensureOrg, insertToken } from '../src/tokens/tokens.store.ts'
 import { SCOPES, type Scope } from '../src/tokens/scopes.ts'
@@ -79,6 +81,7 @@ export type Warren = {
   orgId: string
   /** app.inject with the default token unless `token: null` or another token is given. */
   inject(opts: InjectOptions & { token?: string | null }): Promise<LightMyRequestResponse>
+  workspaces: WorkspaceManager
   /** Mints a token in the named organization (created when missing). */
   mint(org?: string, scopes?: Scope[], days?: number): Promise<{ token: string; id: string; orgId: string }>
   /** Listens on a loopback port and returns the base URL (for real sockets). */
@@ -100,7 +103,12 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
   const config = loadConfig({ WARREN_DATA_DIR: dataDir, ...(dialect === 'postgres' ? { DATABASE_URL: PG_URL } : {}), ...opts.env }, opts.config)
   const store = await openStore({ dataDir, databaseUrl: config.databaseUrl, pgSchema: dialect === 'postgres' ? pgSchema : undefined })
   const bus = memoryEventBus()
-  const app = await buildApp({ config, store, bus, box: secretBox(Buffer.alloc(32, 7)) })
+  const box = secretBox(Buffer.alloc(32, 7))
+  // Each instance names its host resources apart, so parallel test files never clean up each other's.
+  const provider = await createLocalProvider({ prefix: `t${randomText(4)}`, uidBase: 300_000 + Math.floor(Math.random() * 600) * 1000 })
+  const workspaces = workspaceManager({ store, bus, config, box, provider })
+  await workspaces.recover()
+  const app = await buildApp({ config, store, bus, box, workspaces })
   await app.ready()
   const mint: Warren['mint'] = async (org = `org-${randomText(8)}`, scopes = [...SCOPES], days = 30) => {
     const o = await ensureOrg(store.db, org)
@@ -123,12 +131,14 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
       return app.inject({ ...rest, headers: { ...(tok ? { authorization: `Bearer ${tok}` } : {}), ...headers } })
     },
     mint,
+    workspaces,
     listen: async () => {
       const address = await app.listen({ host: '127.0.0.1', port: 0 })
       return address
     },
     close: async () => {
       await app.close()
+      await workspaces.close()
       await store.close()
       if (dialect === 'postgres') {
         const c = new pg.Client({ connectionString: PG_URL })

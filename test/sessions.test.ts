@@ -1,13 +1,7 @@
 import { it } from 'node:test'
 import assert from 'node:assert/strict'
-import { errorOf, forEachDialect, useWarren, type Warren } from './harness.ts'
-
-/** Connects a model for the calling organization without asking any provider (models given). */
-export async function connectModel(w: Warren, models = ['gpt-test'], token?: string, key = 'sk-test-1'): Promise<string> {
-  const res = await w.inject({ method: 'POST', url: '/v1/model-credentials', token, payload: { provider: 'openai', api_key: key, models } })
-  assert.ok(res.statusCode === 201 || res.statusCode === 200, res.body)
-  return res.json().id
-}
+import { errorOf, forEachDialect, useWarren } from './harness.ts'
+import { connectModel } from './fixtures.ts'
 
 const b64 = (s: string) => Buffer.from(s).toString('base64')
 

@@ -44,6 +44,7 @@ export async function createSession(deps: Pick<Deps, 'store' | 'bus' | 'config'>
     profiles: profiles.map((p) => p.id),
     template: template?.name ?? null,
     template_id: template?.id ?? null,
+    setup: template?.setup ?? null,
     files: files.map((f) => ({ path: f.path, size_bytes: f.content.length, mode: f.mode })),
   }
 

@@ -13,7 +13,7 @@ import { getSessionRow, listSessionRows, markSessionDeleted, toSession, updateSe
 const sourceOf = (header: unknown): Session['source'] => (header === 'cli' ? 'cli' : header === 'console' ? 'console' : 'api')
 
 export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => {
-  const { store, bus, config } = deps
+  const { store, bus, config, workspaces } = deps
   const defaults = defaultToolEntries(config)
   const shape = (row: Parameters<typeof toSession>[0]) => toSession(row, defaults)
 
@@ -30,7 +30,12 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
         response: { 201: Session, ...errorResponses(400) },
       },
     },
-    async (req, reply) => reply.code(201).send(shape(await createSession(deps, req.auth, req.body, sourceOf(req.headers['x-warren-source'])))),
+    async (req, reply) => {
+      const row = await createSession(deps, req.auth, req.body, sourceOf(req.headers['x-warren-source']))
+      // The workspace comes up in the background: the 201 only means it is owed.
+      workspaces.start(row.id)
+      return reply.code(201).send(shape(row))
+    },
   )
 
   app.get(
@@ -96,6 +101,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
         await deleteSeedFiles(trx, id)
         await record({ orgId: req.auth.orgId, sessionId: id, type: 'session.deleted', payload: { session_id: id } })
       })
+      await workspaces.destroy(id)
       return { object: 'session.deleted' as const, id, deleted: true }
     },
   )

@@ -10,7 +10,12 @@ import type { Session, SessionAgent, SessionEnvironment, SessionPreview, Session
 export type StoredAgent = Omit<SessionAgent, 'tools'> & { tools: ToolEntry[] | null }
 
 /** The stored environment: what the response shows plus what the workspace needs later. */
-export type StoredEnvironment = SessionEnvironment & { template_id: string | null; files: { path: string; size_bytes: number; mode: number }[] }
+export type StoredEnvironment = SessionEnvironment & {
+  template_id: string | null
+  files: { path: string; size_bytes: number; mode: number }[]
+  /** The template's setup script as it was when the session was created; run once at first start. */
+  setup?: string | null
+}
 
 export type SessionRow = {
   id: string

@@ -1,0 +1,193 @@
+import fs from 'node:fs'
+import path from 'node:path'
+
+/** Absolute paths of the host programs the local provider runs (found by host-check). */
+export type Tools = {
+  sh: string
+  bwrap: string
+  setpriv: string
+  nsenter: string
+  unshare: string
+  mount: string
+  env: string
+  sleep: string
+  chown: string
+  ip: string | null
+}
+
+export const SANDBOX_USER = 'agent'
+export const SANDBOX_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+/** Environment of the root-run wrappers: nothing from the service, nothing from the caller. */
+export const WRAPPER_ENV = { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' }
+
+/**
+ * Entries of /etc the sandbox sees: what programs need to resolve names, verify TLS, load
+ * libraries, follow alternatives and run Java. Not the whole /etc: it may hold the service's
+ * configuration, credentials of other tools (npmrc, pip.conf) and machine identity. Kept short on
+ * purpose: every entry is one more read-only bind, 0.1–0.3 ms of every sandbox start.
+ */
+const ETC_NAMES = [
+  'alternatives', 'hosts', 'ld.so.cache', 'localtime', 'nsswitch.conf', 'os-release', 'protocols', 'resolv.conf',
+  'services', 'ssl',
+]
+const ETC_PREFIXES = ['java-']
+
+let etcCache: string[] | null = null
+export function etcEntries(): string[] {
+  if (etcCache) return etcCache
+  let names: string[] = []
+  try {
+    names = fs.readdirSync('/etc')
+  } catch {
+    /* no /etc: nothing to bind */
+  }
+  etcCache = names.filter((n) => ETC_NAMES.includes(n) || ETC_PREFIXES.some((p) => n.startsWith(p))).sort()
+  return etcCache
+}
+
+/** /bin, /lib… are real folders on some hosts and links into /usr on merged-/usr ones. */
+export function systemRoots(): string[] {
+  const args: string[] = ['--ro-bind', '/usr', '/usr']
+  for (const name of ['bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32']) {
+    const p = `/${name}`
+    let st: fs.Stats
+    try {
+      st = fs.lstatSync(p)
+    } catch {
+      continue
+    }
+    if (st.isSymbolicLink()) args.push('--symlink', fs.readlinkSync(p), p)
+    else if (st.isDirectory()) args.push('--ro-bind', p, p)
+  }
+  return args
+}
+
+export type InitOptions = {
+  tools: Tools
+  uid: number
+  workspaceDir: string
+  workspaceMount: string
+  /**
+   * Null when the sandbox uid can reach workspaceDir itself. Otherwise an empty host folder the
+   * workspace is bound onto in a private mount namespace: bwrap 0.8 resolves bind sources as the
+   * unprivileged uid, which cannot traverse a service data folder of mode 0700.
+   */
+  stageDir: string | null
+  netnsName: string | null
+  hostname: string
+}
+
+/**
+ * The long-lived init of a sandbox, run by a parked root shell already in the sandbox's cgroups:
+ * bubblewrap with `sleep infinity` as pid 2 of a new pid namespace; every exec call joins its
+ * namespaces. Fds: 3 receives bwrap's info JSON (the namespace pid), 4 and 5 carry /etc/passwd
+ * and /etc/group, 6 receives `R` once the sandbox is set up and may be entered.
+ *
+ * Chain: [unshare -m → sh: binds the workspace onto the stage folder in a private mount
+ * namespace] → [ip netns exec] → setpriv (the sandbox uid, no groups, no new privileges) → bwrap.
+ */
+export function initArgv(o: InitOptions): string[] {
+  const { tools: t } = o
+  const bwrap = [
+    t.bwrap,
+    '--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts',
+    ...(o.netnsName ? [] : ['--unshare-net']),
+    '--cap-drop', 'ALL', '--new-session', '--die-with-parent',
+    '--hostname', o.hostname,
+    ...systemRoots(),
+    '--dir', '/etc',
+    ...etcEntries().flatMap((n) => ['--ro-bind-try', `/etc/${n}`, `/etc/${n}`]),
+    '--perms', '0644', '--ro-bind-data', '4', '/etc/passwd',
+    '--perms', '0644', '--ro-bind-data', '5', '/etc/group',
+    '--bind', o.stageDir ?? o.workspaceDir, o.workspaceMount,
+    '--tmpfs', '/tmp',
+    '--dir', '/var', '--symlink', '../tmp', '/var/tmp',
+    '--proc', '/proc',
+    '--dev', '/dev',
+    '--chdir', o.workspaceMount,
+    '--info-fd', '3',
+    '--clearenv', '--setenv', 'PATH', SANDBOX_PATH,
+    // bwrap reports the pid (fd 3) before the sandbox is set up; this byte says setup is done.
+    '--', '/bin/sh', '-c', 'printf R >&6 && exec "$0" infinity 6>&-', t.sleep,
+  ]
+  const drop = [t.setpriv, '--reuid', String(o.uid), '--regid', String(o.uid), '--clear-groups', '--no-new-privs', '--']
+  const net = o.netnsName && t.ip ? [t.ip, 'netns', 'exec', o.netnsName] : []
+  const rest = [...net, ...drop, ...bwrap]
+  if (!o.stageDir) return rest
+  return [
+    t.unshare, '-m', '--propagation', 'private', '--',
+    t.sh, '-c', `${t.mount} -n --bind "$0" "$1" || exit 126; shift; exec "$@"`, o.workspaceDir, o.stageDir, ...rest,
+  ]
+}
+
+export type ExecOptions = {
+  tools: Tools
+  uid: number
+  /** Host pid of the sandbox's pid 1 (bwrap's info "child-pid"). */
+  nsPid: number
+  cwd: string
+  env: Record<string, string>
+  command: string
+}
+
+/**
+ * One command inside a running sandbox, run by a parked root shell (no supplementary groups)
+ * already in the sandbox's cgroups. Chain: nsenter (every namespace of the init, the user
+ * namespace last, then the sandbox uid and gid) → env -i (the only place the environment is set:
+ * nothing before it runs with caller-chosen variables such as LD_PRELOAD) → sh -c.
+ *
+ * No setpriv --no-new-privs here (it costs a sixth of a round trip): inside the user namespace
+ * host root is unmapped, so set-uid binaries and file capabilities grant nothing anyway.
+ */
+export function execArgv(o: ExecOptions): string[] {
+  const { tools: t } = o
+  const vars = Object.entries(o.env).map(([k, v]) => `${k}=${v}`)
+  return [
+    t.nsenter, '-t', String(o.nsPid), '-U', '-m', '-p', '-i', '-u', '-n', '-r', '-S', String(o.uid), '-G', String(o.uid), '--',
+    t.env, '-i', `--chdir=${o.cwd}`, ...vars, '/bin/sh', '-c', o.command,
+  ]
+}
+
+/** Environment of sandbox processes, lowest precedence first; refuses names env(1) would misread. */
+export function sandboxEnv(workspaceMount: string, ...layers: Array<Record<string, string> | undefined>): Record<string, string> {
+  const env: Record<string, string> = {
+    PATH: SANDBOX_PATH,
+    HOME: workspaceMount,
+    USER: SANDBOX_USER,
+    LOGNAME: SANDBOX_USER,
+    SHELL: '/bin/sh',
+    LANG: 'C.UTF-8',
+  }
+  for (const layer of layers) {
+    for (const [k, v] of Object.entries(layer ?? {})) {
+      if (!/^[A-Za-z_][A-Za-z0-9_.]*$/.test(k)) throw new TypeError(`invalid environment variable name: ${JSON.stringify(k)}`)
+      if (v.includes('\0')) throw new TypeError(`environment variable ${k} holds a NUL byte`)
+      env[k] = v
+    }
+  }
+  return env
+}
+
+export function passwdFile(uid: number, home: string): string {
+  const shell = fs.existsSync('/bin/bash') ? '/bin/bash' : '/bin/sh'
+  return [
+    'root:x:0:0:root:/root:/usr/sbin/nologin',
+    `${SANDBOX_USER}:x:${uid}:${uid}:Warren workspace:${home}:${shell}`,
+    'nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin',
+    '',
+  ].join('\n')
+}
+
+export function groupFile(uid: number): string {
+  return ['root:x:0:', `${SANDBOX_USER}:x:${uid}:`, 'nogroup:x:65534:', ''].join('\n')
+}
+
+/** Where the workspace may appear: absolute, and not over a system folder the sandbox needs. */
+export function checkMount(mount: string): string | null {
+  if (!path.isAbsolute(mount) || path.normalize(mount) !== mount || mount === '/') return 'must be an absolute, normalized path other than /'
+  const top = mount.split('/')[1]!
+  if (['usr', 'bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32', 'etc', 'proc', 'dev', 'tmp', 'var'].includes(top)) {
+    return `must not be inside /${top}`
+  }
+  return null
+}

@@ -1,0 +1,332 @@
+import fs from 'node:fs'
+import path from 'node:path'
+import type { SandboxLimits } from '../sandbox.ts'
+
+export type Controller = 'memory' | 'pids' | 'cpu' | 'freezer'
+const CONTROLLERS: Controller[] = ['memory', 'pids', 'cpu', 'freezer']
+
+/** What the host's cgroup file system offers, read from /proc/self/mountinfo. */
+export type CgroupHost =
+  | { version: 1; mounts: Map<Controller, string>; memsw: boolean }
+  | { version: 2; root: string; controllers: Set<Controller>; freeze: boolean; kill: boolean }
+  | { version: null; reason: string }
+
+export function detectCgroups(mountinfo = readText('/proc/self/mountinfo') ?? ''): CgroupHost {
+  const v1 = new Map<Controller, string>()
+  let v2: string | null = null
+  for (const line of mountinfo.split('\n')) {
+    const [left, right] = line.split(' - ')
+    if (!left || !right) continue
+    const mountPoint = left.split(' ')[4]
+    const [fsType, , superOpts = ''] = right.split(' ')
+    if (!mountPoint) continue
+    if (fsType === 'cgroup2') {
+      // A hybrid host mounts an (often empty) unified tree beside v1; the pure-v2 mount wins.
+      if (v2 === null || mountPoint === '/sys/fs/cgroup') v2 = mountPoint
+    } else if (fsType === 'cgroup') {
+      for (const opt of superOpts.split(',')) {
+        if ((CONTROLLERS as string[]).includes(opt) && !v1.has(opt as Controller) && writable(mountPoint)) {
+          v1.set(opt as Controller, mountPoint)
+        }
+      }
+    }
+  }
+  if (v1.size > 0) {
+    const mem = v1.get('memory')
+    return { version: 1, mounts: v1, memsw: mem !== undefined && fs.existsSync(path.join(mem, 'memory.memsw.limit_in_bytes')) }
+  }
+  if (v2 !== null && writable(v2)) {
+    const listed = (readText(path.join(v2, 'cgroup.controllers')) ?? '').trim().split(/\s+/)
+    const controllers = new Set(CONTROLLERS.filter((c) => listed.includes(c)))
+    // The root group has neither file; any non-root group tells us what the kernel supports.
+    const probe = ownV2Group(v2)
+    const has = (file: string) => (probe ? fs.existsSync(path.join(probe, file)) : kernelAtLeast(file === 'cgroup.kill' ? [5, 14] : [5, 2]))
+    return { version: 2, root: v2, controllers, freeze: has('cgroup.freeze'), kill: has('cgroup.kill') }
+  }
+  return { version: null, reason: v2 || v1.size ? 'the cgroup file system is read-only' : 'no cgroup file system is mounted' }
+}
+
+/**
+ * The host resources of one sandbox: a group per v1 hierarchy (or one v2 group) named
+ * `<parent>/<name>`, holding every process of the sandbox. Exec calls get child groups in the
+ * tracking hierarchy so one command's tree can be killed without touching background servers.
+ */
+export class SandboxCgroup {
+  readonly host: CgroupHost
+  private parent: string
+  private name: string
+  private dirOf = new Map<Controller, string>()
+  private execSeq = 0
+
+  constructor(host: CgroupHost, parent: string, name: string) {
+    this.host = host
+    this.parent = parent
+    this.name = name
+    this.place()
+  }
+
+  private place(): void {
+    const { host } = this
+    this.dirOf.clear()
+    if (host.version === 1) for (const [c, mount] of host.mounts) this.dirOf.set(c, path.join(mount, this.parent, this.name))
+    if (host.version === 2) for (const c of host.controllers) this.dirOf.set(c, path.join(host.root, this.parent, this.name))
+  }
+
+  /** One directory per hierarchy (v1) or one (v2); empty without cgroups. */
+  get dirs(): string[] {
+    if (this.host.version === 2) return [path.join(this.host.root, this.parent, this.name)]
+    return [...new Set(this.dirOf.values())]
+  }
+
+  /** Where exec child groups go and where pids are listed: freezer first, as it makes kills atomic. */
+  get trackDir(): string | null {
+    if (this.host.version === 2) return this.dirs[0]!
+    const track = (['freezer', 'pids', 'memory', 'cpu'] as Controller[]).find((c) => this.dirOf.has(c))
+    return track ? this.dirOf.get(track)! : null
+  }
+
+  get freezeDir(): string | null {
+    if (this.host.version === 2) return this.host.freeze ? this.dirs[0]! : null
+    return this.dirOf.get('freezer') ?? null
+  }
+
+  /** Creates the groups, without limits yet (a warm group waits for its sandbox). */
+  create(): void {
+    if (this.host.version === 2) enableV2Controllers(this.host, path.join(this.host.root, this.parent))
+    for (const dir of this.dirs) fs.mkdirSync(dir, { recursive: true })
+  }
+
+  /** Renames the groups in every hierarchy; their processes stay in them. */
+  rename(name: string): void {
+    const from = this.dirs
+    this.name = name
+    this.place()
+    const to = this.dirs
+    from.forEach((d, i) => fs.renameSync(d, to[i]!))
+  }
+
+  /** Writes the limits; returns the ones the host could not apply. */
+  limit(limits: SandboxLimits): string[] {
+    const unapplied: string[] = []
+    const set = (c: Controller, file: string, value: string) => {
+      const dir = this.dirOf.get(c)
+      if (!dir || !fs.existsSync(path.join(dir, file))) return false
+      fs.writeFileSync(path.join(dir, file), value)
+      return true
+    }
+    const mem = String(Math.floor(limits.memoryBytes))
+    const quota = Math.max(1000, Math.round(limits.cpus * 100_000))
+    if (this.host.version === 1) {
+      if (!set('memory', 'memory.limit_in_bytes', mem)) unapplied.push('memory')
+      // Without it a host with swap lets the sandbox page out past its ceiling.
+      if (this.host.memsw) set('memory', 'memory.memsw.limit_in_bytes', mem)
+      if (!set('pids', 'pids.max', String(limits.pids))) unapplied.push('pids')
+      if (!(set('cpu', 'cpu.cfs_period_us', '100000') && set('cpu', 'cpu.cfs_quota_us', String(quota)))) unapplied.push('cpu')
+    } else if (this.host.version === 2) {
+      if (!set('memory', 'memory.max', mem)) unapplied.push('memory')
+      set('memory', 'memory.swap.max', '0')
+      if (!set('pids', 'pids.max', String(limits.pids))) unapplied.push('pids')
+      if (!set('cpu', 'cpu.max', `${quota} 100000`)) unapplied.push('cpu')
+    } else {
+      unapplied.push('memory', 'pids', 'cpu')
+    }
+    return unapplied
+  }
+
+  /** cgroup.procs files a new process writes its pid into before it can fork. */
+  procsFiles(execDir: string | null = null): string[] {
+    return this.dirs.map((d) => path.join(d === this.trackDir && execDir ? execDir : d, 'cgroup.procs'))
+  }
+
+  /** A child group of the tracking hierarchy for one exec call. */
+  newExecDir(): string | null {
+    if (!this.trackDir) return null
+    const dir = path.join(this.trackDir, `exec-${++this.execSeq}`)
+    fs.mkdirSync(dir)
+    return dir
+  }
+
+  /** Every pid of the sandbox (or of one exec group), from the tracking hierarchy. */
+  pids(dir = this.trackDir): number[] {
+    return dir ? listPids(dir) : []
+  }
+
+  async freeze(): Promise<boolean> {
+    if (!this.freezeDir) return false
+    return setFrozen(this.host, this.freezeDir, true)
+  }
+
+  async thaw(): Promise<void> {
+    if (this.freezeDir) await setFrozen(this.host, this.freezeDir, false)
+  }
+
+  /** Kills every process in `dir` and its children, then removes the children. */
+  async kill(dir: string | null = this.trackDir): Promise<void> {
+    if (!dir) return
+    // The tracking hierarchy is the freezer one whenever the host has a freezer.
+    await killTree(this.host, dir, this.freezeDir ? dir : null)
+  }
+
+  /** Removes an exec group once its processes are gone; false while background processes live on. */
+  removeExecDir(dir: string): boolean {
+    try {
+      fs.rmdirSync(dir)
+      return true
+    } catch {
+      return false
+    }
+  }
+
+  /** Kills everything and removes every group of the sandbox. */
+  async destroy(): Promise<void> {
+    if (this.host.version === null) return
+    // Every process sits in every hierarchy: killing through the freezing one is enough; the
+    // other passes only catch a process that was between two cgroup.procs writes.
+    const order = [this.trackDir!, ...this.dirs.filter((d) => d !== this.trackDir)]
+    for (const dir of order) {
+      if (fs.existsSync(dir)) await killTree(this.host, dir, dir === this.freezeDir ? dir : null)
+    }
+    for (const dir of this.dirs) await removeTree(dir)
+  }
+}
+
+/** Names under `<hierarchy>/<parent>/` that start with `prefix`, across every hierarchy. */
+export function listGroups(host: CgroupHost, parent: string, prefix: string): string[] {
+  const roots = host.version === 1 ? [...new Set(host.mounts.values())] : host.version === 2 ? [host.root] : []
+  const names = new Set<string>()
+  for (const root of roots) {
+    let entries: fs.Dirent[] = []
+    try {
+      entries = fs.readdirSync(path.join(root, parent), { withFileTypes: true })
+    } catch {
+      continue
+    }
+    for (const e of entries) if (e.isDirectory() && e.name.startsWith(prefix)) names.add(e.name)
+  }
+  return [...names]
+}
+
+function listPids(dir: string): number[] {
+  const out: number[] = []
+  const walk = (d: string) => {
+    const text = readText(path.join(d, 'cgroup.procs'))
+    if (text === null) return
+    for (const l of text.split('\n')) if (l) out.push(Number(l))
+    for (const e of safeReaddir(d)) if (e.isDirectory()) walk(path.join(d, e.name))
+  }
+  walk(dir)
+  return out
+}
+
+async function setFrozen(host: CgroupHost, dir: string, frozen: boolean): Promise<boolean> {
+  const v2 = host.version === 2
+  try {
+    fs.writeFileSync(path.join(dir, v2 ? 'cgroup.freeze' : 'freezer.state'), v2 ? (frozen ? '1' : '0') : frozen ? 'FROZEN' : 'THAWED')
+  } catch {
+    return false
+  }
+  // The write starts freezing; tasks in uninterruptible sleep may take a moment to stop.
+  const done = () =>
+    v2
+      ? (readText(path.join(dir, 'cgroup.events')) ?? '').includes(`frozen ${frozen ? 1 : 0}`)
+      : (readText(path.join(dir, 'freezer.state')) ?? '').trim() === (frozen ? 'FROZEN' : 'THAWED')
+  for (let i = 0; i < 400 && !done(); i++) await sleep(i < 20 ? 1 : 5)
+  return done()
+}
+
+/**
+ * Kills every process below `dir` until none is left. With a freezer (`freezeDir`) the group is
+ * frozen first so a fork bomb cannot outrun the kill; cgroup v2 has cgroup.kill for that.
+ */
+async function killTree(host: CgroupHost, dir: string, freezeDir: string | null): Promise<void> {
+  if (host.version === 2 && host.kill) {
+    try {
+      fs.writeFileSync(path.join(dir, 'cgroup.kill'), '1')
+    } catch {
+      /* already gone */
+    }
+  }
+  for (let round = 0; round < 200; round++) {
+    if (listPids(dir).length === 0) return
+    const frozen = freezeDir !== null && (await setFrozen(host, freezeDir, true))
+    for (const pid of listPids(dir)) {
+      try {
+        process.kill(pid, 'SIGKILL')
+      } catch {
+        /* exited meanwhile */
+      }
+    }
+    // Frozen tasks take their SIGKILL only once thawed.
+    if (frozen) await setFrozen(host, freezeDir, false)
+    await sleep(round < 10 ? 2 : 10)
+  }
+}
+
+async function removeTree(dir: string): Promise<void> {
+  for (const e of safeReaddir(dir)) if (e.isDirectory()) await removeTree(path.join(dir, e.name))
+  for (let i = 0; i < 100; i++) {
+    try {
+      fs.rmdirSync(dir)
+      return
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code
+      if (code === 'ENOENT') return
+      // Killed processes leave the group a moment after they die.
+      if (code !== 'EBUSY') throw err
+      await sleep(5)
+    }
+  }
+  throw new Error(`cgroup ${dir} still holds processes`)
+}
+
+function enableV2Controllers(host: CgroupHost & { version: 2 }, parentDir: string): void {
+  fs.mkdirSync(parentDir, { recursive: true })
+  const want = [...host.controllers].filter((c) => c !== 'freezer').map((c) => `+${c}`)
+  // Each level down from the root must pass the controllers on.
+  const rel = path.relative(host.root, parentDir).split(path.sep).filter(Boolean)
+  let dir = host.root
+  for (const part of ['', ...rel]) {
+    dir = path.join(dir, part)
+    const enabled = (readText(path.join(dir, 'cgroup.subtree_control')) ?? '').split(/\s+/)
+    const missing = want.filter((w) => !enabled.includes(w.slice(1)))
+    if (missing.length) fs.writeFileSync(path.join(dir, 'cgroup.subtree_control'), missing.join(' '))
+  }
+}
+
+function ownV2Group(root: string): string | null {
+  const line = (readText('/proc/self/cgroup') ?? '').split('\n').find((l) => l.startsWith('0::'))
+  const rel = line?.slice(3).trim()
+  return rel && rel !== '/' ? path.join(root, rel) : null
+}
+
+function kernelAtLeast([maj, min]: [number, number]): boolean {
+  const [a = 0, b = 0] = (readText('/proc/sys/kernel/osrelease') ?? '').split('.').map((s) => parseInt(s, 10))
+  return a > maj || (a === maj && b >= min)
+}
+
+function writable(dir: string): boolean {
+  try {
+    fs.accessSync(dir, fs.constants.W_OK)
+    return true
+  } catch {
+    return false
+  }
+}
+
+function readText(file: string): string | null {
+  try {
+    return fs.readFileSync(file, 'utf8')
+  } catch {
+    return null
+  }
+}
+
+function safeReaddir(dir: string): fs.Dirent[] {
+  try {
+    return fs.readdirSync(dir, { withFileTypes: true })
+  } catch {
+    return []
+  }
+}
+
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))

@@ -1,0 +1,38 @@
+import type { SandboxProvider } from '../sandbox.ts'
+import { startEgressProxy, type ProxyLogger } from './egress-proxy.ts'
+import { LocalSandboxProvider } from './local-provider.ts'
+import { localNetwork, type SandboxNetwork } from './network.ts'
+
+export type LocalStackOptions = {
+  /**
+   * Names this deployment's host resources: network namespaces and veths (`<prefix>-…`), the
+   * nftables table, cgroups. One running service per prefix on a host: start-up removes what
+   * carries it and is not its own.
+   */
+  prefix?: string
+  /** First host uid given to sandboxes. */
+  uidBase?: number
+  logger?: ProxyLogger
+}
+
+/**
+ * The local provider with its network: the egress proxy first (it must exist before a sandbox
+ * can be attached), then the namespaces and rules, then bubblewrap on top.
+ */
+export async function createLocalProvider(opts: LocalStackOptions = {}): Promise<SandboxProvider> {
+  const prefix = opts.prefix ?? 'wr'
+  let network: SandboxNetwork | null = null
+  const proxy = await startEgressProxy({ host: '127.0.0.1', resolveSandbox: (remote, local) => network?.resolve(remote, local) ?? null, logger: opts.logger })
+  network = localNetwork({ proxy, prefix, table: prefix === 'wr' ? 'warren' : `warren_${prefix}` })
+  const provider = new LocalSandboxProvider({
+    network,
+    prefix: prefix === 'wr' ? 'warren-' : `warren-${prefix}-`,
+    ...(opts.uidBase !== undefined ? { uidBase: opts.uidBase, uidCount: 1000 } : {}),
+  })
+  const close = provider.close.bind(provider)
+  provider.close = async () => {
+    await close()
+    await proxy.close()
+  }
+  return provider
+}

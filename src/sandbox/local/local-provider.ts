@@ -1,0 +1,217 @@
+import { createHash } from 'node:crypto'
+import fs from 'node:fs'
+import type { HostReport, Sandbox, SandboxProvider, SandboxSpec } from '../sandbox.ts'
+import { SandboxUnavailableError } from '../sandbox.ts'
+import { checkMount } from './bubblewrap.ts'
+import { listGroups, SandboxCgroup } from './cgroups.ts'
+import { pickStageDir, probeHost, type HostProbe } from './host-check.ts'
+import { LocalSandbox, type AttachedNetwork } from './local-sandbox.ts'
+import { dropSlot, makeSlot, WarmPool, type WarmSlot } from './warm-pool.ts'
+import { killStrays, ownerOf, prepareWorkspace, reachableBy } from './workspace-owner.ts'
+
+/**
+ * NETWORK HOOK (src/sandbox/local/network.ts implements it). Without one, sandboxes have no
+ * network at all (bwrap --unshare-net) and resolvePreview rejects. With one, a sandbox whose
+ * attach gives a netnsName runs inside that namespace (`ip netns exec`), gets `env` (proxy
+ * variables) and is previewed at previewHost.
+ */
+export type NetworkHook = {
+  attach(spec: SandboxSpec): Promise<AttachedNetwork>
+  detach(id: string): Promise<void>
+  cleanupOrphans(): Promise<void>
+}
+
+export type LocalProviderOptions = {
+  network?: NetworkHook
+  /** First host uid handed to sandboxes; each live sandbox holds one uid (= gid). Default 200000. */
+  uidBase?: number
+  /** How many uids from uidBase this provider may use. Default 10000. */
+  uidCount?: number
+  /** The cgroup folder (in every hierarchy) holding this provider's sandboxes. Default `warren`. */
+  cgroupParent?: string
+  /** Names each sandbox's cgroup `<prefix><id>`; cleanupOrphans removes every such group it does not hold. Default `warren-`. */
+  prefix?: string
+  /** Host folder a workspace the sandbox uid cannot reach is bound onto, in a private mount namespace. Default /mnt. */
+  stageDir?: string
+  /** Sandboxes' cgroups and parked shells kept ready ahead of create (see warm-pool.ts). Default 2. */
+  warm?: number
+  /** bubblewrap to use instead of the one on PATH. */
+  bwrap?: string
+  /**
+   * false runs as on a host without cgroups: no limits, pause by SIGSTOP, kills by process group
+   * and pid namespace. For tests of those paths; the default uses whatever the host offers.
+   */
+  cgroups?: boolean
+}
+
+/**
+ * Bubblewrap sandboxes on this host: each one its own unprivileged uid, namespaces, cgroup and
+ * long-lived init (see local-sandbox.ts and bubblewrap.ts).
+ */
+export class LocalSandboxProvider implements SandboxProvider {
+  readonly name = 'local'
+  private opts: { uidBase: number; uidCount: number; cgroupParent: string; prefix: string; stageDir: string | null; bwrap?: string; cgroups?: boolean }
+  private network: NetworkHook | null
+  private probed: HostProbe | null = null
+  private live = new Map<string, LocalSandbox>()
+  /** Group names of sandboxes being created or alive: never orphans. */
+  private held = new Set<string>()
+  private uids = new Set<number>()
+  private pool: WarmPool
+
+  constructor(options: LocalProviderOptions = {}) {
+    this.network = options.network ?? null
+    const opts = {
+      uidBase: options.uidBase ?? 200_000,
+      uidCount: options.uidCount ?? 10_000,
+      cgroupParent: options.cgroupParent ?? 'warren',
+      prefix: options.prefix ?? 'warren-',
+      stageDir: pickStageDir(options.stageDir),
+      bwrap: options.bwrap,
+      cgroups: options.cgroups,
+    }
+    this.opts = opts
+    if (!Number.isInteger(opts.uidBase) || opts.uidBase < 1000 || !Number.isInteger(opts.uidCount) || opts.uidCount < 1) {
+      throw new RangeError('uidBase must be an integer ≥ 1000 and uidCount ≥ 1')
+    }
+    const parts = opts.cgroupParent.split('/')
+    if (parts.some((p) => !/^[A-Za-z0-9_.-]+$/.test(p) || p === '.' || p === '..')) throw new TypeError(`invalid cgroup parent ${opts.cgroupParent}`)
+    if (!/^[A-Za-z0-9_-]+$/.test(opts.prefix)) throw new TypeError(`invalid cgroup prefix ${opts.prefix}`)
+    this.pool = new WarmPool(options.warm ?? 2, opts.prefix, (name) => this.slot(name))
+  }
+
+  /** The host check, run once (it starts one throw-away sandbox). */
+  probe(): HostProbe {
+    const { uidBase, uidCount, bwrap, cgroups } = this.opts
+    this.probed ??= probeHost({ probeUid: uidBase + uidCount - 1, bwrap, cgroups })
+    return this.probed
+  }
+
+  report(): HostReport {
+    const p = this.probe()
+    return { provider: this.name, available: p.available, missing: [...p.fatal, ...p.missing] }
+  }
+
+  get(id: string): Sandbox | null {
+    return this.live.get(id) ?? null
+  }
+
+  async create(spec: SandboxSpec): Promise<Sandbox> {
+    const probe = this.probe()
+    if (probe.fatal.length || !probe.tools) throw new SandboxUnavailableError(probe.fatal.join(' '))
+    checkSpec(spec)
+    const name = this.groupName(spec.id)
+    if (this.held.has(name)) throw new SandboxUnavailableError(`a sandbox ${spec.id} is already running`)
+    this.held.add(name)
+    const uid = this.allocate(spec.workspaceDir)
+    let slot: WarmSlot | null = null
+    let attached = false
+    const release = () => {
+      this.held.delete(name)
+      this.uids.delete(uid)
+    }
+    try {
+      await prepareWorkspace(spec.workspaceDir, uid, probe.tools.chown)
+      const stageDir = reachableBy(spec.workspaceDir, uid) ? null : this.opts.stageDir
+      if (stageDir === null && !reachableBy(spec.workspaceDir, uid)) {
+        throw new SandboxUnavailableError(`the sandbox user cannot reach ${spec.workspaceDir} and none of /mnt, /media, /srv exists to stage it on: make its parent folders searchable (chmod o+x)`)
+      }
+      // A group of that name is a leftover of a crashed run that nobody cleaned: it goes first.
+      const leftover = new SandboxCgroup(probe.cgroups, this.opts.cgroupParent, name)
+      if (leftover.dirs.some((d) => fs.existsSync(d))) await leftover.destroy()
+      slot = this.pool.take()
+      if (slot) slot.cgroup.rename(name)
+      else slot = await this.slot(name)
+      slot.cgroup.limit(spec.limits)
+      const net = this.network ? await this.network.attach(spec) : null
+      attached = net !== null
+      const sandbox: LocalSandbox = new LocalSandbox({
+        spec: structuredClone(spec),
+        uid,
+        tools: probe.tools,
+        cgroup: slot.cgroup,
+        stageDir,
+        network: net,
+        initShell: slot.init,
+        spare: { parked: slot.exec, dir: slot.execDir },
+        detachNetwork: async () => {
+          if (attached) await this.network!.detach(spec.id)
+        },
+        released: () => {
+          if (this.live.get(spec.id) === sandbox) this.live.delete(spec.id)
+          release()
+        },
+      })
+      await sandbox.ensureInit()
+      this.live.set(spec.id, sandbox)
+      return sandbox
+    } catch (err) {
+      if (slot) await dropSlot(slot).catch(() => {})
+      if (attached) await this.network!.detach(spec.id).catch(() => {})
+      release()
+      if (err instanceof SandboxUnavailableError) throw err
+      throw new SandboxUnavailableError(`the sandbox could not be created: ${(err as Error).message}`, { cause: err })
+    }
+  }
+
+  async cleanupOrphans(): Promise<void> {
+    const probe = this.probe()
+    for (const name of listGroups(probe.cgroups, this.opts.cgroupParent, this.opts.prefix)) {
+      if (this.held.has(name) || this.pool.names.has(name)) continue
+      await new SandboxCgroup(probe.cgroups, this.opts.cgroupParent, name).destroy()
+    }
+    if (probe.cgroups.version === null) killStrays(this.opts.uidBase, this.opts.uidCount, this.uids)
+    await this.network?.cleanupOrphans()
+    // The service calls this at start: a good moment to warm the first slot.
+    if (probe.tools && !probe.fatal.length) this.pool.refill()
+  }
+
+  /** Resolves once the warm pool is full: a create then costs no cgroup join. */
+  async warmUp(): Promise<void> {
+    const probe = this.probe()
+    if (probe.tools && !probe.fatal.length) await this.pool.fill()
+  }
+
+  async close(): Promise<void> {
+    await this.pool.close()
+    const results = await Promise.allSettled([...this.live.values()].map((s) => s.destroy()))
+    const failed = results.find((r) => r.status === 'rejected')
+    if (failed) throw (failed as PromiseRejectedResult).reason
+  }
+
+  private slot(name: string): Promise<WarmSlot> {
+    const probe = this.probe()
+    return makeSlot(probe.cgroups, this.opts.cgroupParent, name, probe.tools!.sh)
+  }
+
+  /** `<prefix><id>`, or a hash for ids that are no safe folder name (never holding `~`: see WarmPool). */
+  private groupName(id: string): string {
+    const safe = /^[A-Za-z0-9_.-]{1,100}$/.test(id) && id !== '.' && id !== '..'
+    return this.opts.prefix + (safe ? id : `h-${createHash('sha256').update(id).digest('hex').slice(0, 24)}`)
+  }
+
+  /**
+   * A uid for the sandbox: the workspace's current owner when it is ours and free (a workspace
+   * brought back after a reclaim keeps its uid and needs no chown), else the lowest free one.
+   */
+  private allocate(dir: string): number {
+    const { uidBase, uidCount } = this.opts
+    const owner = ownerOf(dir)
+    let uid = owner >= uidBase && owner < uidBase + uidCount && !this.uids.has(owner) ? owner : -1
+    for (let u = uidBase; uid < 0 && u < uidBase + uidCount; u++) if (!this.uids.has(u)) uid = u
+    if (uid < 0) throw new SandboxUnavailableError(`all ${uidCount} sandbox uids are in use`)
+    this.uids.add(uid)
+    return uid
+  }
+}
+
+function checkSpec(spec: SandboxSpec): void {
+  if (typeof spec.id !== 'string' || spec.id.length === 0) throw new TypeError('the sandbox id is empty')
+  if (!spec.workspaceDir || !spec.workspaceDir.startsWith('/')) throw new TypeError('workspaceDir must be an absolute host path')
+  const bad = checkMount(spec.workspaceMount)
+  if (bad) throw new TypeError(`workspaceMount ${spec.workspaceMount} ${bad}`)
+  const { memoryBytes, pids, cpus } = spec.limits
+  if (!(memoryBytes >= 4 * 1024 * 1024) || !(pids >= 8) || !(cpus > 0)) {
+    throw new RangeError('limits need memoryBytes ≥ 4 MiB, pids ≥ 8 and cpus > 0')
+  }
+}

@@ -1,0 +1,283 @@
+import fs from 'node:fs'
+import path from 'node:path'
+import type { ExecRequest, ExecResult, Sandbox, SandboxSpec, SandboxState } from '../sandbox.ts'
+import { SandboxUnavailableError } from '../sandbox.ts'
+import { execArgv, sandboxEnv, type Tools } from './bubblewrap.ts'
+import type { SandboxCgroup } from './cgroups.ts'
+import { parkExec, type Parked } from './parked.ts'
+import { abortedResult, runCommand } from './run-command.ts'
+import { parkInit, startInit, type InitHandle } from './sandbox-init.ts'
+import { readWorkspaceFile, writeWorkspaceFile } from './workspace-files.ts'
+
+/** The network hook a local sandbox was given (see LocalProviderOptions.network). */
+export type AttachedNetwork = { netnsName: string | null; env: Record<string, string>; previewHost: string }
+
+export type LocalSandboxContext = {
+  spec: SandboxSpec
+  uid: number
+  tools: Tools
+  cgroup: SandboxCgroup
+  /** See InitOptions.stageDir. */
+  stageDir: string | null
+  network: AttachedNetwork | null
+  detachNetwork: () => Promise<void>
+  /** Tells the provider the sandbox is gone (frees its uid, forgets its id). */
+  released: () => void
+  /** Shells parked ahead in this sandbox's cgroups (from the provider's warm pool), if any. */
+  initShell: Parked | null
+  spare: Spare | null
+}
+
+/** A parked shell waiting in its own exec child group, ready to become the next command. */
+type Spare = { parked: Parked; dir: string | null }
+
+export class LocalSandbox implements Sandbox {
+  readonly id: string
+  /** Host uid (and gid) every process of this sandbox runs as. */
+  readonly uid: number
+  readonly cgroup: SandboxCgroup
+  private ctx: LocalSandboxContext
+  private current: SandboxState = 'running'
+  private init: InitHandle | null = null
+  private starting: Promise<InitHandle> | null = null
+  /** Exec groups still holding background processes; removed once they empty. */
+  private lingering = new Set<string>()
+  private stopped: 'freezer' | 'sigstop' | null = null
+  private spare: Spare | null
+  private refilling: Promise<Spare | null> | null = null
+  private destroying: Promise<void> | null = null
+
+  constructor(ctx: LocalSandboxContext) {
+    this.ctx = ctx
+    this.id = ctx.spec.id
+    this.uid = ctx.uid
+    this.cgroup = ctx.cgroup
+    this.spare = ctx.spare
+  }
+
+  get state(): SandboxState {
+    return this.current
+  }
+
+  /** Starts the init; again after it died (an OOM kill, say): what ran in the background is gone then. */
+  ensureInit(): Promise<InitHandle> {
+    if (this.init && !this.init.exited) return Promise.resolve(this.init)
+    if (this.starting) return this.starting
+    const shell = this.ctx.initShell ?? parkInit(this.ctx.tools.sh, this.cgroup.procsFiles())
+    this.ctx.initShell = null
+    this.starting = startInit({
+      tools: this.ctx.tools,
+      uid: this.uid,
+      workspaceDir: this.ctx.spec.workspaceDir,
+      workspaceMount: this.ctx.spec.workspaceMount,
+      stageDir: this.ctx.stageDir,
+      netnsName: this.ctx.network?.netnsName ?? null,
+      hostname: 'workspace',
+    }, shell).then(
+      (h) => {
+        this.init = h
+        this.starting = null
+        return h
+      },
+      (err) => {
+        this.starting = null
+        throw err
+      },
+    )
+    return this.starting
+  }
+
+  async exec(req: ExecRequest, signal?: AbortSignal): Promise<ExecResult> {
+    this.usable()
+    const { spec } = this.ctx
+    const env = sandboxEnv(spec.workspaceMount, this.ctx.network?.env, spec.env, req.env)
+    const cwd = req.cwd ? path.posix.resolve(spec.workspaceMount, req.cwd) : spec.workspaceMount
+    if (signal?.aborted) return abortedResult()
+    const init = await this.ensureInit()
+    this.usable()
+    this.sweep()
+    const { parked, dir: execDir } = await this.takeSpare()
+    try {
+      parked.start(execArgv({ tools: this.ctx.tools, uid: this.uid, nsPid: init.nsPid, cwd, env, command: req.command }))
+      return await runCommand({
+        child: parked.child,
+        req,
+        signal,
+        killTree: async (pid) => {
+          if (execDir) return this.cgroup.kill(execDir)
+          // Without cgroups: the command's session is one process group (unless it left it).
+          if (pid) process.kill(-pid, 'SIGKILL')
+        },
+      })
+    } finally {
+      if (execDir && !this.cgroup.removeExecDir(execDir)) this.lingering.add(execDir)
+      // Not while the command runs, nor before its caller has the result: parking forks the
+      // service (a few ms of its event loop) and the cgroup join waits for an RCU grace period.
+      setImmediate(() => this.refillSpare())
+    }
+  }
+
+  async readFile(p: string): Promise<Buffer | null> {
+    this.notDestroyed()
+    return readWorkspaceFile(this.ctx.spec.workspaceDir, p)
+  }
+
+  async writeFile(p: string, data: Buffer, mode?: number): Promise<void> {
+    this.notDestroyed()
+    return writeWorkspaceFile(this.ctx.spec.workspaceDir, p, data, this.uid, mode)
+  }
+
+  async resolvePreview(port: number): Promise<{ host: string; port: number }> {
+    this.notDestroyed()
+    if (!this.ctx.network) throw new SandboxUnavailableError('no network')
+    if (!Number.isInteger(port) || port < 1 || port > 65535) throw new RangeError(`invalid port ${port}`)
+    return { host: this.ctx.network.previewHost, port }
+  }
+
+  async pause(): Promise<void> {
+    this.notDestroyed()
+    if (this.current === 'paused') return
+    // Set first: an exec arriving while the freeze completes is refused, not half-frozen.
+    this.current = 'paused'
+    if (await this.cgroup.freeze()) {
+      this.stopped = 'freezer'
+      return
+    }
+    this.stopped = 'sigstop'
+    // A process may fork while we go through the list: go again until nothing new shows up.
+    const seen = new Set<number>()
+    for (let round = 0; round < 20; round++) {
+      const fresh = this.pids().filter((p) => !seen.has(p))
+      if (fresh.length === 0) break
+      for (const p of fresh) {
+        seen.add(p)
+        signalPid(p, 'SIGSTOP')
+      }
+    }
+  }
+
+  async resume(): Promise<void> {
+    this.notDestroyed()
+    if (this.current !== 'paused') return
+    if (this.stopped === 'freezer') await this.cgroup.thaw()
+    else for (const p of this.pids()) signalPid(p, 'SIGCONT')
+    this.stopped = null
+    this.current = 'running'
+  }
+
+  destroy(): Promise<void> {
+    this.destroying ??= (async () => {
+      this.current = 'destroyed'
+      try {
+        if (this.cgroup.trackDir) {
+          await this.cgroup.destroy()
+        } else {
+          // Without cgroups the pid namespace is the boundary: its pid 1 dying takes everything with it.
+          for (const p of [this.init?.child.pid, this.init?.nsPid, ...this.pids()]) if (p) signalPid(p, 'SIGKILL')
+        }
+        this.init?.child.kill('SIGKILL')
+      } finally {
+        try {
+          await this.ctx.detachNetwork()
+        } finally {
+          this.ctx.released()
+        }
+      }
+    })()
+    return this.destroying
+  }
+
+  /** Every pid of the sandbox: its cgroup, or else every process in its pid namespace. */
+  pids(): number[] {
+    if (this.cgroup.trackDir) return this.cgroup.pids()
+    const ns = this.init?.pidns
+    if (!ns) return []
+    const out: number[] = []
+    for (const name of fs.readdirSync('/proc')) {
+      if (!/^\d+$/.test(name)) continue
+      try {
+        if (fs.readlinkSync(`/proc/${name}/ns/pid`) === ns) out.push(Number(name))
+      } catch {
+        /* exited */
+      }
+    }
+    return out
+  }
+
+  /**
+   * The parked spare; else the one being parked (started earlier, so sooner ready); else a shell
+   * parked now, the slow path (a fork of the service and a cgroup join).
+   */
+  private async takeSpare(): Promise<Spare> {
+    let spare = this.spare
+    this.spare = null
+    if (!spare && this.refilling) {
+      // Claimed: the refill sees it is no longer current and leaves the spare to us.
+      const pending = this.refilling
+      this.refilling = null
+      spare = await pending
+    }
+    if (spare && !spare.parked.usable()) {
+      this.discard(spare)
+      spare = null
+    }
+    return spare ?? (await this.parkSpare())
+  }
+
+  private async parkSpare(): Promise<Spare> {
+    const dir = this.cgroup.newExecDir()
+    const spare = { parked: parkExec(this.ctx.tools.sh, this.cgroup.procsFiles(dir)), dir }
+    try {
+      await spare.parked.ready
+    } catch (err) {
+      this.discard(spare)
+      throw new SandboxUnavailableError(`the command could not join the sandbox's cgroups: ${(err as Error).message}`)
+    }
+    return spare
+  }
+
+  /** Parks the next command's shell while this one runs. */
+  private refillSpare(): void {
+    if (this.spare || this.refilling || this.current !== 'running') return
+    const pending = this.parkSpare().catch(() => null)
+    this.refilling = pending
+    void pending.then((spare) => {
+      if (this.refilling !== pending) return
+      this.refilling = null
+      if (!spare) return
+      if (this.current === 'destroyed' || this.spare) this.discard(spare)
+      else this.spare = spare
+    })
+  }
+
+  private discard(spare: Spare): void {
+    const { child } = spare.parked
+    const gone = () => {
+      if (spare.dir && !this.cgroup.removeExecDir(spare.dir)) this.lingering.add(spare.dir)
+    }
+    if (child.exitCode !== null || child.signalCode !== null) return gone()
+    child.once('exit', gone)
+    child.kill('SIGKILL')
+  }
+
+  private sweep(): void {
+    for (const dir of this.lingering) if (this.cgroup.removeExecDir(dir)) this.lingering.delete(dir)
+  }
+
+  private usable(): void {
+    this.notDestroyed()
+    if (this.current === 'paused') throw new SandboxUnavailableError('paused')
+  }
+
+  private notDestroyed(): void {
+    if (this.current === 'destroyed') throw new SandboxUnavailableError('destroyed')
+  }
+}
+
+function signalPid(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig)
+  } catch {
+    /* already gone */
+  }
+}

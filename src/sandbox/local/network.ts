@@ -1,0 +1,231 @@
+import { createHash } from 'node:crypto'
+import { writeFile } from 'node:fs/promises'
+import type { NetworkPolicy, SandboxSpec } from '../sandbox.ts'
+import type { EgressProxy } from './egress-proxy.ts'
+import { run, runQuiet } from './net-exec.ts'
+import { hostAddresses, parsePool, pickSlot, slotAt, slotClashes, type Slot } from './net-pool.ts'
+import { hostTableScript, proxyClientElement, SANDBOX_IF, sandboxTableScript } from './net-rules.ts'
+
+/**
+ * Sandbox networking on the local host. Each sandbox gets a network namespace `<prefix>-<short>`
+ * holding one end of a veth pair (`eth0`, the `.2` of its own /30) and no default route; the
+ * host end is `<prefix><short>` with the `.1`. Nothing is routed: a sandbox with an allowlist
+ * reaches only the egress proxy listening on its own `.1`, one without reaches nothing, and the
+ * service reaches servers inside it on the `.2` (previews). nftables enforces this twice: inside
+ * the namespace (net-rules sandboxTableScript) and on the host (hostTableScript).
+ *
+ * One process owns a prefix and table on a host: cleanupOrphans removes every namespace and veth
+ * carrying the prefix that this process does not hold.
+ */
+export type SandboxNetwork = {
+  /** Creates netns `<prefix>-<short id>` + veth pair + address + nft rules for this sandbox. */
+  attach(spec: SandboxSpec): Promise<{ netnsName: string | null; env: Record<string, string>; previewHost: string }>
+  /** Removes the namespace, the veth, its rules and its proxy listener. Idempotent. */
+  detach(id: string): Promise<void>
+  /** Deletes every namespace and veth with the prefix not held by this process, and (when none is) the table. */
+  cleanupOrphans(): Promise<void>
+  /**
+   * Changes an attached sandbox's allowlist; rules and proxy listener follow. Processes already
+   * running keep their environment: the returned proxy env is for processes started from now on.
+   */
+  setPolicy(id: string, policy: NetworkPolicy): Promise<Record<string, string>>
+  /** The policy behind a source address (and the local address it reached): the proxy's resolveSandbox. */
+  resolve(remoteAddress: string, localAddress?: string): { allow: string[] } | null
+}
+
+export type LocalNetworkOptions = {
+  proxy: EgressProxy
+  /** IPv4 pool cut into one /30 per sandbox. Default 10.213.0.0/16 (16384 sandboxes). */
+  subnet?: string
+  /** Names namespaces (`<prefix>-…`) and host veths (`<prefix>…`); 2–5 characters. Default `wr`. */
+  prefix?: string
+  /** The host's nftables table (family inet). Default `warren`. */
+  table?: string
+}
+
+type Entry = { id: string; netns: string; veth: string; slot: Slot | null; allow: string[] }
+
+export function localNetwork(opts: LocalNetworkOptions): SandboxNetwork {
+  const prefix = opts.prefix ?? 'wr'
+  const table = opts.table ?? 'warren'
+  if (!/^[a-z][a-z0-9]{1,4}$/.test(prefix)) throw new Error(`network prefix must be 2-5 lowercase letters or digits: ${prefix}`)
+  if (!/^[a-z][a-z0-9_]{0,31}$/.test(table)) throw new Error(`invalid nftables table name: ${table}`)
+  const pool = parsePool(opts.subnet ?? '10.213.0.0/16')
+  const proxy = opts.proxy
+  const byId = new Map<string, Entry>()
+  const byAddr = new Map<string, Entry>()
+  const taken = new Set<number>()
+  let tableReady: Promise<void> | null = null
+
+  const names = (id: string) => {
+    // A hash, not the id itself: interface names hold 15 bytes and the id may hold anything.
+    const short = createHash('sha256').update(id).digest('hex').slice(0, 10)
+    return { netns: `${prefix}-${short}`, veth: `${prefix}${short}` }
+  }
+
+  function ensureTable(): Promise<void> {
+    tableReady ??= run('nft', ['-f', '-'], hostTableScript(table, prefix, proxy.port)).then(
+      () => undefined,
+      (err) => {
+        tableReady = null
+        throw err
+      },
+    )
+    return tableReady
+  }
+
+  const inNetns = (netns: string, cmd: string[], input?: string) => run('ip', ['netns', 'exec', netns, ...cmd], input)
+
+  function proxyEnv(entry: Entry): Record<string, string> {
+    if (entry.allow.length === 0 || !entry.slot) return {}
+    const url = `http://${entry.slot.hostAddr}:${proxy.port}`
+    const noProxy = 'localhost,127.0.0.1,::1'
+    return { HTTP_PROXY: url, HTTPS_PROXY: url, http_proxy: url, https_proxy: url, NO_PROXY: noProxy, no_proxy: noProxy }
+  }
+
+  /** Picks a free /30 and puts its `.1` on the host veth, re-checking for a concurrent claim. */
+  async function allocate(entry: Entry): Promise<Slot> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const index = pickSlot(pool, await hostAddresses(), taken)
+      taken.add(index)
+      const slot = slotAt(pool, index)
+      let clash = true
+      try {
+        await run('ip', ['addr', 'add', `${slot.hostAddr}/30`, 'dev', entry.veth])
+        // Another process may have taken the same /30 meanwhile; whoever sees the clash moves on.
+        clash = slotClashes(pool, index, await hostAddresses(), entry.veth)
+      } finally {
+        if (clash) taken.delete(index)
+      }
+      if (!clash) return slot
+      await runQuiet('ip', ['addr', 'flush', 'dev', entry.veth])
+    }
+    throw new Error('could not claim a free sandbox address')
+  }
+
+  async function applySandboxRules(entry: Entry, slot: Slot) {
+    const script = sandboxTableScript(slot.hostAddr, entry.allow.length > 0 ? proxy.port : null)
+    await inNetns(entry.netns, ['nft', '-f', '-'], script)
+  }
+
+  async function openProxy(entry: Entry, slot: Slot) {
+    await run('nft', ['add', 'element', 'inet', table, 'proxy_clients', proxyClientElement(entry.veth, slot.sandboxAddr, slot.hostAddr)])
+    await proxy.listen(slot.hostAddr)
+  }
+
+  async function closeProxy(entry: Entry, slot: Slot) {
+    await proxy.unlisten(slot.hostAddr)
+    proxy.disconnect(slot.sandboxAddr)
+    await runQuiet('nft', ['delete', 'element', 'inet', table, 'proxy_clients', proxyClientElement(entry.veth, slot.sandboxAddr, slot.hostAddr)])
+  }
+
+  async function teardown(entry: Entry) {
+    if (entry.slot) {
+      byAddr.delete(entry.slot.sandboxAddr)
+      await closeProxy(entry, entry.slot)
+      taken.delete(entry.slot.index)
+    }
+    // Deleting the host end removes the pair at once; deleting the namespace alone is lazy.
+    await runQuiet('ip', ['link', 'del', entry.veth])
+    await runQuiet('ip', ['netns', 'del', entry.netns])
+  }
+
+  /** Drops proxy_clients elements whose veth this process does not hold (left by a crashed run). */
+  async function pruneElements(held: Set<string>) {
+    let listing: { nftables?: { set?: { elem?: { concat?: string[] }[] } }[] }
+    try {
+      listing = JSON.parse(await run('nft', ['-j', 'list', 'set', 'inet', table, 'proxy_clients']))
+    } catch {
+      return
+    }
+    for (const item of listing.nftables ?? []) {
+      for (const { concat } of item.set?.elem ?? []) {
+        const [veth, sandboxAddr, hostAddr] = concat ?? []
+        if (held.has(veth) || !/^[a-z0-9]+$/.test(veth ?? '') || ![sandboxAddr, hostAddr].every((a) => /^[\d.]+$/.test(a ?? ''))) continue
+        await runQuiet('nft', ['delete', 'element', 'inet', table, 'proxy_clients', proxyClientElement(veth, sandboxAddr, hostAddr)])
+      }
+    }
+  }
+
+  async function build(entry: Entry) {
+    if (!(await runQuiet('ip', ['netns', 'add', entry.netns]))) {
+      // Left by a crashed run with the same id: nothing of ours lives in it.
+      await runQuiet('ip', ['link', 'del', entry.veth])
+      await run('ip', ['netns', 'del', entry.netns])
+      await run('ip', ['netns', 'add', entry.netns])
+    }
+    // IPv6 off on both ends: no link-local addresses, so IPv4 rules are the whole story.
+    await runQuiet('ip', ['netns', 'exec', entry.netns, 'sysctl', '-qw', 'net.ipv6.conf.all.disable_ipv6=1', 'net.ipv6.conf.default.disable_ipv6=1'])
+    await run('ip', ['link', 'add', entry.veth, 'type', 'veth', 'peer', 'name', SANDBOX_IF, 'netns', entry.netns])
+    await writeFile(`/proc/sys/net/ipv6/conf/${entry.veth}/disable_ipv6`, '1').catch(() => {})
+    const slot = await allocate(entry)
+    entry.slot = slot
+    // Rules before links come up: the sandbox is never reachable without them.
+    await applySandboxRules(entry, slot)
+    const inside = [`addr add ${slot.sandboxAddr}/30 dev ${SANDBOX_IF}`, `link set ${SANDBOX_IF} up`, 'link set lo up'].join('\n')
+    await run('ip', ['-n', entry.netns, '-batch', '-'], inside + '\n')
+    await run('ip', ['link', 'set', entry.veth, 'up'])
+    if (entry.allow.length > 0) await openProxy(entry, slot)
+    byAddr.set(slot.sandboxAddr, entry)
+  }
+
+  return {
+    async attach(spec) {
+      if (byId.has(spec.id)) throw new Error(`sandbox ${spec.id} already has a network`)
+      const entry: Entry = { id: spec.id, ...names(spec.id), slot: null, allow: [...spec.network.allow] }
+      byId.set(spec.id, entry)
+      try {
+        await ensureTable()
+        await build(entry)
+      } catch (err) {
+        byId.delete(spec.id)
+        await teardown(entry)
+        throw err
+      }
+      return { netnsName: entry.netns, env: proxyEnv(entry), previewHost: entry.slot!.sandboxAddr }
+    },
+
+    async detach(id) {
+      const entry = byId.get(id) ?? { id, ...names(id), slot: null, allow: [] }
+      byId.delete(id)
+      await teardown(entry)
+    },
+
+    async setPolicy(id, policy) {
+      const entry = byId.get(id)
+      if (!entry?.slot) throw new Error(`sandbox ${id} has no network`)
+      const wasOpen = entry.allow.length > 0
+      entry.allow = [...policy.allow]
+      const isOpen = entry.allow.length > 0
+      if (wasOpen !== isOpen) {
+        await applySandboxRules(entry, entry.slot)
+        if (isOpen) await openProxy(entry, entry.slot)
+        else await closeProxy(entry, entry.slot)
+      }
+      return proxyEnv(entry)
+    },
+
+    resolve(remoteAddress, localAddress) {
+      const entry = byAddr.get(remoteAddress)
+      if (!entry?.slot) return null
+      // The connection must arrive on the sandbox's own host-side address, not another's.
+      if (localAddress !== undefined && localAddress !== entry.slot.hostAddr) return null
+      return { allow: entry.allow }
+    },
+
+    async cleanupOrphans() {
+      const held = new Set([...byId.values()].flatMap((e) => [e.netns, e.veth]))
+      const ours = new RegExp(`^${prefix}-?[0-9a-f]{10}$`)
+      const namespaces = (await run('ip', ['netns', 'list'])).split('\n').map((l) => l.split(' ')[0])
+      const links = (await run('ip', ['-o', 'link', 'show'])).split('\n').map((l) => /^\d+:\s+([^@:\s]+)/.exec(l)?.[1] ?? '')
+      for (const link of links) if (ours.test(link) && !link.includes('-') && !held.has(link)) await runQuiet('ip', ['link', 'del', link])
+      for (const ns of namespaces) if (ours.test(ns) && ns.includes('-') && !held.has(ns)) await runQuiet('ip', ['netns', 'del', ns])
+      if (byId.size === 0) {
+        await runQuiet('nft', ['delete', 'table', 'inet', table])
+        tableReady = null
+      } else {
+        await pruneElements(held)
+      }
+    },
+  }
+}

@@ -1,0 +1,88 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import type { Readable } from 'node:stream'
+import { WRAPPER_ENV } from './bubblewrap.ts'
+
+/**
+ * A root shell started ahead of need, already inside its cgroups, waiting on stdin for the
+ * command line it will become. Two costs leave the hot path this way: forking the service
+ * (a few ms for a large Node process), and joining cgroups, whose first write after a quiet
+ * spell waits for an RCU grace period (measured 2–30 ms here on cgroup v1). A process forked
+ * by a parked shell is in the sandbox's cgroups from its first instruction, so there is no race.
+ *
+ * The shell joins every cgroup.procs file it is given, writes `P` on its control fd, then reads
+ * stdin to its end and evaluates it: Node sends one `exec …` line with every argument quoted.
+ */
+export type Parked = {
+  child: ChildProcess
+  /** Resolves once the shell sits in its cgroups; rejects when it died first. */
+  ready: Promise<void>
+  /** Control fd (0-based index into child.stdio) the `P` arrived on. */
+  ctlFd: number
+  /** Replaces the shell by `argv` (keeping stdio; fds above 2 but ctlFd stay open when keepFds). */
+  start(argv: string[], opts?: { keepFds?: boolean }): void
+  /** True while the shell is waiting and usable. */
+  usable(): boolean
+}
+
+const PARK =
+  'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; ' +
+  'printf P >&"$0"; s=; while IFS= read -r l || [ -n "$l" ]; do s="$s$l\n"; done; eval "$s"'
+
+/**
+ * Parks a shell with stdio: 0 = the script, 1–2 = pipes (the future command's output), then
+ * `extraFds` more pipes; the control fd is the last of them.
+ */
+export function park(sh: string, procsFiles: string[], extraFds: number): Parked {
+  const stdio: Array<'pipe' | 'ignore'> = ['pipe', 'pipe', 'pipe', ...Array<'pipe'>(Math.max(1, extraFds)).fill('pipe')]
+  const ctlFd = stdio.length - 1
+  const child = spawn(sh, ['-c', PARK, String(ctlFd), ...procsFiles, '--'], {
+    env: WRAPPER_ENV,
+    stdio,
+    // Own session: no terminal to reach, one process group to kill.
+    detached: true,
+    // Root without the service's supplementary groups (libuv calls setgroups(0) for these).
+    uid: 0,
+    gid: 0,
+  })
+  for (const s of child.stdio) (s as Readable | null)?.on('error', () => {})
+  let started = false
+  let isReady = false
+  const ctl = child.stdio[ctlFd] as Readable
+  const ready = new Promise<void>((resolve, reject) => {
+    const onData = (b: Buffer) => {
+      if (b[0] !== 0x50) return
+      ctl.off('data', onData)
+      // Whatever comes next on this fd belongs to the command (bwrap's ready byte, say).
+      ctl.pause()
+      if (b.length > 1) ctl.unshift(b.subarray(1))
+      isReady = true
+      resolve()
+    }
+    ctl.on('data', onData)
+    child.once('exit', (code) => reject(new Error(`parked shell exited (${code ?? 'signal'}) before it was ready`)))
+    child.once('error', reject)
+  })
+  ready.catch(() => {})
+  return {
+    child,
+    ready,
+    ctlFd,
+    start(argv, opts = {}) {
+      if (started) throw new Error('parked shell already started')
+      started = true
+      const close = opts.keepFds ? '' : ` ${ctlFd}>&-`
+      child.stdin!.end(`exec </dev/null${close}; exec ${argv.map(quote).join(' ')}\n`)
+    },
+    usable: () => isReady && !started && child.exitCode === null && child.signalCode === null,
+  }
+}
+
+/** Single-quotes for sh: safe for every byte but NUL (refused earlier). */
+export function quote(s: string): string {
+  return `'${s.replace(/'/g, `'"'"'`)}'`
+}
+
+/** A parked shell for one exec call: stdout and stderr pipes, control on fd 3. */
+export function parkExec(sh: string, procsFiles: string[]): Parked {
+  return park(sh, procsFiles, 1)
+}

@@ -1,0 +1,146 @@
+import fs from 'node:fs'
+import fsp, { type FileHandle } from 'node:fs/promises'
+import { SandboxPathError } from '../sandbox.ts'
+
+/**
+ * File access to a workspace from the host, as root, while the agent may be changing the tree
+ * under us. Every component is opened relative to the folder opened before it
+ * (`/proc/self/fd/<dir>/<name>`: openat without an addon) with O_NOFOLLOW, so a symlink planted
+ * anywhere in the path, even between our check and our open, is refused instead of followed out
+ * of the workspace. New folders and files are handed to the sandbox uid through their fd.
+ */
+
+const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK } = fs.constants
+// libuv adds O_CLOEXEC to every open on its own.
+const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW
+
+/** The components of a workspace-relative path; refuses what could leave the workspace. */
+export function splitPath(p: string): string[] {
+  if (typeof p !== 'string' || p.length === 0) throw new SandboxPathError('the path is empty')
+  if (p.includes('\0')) throw new SandboxPathError('the path holds a NUL byte')
+  if (p.startsWith('/')) throw new SandboxPathError(`${p} is absolute; paths are relative to the workspace`)
+  const parts = p.split('/').filter((s) => s !== '' && s !== '.')
+  if (parts.includes('..')) throw new SandboxPathError(`${p} contains "..", which could leave the workspace`)
+  if (parts.length === 0) throw new SandboxPathError(`${p} names the workspace itself, not a file in it`)
+  return parts
+}
+
+const at = (dir: FileHandle, name: string) => `/proc/self/fd/${dir.fd}/${name}`
+const code = (err: unknown) => (err as NodeJS.ErrnoException).code
+
+/** Why opening `name` under `dir` failed, told apart by what is actually there. */
+async function refusal(dir: FileHandle, name: string, shown: string): Promise<SandboxPathError | null> {
+  const st = await fsp.lstat(at(dir, name)).catch(() => null)
+  if (st?.isSymbolicLink()) return new SandboxPathError(`${shown} is a symbolic link; workspace file access does not follow links`)
+  return null
+}
+
+async function openDir(dir: FileHandle, name: string, shown: string, create: { uid: number } | null): Promise<FileHandle | null> {
+  try {
+    return await fsp.open(at(dir, name), DIR_FLAGS)
+  } catch (err) {
+    const c = code(err)
+    if (c === 'ELOOP' || c === 'ENOTDIR') {
+      const why = await refusal(dir, name, shown)
+      if (why) throw why
+      if (!create) return null
+      throw new SandboxPathError(`${shown} is a file, not a folder`)
+    }
+    if (c !== 'ENOENT') throw err
+    if (!create) return null
+  }
+  let made = true
+  try {
+    await fsp.mkdir(at(dir, name), 0o755)
+  } catch (err) {
+    if (code(err) !== 'EEXIST') throw err
+    made = false
+  }
+  let fh: FileHandle
+  try {
+    fh = await fsp.open(at(dir, name), DIR_FLAGS)
+  } catch (err) {
+    throw (await refusal(dir, name, shown)) ?? err
+  }
+  if (made) await fh.chown(create.uid, create.uid)
+  return fh
+}
+
+/** Opens the folder holding the last component, creating folders when `create` is given. */
+async function openParent(root: string, parts: string[], create: { uid: number } | null): Promise<FileHandle | null> {
+  let dir = await fsp.open(root, O_RDONLY | O_DIRECTORY)
+  for (let i = 0; i < parts.length - 1; i++) {
+    let next: FileHandle | null
+    try {
+      next = await openDir(dir, parts[i]!, parts.slice(0, i + 1).join('/'), create)
+    } finally {
+      await dir.close()
+    }
+    if (!next) return null
+    dir = next
+  }
+  return dir
+}
+
+export async function readWorkspaceFile(root: string, p: string): Promise<Buffer | null> {
+  const parts = splitPath(p)
+  const dir = await openParent(root, parts, null)
+  if (!dir) return null
+  const name = parts.at(-1)!
+  let fh: FileHandle
+  try {
+    // O_NONBLOCK: a FIFO planted by the agent must not hang the service.
+    fh = await fsp.open(at(dir, name), O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+  } catch (err) {
+    const c = code(err)
+    if (c === 'ELOOP') throw (await refusal(dir, name, p)) ?? err
+    if (c === 'ENOENT' || c === 'ENOTDIR') return null
+    throw err
+  } finally {
+    await dir.close()
+  }
+  try {
+    const st = await fh.stat()
+    if (st.isDirectory()) throw new SandboxPathError(`${p} is a folder`)
+    if (!st.isFile()) throw new SandboxPathError(`${p} is not a regular file`)
+    return await fh.readFile()
+  } finally {
+    await fh.close()
+  }
+}
+
+export async function writeWorkspaceFile(root: string, p: string, data: Buffer, uid: number, mode?: number): Promise<void> {
+  const parts = splitPath(p)
+  const dir = (await openParent(root, parts, { uid }))!
+  const name = parts.at(-1)!
+  let fh: FileHandle
+  let created = true
+  try {
+    const flags = O_WRONLY | O_NOFOLLOW | O_NONBLOCK
+    fh = await fsp.open(at(dir, name), flags | O_CREAT | O_EXCL, mode ?? 0o644).catch(async (err) => {
+      if (code(err) !== 'EEXIST') throw err
+      created = false
+      // Never O_TRUNC here: only a regular file, checked below, may be emptied.
+      return fsp.open(at(dir, name), flags)
+    })
+  } catch (err) {
+    const c = code(err)
+    if (c === 'ELOOP') throw (await refusal(dir, name, p)) ?? err
+    if (c === 'EISDIR') throw new SandboxPathError(`${p} is a folder`)
+    if (c === 'ENXIO') throw new SandboxPathError(`${p} is not a regular file`)
+    throw err
+  } finally {
+    await dir.close()
+  }
+  try {
+    const st = await fh.stat()
+    if (!st.isFile()) throw new SandboxPathError(`${p} is not a regular file`)
+    if (created) await fh.chown(uid, uid)
+    // The umask trims the creation mode; an explicit mode is meant as given.
+    if (mode !== undefined) await fh.chmod(mode & 0o777)
+    await fh.truncate(0)
+    await fh.writeFile(data)
+  } finally {
+    await fh.close()
+  }
+}

@@ -1,0 +1,25 @@
+import { ApiError } from '../errors.ts'
+import type { DecodedFile } from '../files/decode-files.ts'
+import { SandboxPathError, type Sandbox } from '../sandbox/sandbox.ts'
+
+/**
+ * Writes every file or none: each path is checked inside the workspace (a symlink the agent
+ * planted counts as leaving it), and a refusal part-way restores what the earlier writes replaced.
+ */
+export async function uploadFiles(sandbox: Sandbox, files: DecodedFile[]): Promise<void> {
+  const undo: { path: string; before: Buffer | null }[] = []
+  try {
+    for (const f of files) {
+      const before = await sandbox.readFile(f.path)
+      await sandbox.writeFile(f.path, f.content, f.mode)
+      undo.push({ path: f.path, before })
+    }
+  } catch (err) {
+    for (const u of undo.reverse()) {
+      if (u.before) await sandbox.writeFile(u.path, u.before).catch(() => {})
+      else await sandbox.exec({ command: `rm -f -- '${u.path.replace(/'/g, `'\\''`)}'`, timeoutMs: 10_000 }).catch(() => {})
+    }
+    if (err instanceof SandboxPathError) throw new ApiError('invalid_request', err.message)
+    throw err
+  }
+}

@@ -1,0 +1,224 @@
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { EventEmitter } from 'node:events'
+import type { Deps } from '../deps.ts'
+import { ApiError } from '../errors.ts'
+import { withEvents } from '../events/record-event.ts'
+import { getProfileEnv } from '../environments/environments.store.ts'
+import type { Sandbox, SandboxProvider } from '../sandbox/sandbox.ts'
+import { networkPolicyFor } from './network-policy.ts'
+import { seedWorkspace } from './seed-workspace.ts'
+import { closeInterval, getWorkspace, listLiveWorkspaces, markOpenIntervalsForReview, openInterval, patchWorkspace, type WorkspaceState } from './workspaces.store.ts'
+
+export const WORKSPACE_MOUNT = '/workspace'
+
+type Entry = {
+  sandbox: Sandbox | null
+  /** Running ms used before the current running stretch (the lifetime counts running time only). */
+  usedMs: number
+  runningSince: number | null
+  lastActivity: number
+  holds: number
+  /** Operations on one workspace run one after another. */
+  queue: Promise<unknown>
+}
+
+/**
+ * Owns every workspace of this process: brings one up in the background when its session is
+ * created, pauses it when idle, reclaims it at the lifetime ceiling, restores it on the next
+ * input, and records each move with its event and usage interval. Idle tracking, lifetime and
+ * usage belong here, not to the sandbox provider.
+ */
+export type WorkspaceManager = {
+  /** Starts bringing the session's workspace up; the caller does not wait. */
+  start(sessionId: string): void
+  /** A running sandbox for the session: resumes a paused one, restores a reclaimed one. Counts as activity. */
+  acquire(sessionId: string): Promise<Sandbox>
+  /** Keeps the workspace from idling until the returned function is called. */
+  hold(sessionId: string): () => void
+  /** Counts as activity (preview traffic, say). */
+  touch(sessionId: string): void
+  /** Fires with the session id when its sandbox is reclaimed at the lifetime ceiling. */
+  readonly reclaimed: EventEmitter<{ reclaimed: [string] }>
+  /** Destroys the sandbox and the workspace files (session deleted). */
+  destroy(sessionId: string): Promise<void>
+  /** Folder of the session's workspace on the host. */
+  workspaceDir(sessionId: string): string
+  /** At service start: clears what a crashed run left and restarts owed workspaces. */
+  recover(): Promise<void>
+  close(): Promise<void>
+}
+
+export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | 'box'> & { provider: SandboxProvider }): WorkspaceManager {
+  const { store, bus, config, box, provider } = deps
+  const entries = new Map<string, Entry>()
+  const reclaimed = new EventEmitter<{ reclaimed: [string] }>()
+  const root = path.join(config.dataDir, 'workspaces')
+  const dirOf = (id: string) => path.join(root, id)
+
+  const entryOf = (id: string): Entry => {
+    let e = entries.get(id)
+    if (!e) entries.set(id, (e = { sandbox: null, usedMs: 0, runningSince: null, lastActivity: Date.now(), holds: 0, queue: Promise.resolve() }))
+    return e
+  }
+  const serial = <T>(id: string, op: () => Promise<T>): Promise<T> => {
+    const e = entryOf(id)
+    const next = e.queue.then(op, op)
+    e.queue = next.catch(() => {})
+    return next
+  }
+
+  async function setState(id: string, orgId: string, state: WorkspaceState, event: string | null, extra: Record<string, unknown> = {}, usage?: 'open' | 'close'): Promise<void> {
+    const now = Date.now()
+    await withEvents(store, bus, async (trx, record) => {
+      await patchWorkspace(trx, id, { state, ...extra }, now)
+      if (usage === 'open') await openInterval(trx, orgId, id, now)
+      if (usage === 'close') await closeInterval(trx, id, now)
+      if (event) await record({ orgId, sessionId: id, type: event, payload: event === 'workspace.recovery_failed' ? { message: String(extra.message ?? '') } : { state } })
+    })
+  }
+
+  /** Creates a fresh sandbox over the kept workspace folder; seeds it the first time. */
+  async function bringUp(id: string): Promise<Sandbox | null> {
+    const ws = await getWorkspace(store.db, id)
+    if (!ws) return null
+    const e = entryOf(id)
+    const dir = dirOf(id)
+    const restoring = ws.env.state === 'reclaimed' || ws.env.state === 'failed'
+    try {
+      if (restoring && ws.env.initialized) await fs.access(dir)
+      await fs.mkdir(dir, { recursive: true })
+      const env = await getProfileEnv(store.db, box, ws.orgId, ws.env.profiles ?? [])
+      const sandbox = await provider.create({
+        id,
+        workspaceDir: dir,
+        workspaceMount: WORKSPACE_MOUNT,
+        env,
+        network: networkPolicyFor(config, ws.agent.permission_rules ?? []),
+        limits: { memoryBytes: config.sandboxMemoryMb * 1024 * 1024, pids: config.sandboxPids, cpus: config.sandboxCpus },
+      })
+      e.sandbox = sandbox
+      e.runningSince = Date.now()
+      e.usedMs = restoring ? 0 : (ws.env.used_ms ?? 0)
+      e.lastActivity = Date.now()
+      await setState(id, ws.orgId, 'running', 'sandbox.created', { used_ms: e.usedMs }, 'open')
+      if (!ws.env.initialized) {
+        const { problems, repo } = await seedWorkspace(store.db, id, ws.env, sandbox, dir, config.gitBaseUrl)
+        await withEvents(store, bus, async (trx, record) => {
+          await patchWorkspace(trx, id, { initialized: true, repo })
+          for (const p of problems) await record({ orgId: ws.orgId, sessionId: id, type: 'session.error', payload: { message: p.message, ...(p.path ? { path: p.path } : {}) } })
+        })
+      }
+      return sandbox
+    } catch (err) {
+      const message = restoring
+        ? `The workspace could not be restored: ${(err as Error).message}`
+        : `The workspace could not be started: ${(err as Error).message}`
+      await setState(id, ws.orgId, 'failed', 'workspace.recovery_failed', { message })
+      throw new ApiError(restoring ? 'workspace_recovery_failed' : 'sandbox_unavailable', message, { cause: err })
+    }
+  }
+
+  async function ensureRunning(id: string): Promise<Sandbox> {
+    const e = entryOf(id)
+    e.lastActivity = Date.now()
+    if (e.sandbox?.state === 'running') return e.sandbox
+    if (e.sandbox?.state === 'paused') {
+      const ws = await getWorkspace(store.db, id)
+      if (!ws) throw new ApiError('not_found', `No session with id "${id}".`)
+      await e.sandbox.resume()
+      e.runningSince = Date.now()
+      await setState(id, ws.orgId, 'running', 'sandbox.resumed', {}, 'open')
+      return e.sandbox
+    }
+    const sandbox = await bringUp(id)
+    if (!sandbox) throw new ApiError('not_found', `No session with id "${id}".`)
+    return sandbox
+  }
+
+  async function pause(id: string): Promise<void> {
+    const e = entries.get(id)
+    if (!e?.sandbox || e.sandbox.state !== 'running' || e.holds > 0) return
+    if (Date.now() - e.lastActivity < config.idlePauseMs) return
+    const ws = await getWorkspace(store.db, id)
+    if (!ws) return
+    await e.sandbox.pause()
+    e.usedMs += Date.now() - (e.runningSince ?? Date.now())
+    e.runningSince = null
+    await setState(id, ws.orgId, 'paused', 'sandbox.paused', { used_ms: e.usedMs }, 'close')
+  }
+
+  async function reclaim(id: string): Promise<void> {
+    const e = entries.get(id)
+    if (!e?.sandbox || e.sandbox.state !== 'running') return
+    const ws = await getWorkspace(store.db, id)
+    await e.sandbox.destroy()
+    e.sandbox = null
+    e.runningSince = null
+    e.usedMs = 0
+    if (ws) await setState(id, ws.orgId, 'reclaimed', null, { used_ms: 0 }, 'close')
+    reclaimed.emit('reclaimed', id)
+  }
+
+  const tick = () => {
+    const now = Date.now()
+    for (const [id, e] of entries) {
+      if (e.sandbox?.state !== 'running') continue
+      const used = e.usedMs + (now - (e.runningSince ?? now))
+      if (used >= config.workspaceLifetimeMs) void serial(id, () => reclaim(id)).catch(() => {})
+      else if (e.holds === 0 && now - e.lastActivity >= config.idlePauseMs) void serial(id, () => pause(id)).catch(() => {})
+    }
+  }
+  const timer = setInterval(tick, Math.max(10, Math.min(1000, Math.floor(Math.min(config.idlePauseMs, config.workspaceLifetimeMs) / 4))))
+  timer.unref()
+
+  const start = (id: string) => void serial(id, () => ensureRunning(id)).catch(() => {})
+  return {
+    start,
+    acquire: (id) => serial(id, () => ensureRunning(id)),
+    hold(id) {
+      const e = entryOf(id)
+      e.holds++
+      e.lastActivity = Date.now()
+      let released = false
+      return () => {
+        if (released) return
+        released = true
+        e.holds--
+        e.lastActivity = Date.now()
+      }
+    },
+    touch(id) {
+      entryOf(id).lastActivity = Date.now()
+    },
+    reclaimed,
+    workspaceDir: dirOf,
+    destroy: (id) =>
+      serial(id, async () => {
+        const e = entries.get(id)
+        entries.delete(id)
+        await e?.sandbox?.destroy()
+        await closeInterval(store.db, id, Date.now())
+        await fs.rm(dirOf(id), { recursive: true, force: true })
+      }),
+    async recover() {
+      await provider.cleanupOrphans()
+      await markOpenIntervalsForReview(store.db)
+      for (const ws of await listLiveWorkspaces(store.db)) {
+        if (ws.env.state === 'pending') start(ws.id)
+        else if (ws.env.state === 'running' || ws.env.state === 'paused') await patchWorkspace(store.db, ws.id, { state: 'reclaimed', used_ms: 0 })
+      }
+    },
+    async close() {
+      clearInterval(timer)
+      await Promise.allSettled([...entries.values()].map((e) => e.queue))
+      // A clean stop closes its usage intervals; only a crash leaves them for review.
+      for (const [id, e] of entries) {
+        if (!e.sandbox || e.sandbox.state === 'destroyed') continue
+        await closeInterval(store.db, id, Date.now()).catch(() => {})
+        await patchWorkspace(store.db, id, { state: 'reclaimed', used_ms: 0 }).catch(() => {})
+      }
+      await provider.close()
+    },
+  }
+}

@@ -1,0 +1,288 @@
+import { after, before, describe, it } from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import path from 'node:path'
+import type { ExecRequest, Sandbox, SandboxProvider, SandboxSpec } from '../src/sandbox/sandbox.ts'
+import { SandboxPathError, SandboxUnavailableError } from '../src/sandbox/sandbox.ts'
+
+/**
+ * What every sandbox provider must do, against real sandboxes. A provider running on this host
+ * also gives `host` checks: who owns files on the host, which host resources a sandbox holds.
+ */
+export type ContractOptions = {
+  /**
+   * A fresh provider. Two providers made with the same `tag` share their host naming, so one's
+   * cleanupOrphans finds what the other left; providers of different tags never touch each other.
+   */
+  makeProvider(tag: string): SandboxProvider
+  /** The service's data folder on the host; workspaces are made under it. */
+  dataDir: string
+  host?: {
+    /** Host uid owning the sandbox's processes and files. */
+    uidOf(sb: Sandbox): number
+    /** Host paths (cgroup folders, say) that exist while the sandbox lives and vanish on destroy. */
+    resourcesOf(sb: Sandbox): string[]
+  }
+}
+
+const MiB = 1024 * 1024
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+export function sandboxContract(name: string, o: ContractOptions): void {
+  describe(`sandbox contract: ${name}`, () => {
+    let provider: SandboxProvider
+    const made: Sandbox[] = []
+    const providers = new Set<SandboxProvider>()
+    const newProvider = (tag: string) => {
+      const p = o.makeProvider(tag)
+      providers.add(p)
+      return p
+    }
+    const spec = (id: string, over: Partial<SandboxSpec> = {}): SandboxSpec => ({
+      id,
+      workspaceDir: path.join(o.dataDir, 'workspaces', id),
+      workspaceMount: '/workspace',
+      env: { PROFILE_VAR: 'from-profile' },
+      network: { allow: [] },
+      limits: { memoryBytes: 256 * MiB, pids: 128, cpus: 1 },
+      ...over,
+    })
+    const create = async (id: string, over: Partial<SandboxSpec> = {}, p = provider) => {
+      const sb = await p.create(spec(id, over))
+      made.push(sb)
+      return sb
+    }
+    const run = async (sb: Sandbox, command: string, more: Partial<ExecRequest> = {}) => {
+      const r = await sb.exec({ command, ...more })
+      return { ...r, out: r.stdout.toString(), err: r.stderr.toString() }
+    }
+    const alive = async (sb: Sandbox, pid: string) => (await run(sb, `kill -0 ${pid} 2>/dev/null && echo alive || echo gone`)).out.trim()
+    /** Host pids running as `uid` (what a crashed provider could leave behind). */
+    const hostPidsOf = (uid: number) =>
+      fs.readdirSync('/proc').filter((n) => /^\d+$/.test(n) && (() => {
+        try {
+          return new RegExp(`^Uid:\\s+${uid}\\s`, 'm').test(fs.readFileSync(`/proc/${n}/status`, 'utf8'))
+        } catch {
+          return false
+        }
+      })())
+
+    let main: Sandbox
+    before(async () => {
+      // The service's own environment: nothing of it may reach a sandbox.
+      process.env.OPENAI_API_KEY = 'sk-leak'
+      fs.mkdirSync(o.dataDir, { recursive: true })
+      fs.writeFileSync(path.join(o.dataDir, 'warren.db'), 'service secrets')
+      provider = newProvider('main')
+      await provider.cleanupOrphans()
+      main = await create('main')
+    })
+    after(async () => {
+      delete process.env.OPENAI_API_KEY
+      for (const sb of made) await sb.destroy().catch(() => {})
+      for (const p of providers) await p.close()
+    })
+
+    it('reports what the host allows in sentences', () => {
+      const r = provider.report()
+      assert.equal(typeof r.provider, 'string')
+      assert.ok(Array.isArray(r.available) && Array.isArray(r.missing))
+      assert.ok(r.available.length > 0, JSON.stringify(r))
+    })
+
+    it('runs a command and reports its exit code, stdout and stderr', async () => {
+      const r = await run(main, 'echo out; echo err >&2; exit 7')
+      assert.deepEqual([r.exitCode, r.signal, r.timedOut, r.aborted, r.out, r.err], [7, null, false, false, 'out\n', 'err\n'])
+      assert.equal((await run(main, 'true')).exitCode, 0)
+    })
+
+    it('streams output while the command still runs', async () => {
+      let done = false
+      const early: string[] = []
+      const r = await main.exec({
+        command: 'echo one; echo warn >&2; sleep 1; echo two',
+        onStdout: (c) => !done && early.push(`out:${c}`),
+        onStderr: (c) => !done && early.push(`err:${c}`),
+      })
+      done = true
+      assert.equal(r.stdout.toString(), 'one\ntwo\n')
+      assert.ok(early.some((c) => c.startsWith('out:one')), `stdout chunk before the end: ${early}`)
+      assert.ok(early.some((c) => c.startsWith('err:warn')), `stderr chunk before the end: ${early}`)
+    })
+
+    it('runs in the working folder and environment asked for, profile variables included', async () => {
+      await run(main, 'mkdir -p sub/deeper')
+      const rel = await run(main, 'pwd; echo "$FOO|$PROFILE_VAR|$HOME"', { cwd: 'sub', env: { FOO: 'bar baz' } })
+      assert.equal(rel.out, '/workspace/sub\nbar baz|from-profile|/workspace\n')
+      assert.equal((await run(main, 'pwd', { cwd: '/workspace/sub/deeper' })).out, '/workspace/sub/deeper\n')
+      assert.equal((await run(main, 'pwd')).out, '/workspace\n')
+      const parallel = await Promise.all([1, 2, 3].map((n) => run(main, `echo ${n}`)))
+      assert.deepEqual(parallel.map((r) => r.out), ['1\n', '2\n', '3\n'])
+    })
+
+    it('a time-out kills the whole process tree of the command, not the sandbox', async () => {
+      const t = Date.now()
+      const r = await run(main, 'sleep 100 & echo $!; wait', { timeoutMs: 400 })
+      assert.equal(r.timedOut, true)
+      assert.equal(r.exitCode, null)
+      assert.ok(Date.now() - t < 5000)
+      assert.equal(await alive(main, r.out.trim()), 'gone')
+    })
+
+    it('an abort kills the whole process tree of the command', async () => {
+      const ac = new AbortController()
+      setTimeout(() => ac.abort(), 300)
+      const r = await main.exec({ command: 'sleep 100 & echo $!; wait' }, ac.signal)
+      assert.equal(r.aborted, true)
+      assert.equal(r.timedOut, false)
+      assert.equal(await alive(main, r.stdout.toString().trim()), 'gone')
+      const pre = new AbortController()
+      pre.abort()
+      assert.equal((await main.exec({ command: 'echo never' }, pre.signal)).aborted, true)
+    })
+
+    it('background processes survive between commands', async () => {
+      const bg = await run(main, 'nohup sleep 1000 >/dev/null 2>&1 & echo $!')
+      const chatty = await run(main, 'while true; do echo tick; sleep 0.05; done & echo $!')
+      assert.equal(bg.exitCode, 0)
+      await sleep(200)
+      assert.equal(await alive(main, bg.out.trim()), 'alive')
+      // It keeps writing to the finished command's pipe without blocking or dying.
+      assert.equal(await alive(main, chatty.out.trim()), 'alive')
+    })
+
+    it('writes and reads workspace files with their modes', async () => {
+      await main.writeFile('files/a.txt', Buffer.from('hello'), 0o640)
+      const r = await run(main, 'cat files/a.txt; echo; stat -c %a files/a.txt; echo more > files/b.txt')
+      assert.equal(r.out, 'hello\n640\n')
+      assert.equal((await main.readFile('files/a.txt'))?.toString(), 'hello')
+      assert.equal((await main.readFile('files/b.txt'))?.toString(), 'more\n')
+      await main.writeFile('files/a.txt', Buffer.from('hi'))
+      assert.equal((await main.readFile('files/a.txt'))?.toString(), 'hi')
+      await main.writeFile('files/run.sh', Buffer.from('#!/bin/sh\necho ran\n'), 0o755)
+      assert.equal((await run(main, './files/run.sh')).out, 'ran\n')
+      assert.equal(await main.readFile('files/missing.txt'), null)
+      assert.equal(await main.readFile('nowhere/missing.txt'), null)
+    })
+
+    it('refuses paths that leave the workspace, through symlinks too', async () => {
+      await run(main, 'ln -s /etc escape; ln -s /etc/passwd pw; mkdir -p in; ln -s .. in/up')
+      for (const p of ['escape/x', 'pw', 'in/up/x', '../x', 'a/../../x', '/etc/x', '']) {
+        await assert.rejects(main.writeFile(p, Buffer.from('x')), SandboxPathError, `writeFile(${p})`)
+      }
+      for (const p of ['escape/passwd', 'pw', '../etc/passwd', '/etc/passwd']) {
+        await assert.rejects(main.readFile(p), SandboxPathError, `readFile(${p})`)
+      }
+      assert.equal(fs.existsSync('/etc/x'), false)
+    })
+
+    it('runs as an unprivileged user: not root inside, files not owned by root on the host', async () => {
+      const r = await run(main, 'id -u; echo made > owned.txt; cat /proc/self/status | grep CapEff')
+      const [uid, caps] = r.out.trim().split('\n')
+      assert.notEqual(uid, '0')
+      assert.match(caps!, /CapEff:\s+0+$/)
+      if (!o.host) return
+      const st = fs.statSync(path.join(o.dataDir, 'workspaces', 'main', 'owned.txt'))
+      assert.notEqual(st.uid, 0)
+      assert.equal(st.uid, o.host.uidOf(main))
+      await main.writeFile('deep/er/service.txt', Buffer.from('x'))
+      for (const p of ['deep', 'deep/er', 'deep/er/service.txt']) {
+        assert.equal(fs.statSync(path.join(o.dataDir, 'workspaces', 'main', p)).uid, o.host.uidOf(main), p)
+      }
+    })
+
+    it('cannot see the service data folder, another workspace or the service environment', async () => {
+      const other = await create('other')
+      await other.writeFile('their-secret.txt', Buffer.from('theirs'))
+      const otherDir = path.join(o.dataDir, 'workspaces', 'other')
+      const probes = [
+        `ls ${o.dataDir}`,
+        `cat ${path.join(o.dataDir, 'warren.db')}`,
+        `ls ${otherDir}`,
+        `cat ${path.join(otherDir, 'their-secret.txt')}`,
+        `cat ${path.join(o.dataDir, 'workspaces', 'main', 'owned.txt')}`,
+      ]
+      for (const c of probes) assert.notEqual((await run(main, c)).exitCode, 0, c)
+      assert.notEqual((await run(main, 'grep -rs -D skip theirs / --exclude-dir=proc --exclude-dir=dev --exclude-dir=usr')).exitCode, 0)
+      const env = await run(main, 'env; cat /proc/*/environ 2>/dev/null | tr "\\0" "\\n"')
+      assert.doesNotMatch(env.out, /sk-leak|OPENAI_API_KEY/)
+    })
+
+    it('pause freezes every process, background ones included; resume lets them go on', async () => {
+      // Written aside and renamed, so a freeze never leaves the file half-written.
+      await run(main, '(i=0; while true; do i=$((i+1)); echo $i > counter.new; mv counter.new counter; sleep 0.02; done) >/dev/null 2>&1 &')
+      await sleep(300)
+      await main.pause()
+      assert.equal(main.state, 'paused')
+      await assert.rejects(main.exec({ command: 'true' }), (e) => e instanceof SandboxUnavailableError && /paused/.test(e.message))
+      const c1 = Number((await main.readFile('counter'))?.toString())
+      await sleep(400)
+      const c2 = Number((await main.readFile('counter'))?.toString())
+      assert.ok(c1 > 0 && c2 === c1, `counter moved while paused: ${c1} → ${c2}`)
+      await main.pause()
+      await main.resume()
+      assert.equal(main.state, 'running')
+      await sleep(300)
+      const c3 = Number((await main.readFile('counter'))?.toString())
+      assert.ok(c3 > c2, `counter stuck after resume: ${c2} → ${c3}`)
+    })
+
+    it('a fork bomb hits the pids limit, is killed with its command, and the service keeps answering', async () => {
+      const bomb = await create('bomb', { limits: { memoryBytes: 256 * MiB, pids: 64, cpus: 0.5 } })
+      let worst = 0
+      let last = Date.now()
+      const tick = setInterval(() => {
+        worst = Math.max(worst, Date.now() - last - 20)
+        last = Date.now()
+      }, 20)
+      try {
+        const r = await run(bomb, 'f() { f | f & }; f; sleep 100', { timeoutMs: 3000 })
+        assert.equal(r.timedOut, true)
+      } finally {
+        clearInterval(tick)
+      }
+      assert.ok(worst < 1000, `the event loop stalled ${worst} ms`)
+      assert.equal((await run(bomb, 'echo still here')).out, 'still here\n')
+      assert.equal((await run(main, 'echo fine')).out, 'fine\n')
+    })
+
+    it('a command outgrowing the memory limit is killed, and the sandbox goes on', async () => {
+      const small = await create('small', { limits: { memoryBytes: 64 * MiB, pids: 64, cpus: 1 } })
+      // tail keeps everything it reads when no newline comes: 300 MiB against a 64 MiB ceiling.
+      const r = await run(small, 'head -c 300M /dev/zero | tail >/dev/null')
+      assert.ok(r.exitCode === 137 || r.signal === 'SIGKILL', `exit ${r.exitCode} ${r.signal}: ${r.err}`)
+      assert.equal((await run(small, 'echo ok')).out, 'ok\n')
+    })
+
+    it('destroy kills everything, removes host resources, keeps the workspace and is idempotent', async () => {
+      const d = await create('doomed')
+      const bg = await run(d, 'sleep 1000 >/dev/null 2>&1 & echo $!')
+      assert.equal(bg.exitCode, 0)
+      const resources = o.host?.resourcesOf(d) ?? []
+      for (const r of resources) assert.ok(fs.existsSync(r), r)
+      await d.destroy()
+      assert.equal(d.state, 'destroyed')
+      for (const r of resources) assert.equal(fs.existsSync(r), false, r)
+      if (o.host) assert.deepEqual(hostPidsOf(o.host.uidOf(d)), [])
+      await assert.rejects(d.exec({ command: 'true' }), SandboxUnavailableError)
+      await d.destroy()
+      assert.ok(fs.existsSync(path.join(o.dataDir, 'workspaces', 'doomed')))
+      assert.equal(provider.get('doomed'), null)
+    })
+
+    it('cleanupOrphans removes what a crashed provider left behind', async () => {
+      const sb = await create('orphan', {}, newProvider('orphans'))
+      assert.equal((await run(sb, 'nohup sleep 1000 >/dev/null 2>&1 &')).exitCode, 0)
+      const resources = o.host?.resourcesOf(sb) ?? []
+      const uid = o.host?.uidOf(sb)
+      // The crashed provider is dropped without destroy; a new one starts over.
+      const next = newProvider('orphans')
+      await next.cleanupOrphans()
+      for (const r of resources) assert.equal(fs.existsSync(r), false, r)
+      if (uid !== undefined) assert.deepEqual(hostPidsOf(uid), [])
+      assert.equal((await run(main, 'echo untouched')).out, 'untouched\n')
+      const again = await create('orphan', {}, next)
+      assert.equal((await run(again, 'echo back')).out, 'back\n')
+    })
+  })
+}

@@ -1,0 +1,177 @@
+import { after, before, describe, it } from 'node:test'
+import assert from 'node:assert/strict'
+import { execFileSync, spawnSync } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import type { SandboxSpec } from '../src/sandbox/sandbox.ts'
+import { SandboxUnavailableError } from '../src/sandbox/sandbox.ts'
+import { LocalSandbox } from '../src/sandbox/local/local-sandbox.ts'
+import { LocalSandboxProvider, type LocalProviderOptions, type NetworkHook } from '../src/sandbox/local/local-provider.ts'
+import { sandboxContract } from './sandbox-contract.ts'
+
+/**
+ * The local provider: the shared contract, then what only a provider on this host has (cgroups,
+ * host uids, the network hook, the fallbacks without cgroups). Every host name carries a random
+ * run tag, so two runs at once never clean up each other's sandboxes.
+ */
+
+const skip = process.getuid?.() !== 0 ? 'needs root' : spawnSync('sh', ['-c', 'command -v bwrap']).status !== 0 ? 'needs bubblewrap' : false
+const run = randomBytes(3).toString('hex')
+const uidBase = 300_000 + (randomBytes(2).readUInt16BE() % 600) * 100
+const tags = ['main', 'orphans', 'local', 'nocg']
+const options = (tag: string, more: LocalProviderOptions = {}): LocalProviderOptions => ({
+  cgroupParent: 'warren-test',
+  prefix: `t${run}-${tag}-`,
+  uidBase: uidBase + tags.indexOf(tag) * 20,
+  uidCount: 20,
+  ...more,
+})
+
+// Like the service's: only root may enter it, so workspaces are staged (see bubblewrap.ts).
+const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-sandbox-test-'))
+fs.chmodSync(dataDir, 0o700)
+after(() => fs.rmSync(dataDir, { recursive: true, force: true }))
+
+if (!skip) {
+  sandboxContract('local', {
+    makeProvider: (tag) => new LocalSandboxProvider(options(tag)),
+    dataDir,
+    host: {
+      uidOf: (sb) => (sb as LocalSandbox).uid,
+      resourcesOf: (sb) => (sb as LocalSandbox).cgroup.dirs,
+    },
+  })
+}
+
+describe('local sandbox provider on this host', { skip }, () => {
+  const MiB = 1024 * 1024
+  const spec = (id: string, dir = path.join(dataDir, 'local'), over: Partial<SandboxSpec> = {}): SandboxSpec => ({
+    id,
+    workspaceDir: path.join(dir, id),
+    workspaceMount: '/workspace',
+    env: {},
+    network: { allow: [] },
+    limits: { memoryBytes: 256 * MiB, pids: 128, cpus: 1 },
+    ...over,
+  })
+  const providers: LocalSandboxProvider[] = []
+  const provider = (tag: string, more: LocalProviderOptions = {}) => {
+    const p = new LocalSandboxProvider(options(tag, more))
+    providers.push(p)
+    return p
+  }
+  after(async () => {
+    for (const p of providers) await p.close()
+  })
+
+  it('says which cgroup version and controllers it uses, and how it pauses', () => {
+    const r = provider('local').report()
+    const text = r.available.join(' ')
+    assert.match(text, /bubblewrap/)
+    assert.match(text, /cgroup v[12] limits .*memory/)
+    assert.match(text + r.missing.join(' '), /freezer|SIGSTOP/)
+  })
+
+  it('refuses to create, naming what is missing, when bubblewrap cannot run', async () => {
+    const p = provider('local', { bwrap: '/nonexistent/bwrap' })
+    await assert.rejects(p.create(spec('nobwrap')), (e) => e instanceof SandboxUnavailableError && /bubblewrap/.test(e.message))
+    assert.match(p.report().missing.join(' '), /bubblewrap/)
+  })
+
+  it('has no network and no preview without a network hook', async () => {
+    const p = provider('local')
+    const sb = await p.create(spec('nonet'))
+    await assert.rejects(sb.resolvePreview(3000), (e) => e instanceof SandboxUnavailableError && /no network/.test(e.message))
+    const r = await sb.exec({ command: 'cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d " "' })
+    assert.equal(r.stdout.toString(), 'lo\n')
+    await sb.destroy()
+  })
+
+  it('runs in the namespace the network hook gives, with its variables, and detaches on destroy', async () => {
+    const netns = `wtst${run}`
+    execFileSync('ip', ['netns', 'add', netns])
+    try {
+      execFileSync('ip', ['-n', netns, 'link', 'add', `wtd${run}`, 'type', 'dummy'])
+      const calls: string[] = []
+      const hook: NetworkHook = {
+        attach: async (s) => (calls.push(`attach ${s.id}`), { netnsName: netns, env: { HTTP_PROXY: 'http://10.9.9.1:3128' }, previewHost: '10.9.9.2' }),
+        detach: async (id) => void calls.push(`detach ${id}`),
+        cleanupOrphans: async () => void calls.push('cleanup'),
+      }
+      const p = provider('local', { network: hook })
+      await p.cleanupOrphans()
+      const sb = await p.create(spec('withnet'))
+      const r = await sb.exec({ command: 'grep -c wtd /proc/net/dev; echo $HTTP_PROXY' })
+      assert.equal(r.stdout.toString(), `1\nhttp://10.9.9.1:3128\n`)
+      assert.deepEqual(await sb.resolvePreview(8080), { host: '10.9.9.2', port: 8080 })
+      await sb.destroy()
+      assert.deepEqual(calls, ['cleanup', 'attach withnet', 'detach withnet'])
+    } finally {
+      execFileSync('ip', ['netns', 'del', netns])
+    }
+  })
+
+  it('binds a workspace the sandbox uid can reach directly, just as isolated', async () => {
+    const open = path.join(dataDir, 'open')
+    fs.mkdirSync(open, { mode: 0o711 })
+    fs.chmodSync(dataDir, 0o711)
+    try {
+      const p = provider('local')
+      const sb = (await p.create(spec('direct', open))) as LocalSandbox
+      await sb.writeFile('x.txt', Buffer.from('direct'))
+      const r = await sb.exec({ command: `cat x.txt; ls ${open} || echo hidden` })
+      assert.equal(r.stdout.toString(), 'direct\nhidden\n')
+      assert.equal(fs.statSync(path.join(open, 'direct', 'x.txt')).uid, sb.uid)
+      await sb.destroy()
+    } finally {
+      fs.chmodSync(dataDir, 0o700)
+    }
+  })
+
+  it('keeps a workspace\'s uid across sandboxes and hands over one owned by someone else', async () => {
+    const p = provider('local')
+    const first = (await p.create(spec('keep'))) as LocalSandbox
+    await first.destroy()
+    const second = (await p.create(spec('keep'))) as LocalSandbox
+    assert.equal(second.uid, first.uid)
+    await second.destroy()
+    const foreign = path.join(dataDir, 'local', 'foreign')
+    fs.mkdirSync(path.join(foreign, 'sub'), { recursive: true })
+    fs.writeFileSync(path.join(foreign, 'sub', 'f.txt'), 'x')
+    fs.symlinkSync('/etc/hostname', path.join(foreign, 'link'))
+    for (const f of ['', 'sub', 'sub/f.txt']) fs.chownSync(path.join(foreign, f), 12345, 12345)
+    const hostnameOwner = fs.statSync('/etc/hostname').uid
+    const sb = (await p.create(spec('foreign'))) as LocalSandbox
+    for (const f of ['', 'sub', 'sub/f.txt']) assert.equal(fs.statSync(path.join(foreign, f)).uid, sb.uid, f)
+    assert.equal(fs.lstatSync(path.join(foreign, 'link')).uid, sb.uid)
+    assert.equal(fs.statSync('/etc/hostname').uid, hostnameOwner, 'the chown followed a link')
+    assert.equal((await sb.exec({ command: 'echo y >> sub/f.txt && cat sub/f.txt' })).stdout.toString(), 'xy\n')
+    await sb.destroy()
+  })
+
+  it('without cgroups: kills trees by process group, pauses with SIGSTOP, destroys by pid namespace', async () => {
+    const p = provider('nocg', { cgroups: false })
+    assert.match(p.report().missing.join(' '), /No cgroups/)
+    const sb = (await p.create(spec('nocg'))) as LocalSandbox
+    const timed = await sb.exec({ command: 'sleep 100 & echo $!; wait', timeoutMs: 300 })
+    assert.equal(timed.timedOut, true)
+    const check = await sb.exec({ command: `kill -0 ${timed.stdout.toString().trim()} 2>/dev/null && echo alive || echo gone` })
+    assert.equal(check.stdout.toString(), 'gone\n')
+    await sb.exec({ command: '(i=0; while true; do i=$((i+1)); echo $i > c.new; mv c.new c; sleep 0.02; done) >/dev/null 2>&1 &' })
+    await new Promise((r) => setTimeout(r, 200))
+    await sb.pause()
+    const c1 = Number((await sb.readFile('c'))?.toString())
+    await new Promise((r) => setTimeout(r, 300))
+    assert.equal(Number((await sb.readFile('c'))?.toString()), c1)
+    await sb.resume()
+    await new Promise((r) => setTimeout(r, 300))
+    assert.ok(Number((await sb.readFile('c'))?.toString()) > c1)
+    const pids = sb.pids()
+    assert.ok(pids.length >= 3, `pids in the namespace: ${pids}`)
+    await sb.destroy()
+    await new Promise((r) => setTimeout(r, 100))
+    assert.deepEqual(pids.filter((pid) => fs.existsSync(`/proc/${pid}`)), [])
+  })
+})
