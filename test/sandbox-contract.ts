@@ -57,15 +57,17 @@ export function sandboxContract(name: string, o: ContractOptions): void {
       return { ...r, out: r.stdout.toString(), err: r.stderr.toString() }
     }
     const alive = async (sb: Sandbox, pid: string) => (await run(sb, `kill -0 ${pid} 2>/dev/null && echo alive || echo gone`)).out.trim()
-    /** Host pids running as `uid` (what a crashed provider could leave behind). */
+    /** Live host processes running as `uid` (what a crashed provider could leave behind); zombies are already dead. */
     const hostPidsOf = (uid: number) =>
-      fs.readdirSync('/proc').filter((n) => /^\d+$/.test(n) && (() => {
+      fs.readdirSync('/proc').filter((n) => {
+        if (!/^\d+$/.test(n)) return false
         try {
-          return new RegExp(`^Uid:\\s+${uid}\\s`, 'm').test(fs.readFileSync(`/proc/${n}/status`, 'utf8'))
+          const status = fs.readFileSync(`/proc/${n}/status`, 'utf8')
+          return new RegExp(`^Uid:\\s+${uid}\\s`, 'm').test(status) && !/^State:\s+Z/m.test(status)
         } catch {
           return false
         }
-      })())
+      })
 
     let main: Sandbox
     before(async () => {
@@ -143,12 +145,12 @@ export function sandboxContract(name: string, o: ContractOptions): void {
 
     it('background processes survive between commands', async () => {
       const bg = await run(main, 'nohup sleep 1000 >/dev/null 2>&1 & echo $!')
-      const chatty = await run(main, 'while true; do echo tick; sleep 0.05; done & echo $!')
+      const chatty = await run(main, 'while true; do echo tick; sleep 0.05; done & echo "pid $!"')
       assert.equal(bg.exitCode, 0)
       await sleep(200)
       assert.equal(await alive(main, bg.out.trim()), 'alive')
       // It keeps writing to the finished command's pipe without blocking or dying.
-      assert.equal(await alive(main, chatty.out.trim()), 'alive')
+      assert.equal(await alive(main, /pid (\d+)/.exec(chatty.out)![1]!), 'alive')
     })
 
     it('writes and reads workspace files with their modes', async () => {

@@ -93,7 +93,7 @@ describe('local sandbox provider on this host', { skip }, () => {
     const netns = `wtst${run}`
     execFileSync('ip', ['netns', 'add', netns])
     try {
-      execFileSync('ip', ['-n', netns, 'link', 'add', `wtd${run}`, 'type', 'dummy'])
+      execFileSync('ip', ['-n', netns, 'link', 'add', `wtd${run}`, 'type', 'veth', 'peer', 'name', `wte${run}`])
       const calls: string[] = []
       const hook: NetworkHook = {
         attach: async (s) => (calls.push(`attach ${s.id}`), { netnsName: netns, env: { HTTP_PROXY: 'http://10.9.9.1:3128' }, previewHost: '10.9.9.2' }),
@@ -121,7 +121,7 @@ describe('local sandbox provider on this host', { skip }, () => {
       const p = provider('local')
       const sb = (await p.create(spec('direct', open))) as LocalSandbox
       await sb.writeFile('x.txt', Buffer.from('direct'))
-      const r = await sb.exec({ command: `cat x.txt; ls ${open} || echo hidden` })
+      const r = await sb.exec({ command: `cat x.txt; echo; ls ${open} || echo hidden` })
       assert.equal(r.stdout.toString(), 'direct\nhidden\n')
       assert.equal(fs.statSync(path.join(open, 'direct', 'x.txt')).uid, sb.uid)
       await sb.destroy()
@@ -151,6 +151,17 @@ describe('local sandbox provider on this host', { skip }, () => {
     await sb.destroy()
   })
 
+  it('starts a new init when the old one died (its background processes are gone then)', async () => {
+    const p = provider('local')
+    const sb = await p.create(spec('reinit'))
+    // pid 2 is the init's `sleep infinity`: when it ends, the pid namespace ends with it.
+    const killed = await sb.exec({ command: 'kill -9 2; sleep 5' })
+    assert.equal(killed.signal, 'SIGKILL')
+    const r = await sb.exec({ command: 'echo again' })
+    assert.equal(r.stdout.toString(), 'again\n')
+    await sb.destroy()
+  })
+
   it('without cgroups: kills trees by process group, pauses with SIGSTOP, destroys by pid namespace', async () => {
     const p = provider('nocg', { cgroups: false })
     assert.match(p.report().missing.join(' '), /No cgroups/)
@@ -171,7 +182,13 @@ describe('local sandbox provider on this host', { skip }, () => {
     const pids = sb.pids()
     assert.ok(pids.length >= 3, `pids in the namespace: ${pids}`)
     await sb.destroy()
-    await new Promise((r) => setTimeout(r, 100))
-    assert.deepEqual(pids.filter((pid) => fs.existsSync(`/proc/${pid}`)), [])
+    const living = (pid: number) => {
+      try {
+        return !/^State:\s+Z/m.test(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))
+      } catch {
+        return false
+      }
+    }
+    assert.deepEqual(pids.filter(living), [])
   })
 })

@@ -78,15 +78,16 @@ export type InitOptions = {
 }
 
 /**
- * The long-lived init of a sandbox, run by a parked root shell already in the sandbox's cgroups:
- * bubblewrap with `sleep infinity` as pid 2 of a new pid namespace; every exec call joins its
- * namespaces. Fds: 3 receives bwrap's info JSON (the namespace pid), 4 and 5 carry /etc/passwd
- * and /etc/group, 6 receives `R` once the sandbox is set up and may be entered.
+ * The long-lived init of a sandbox, run by a parked root shell already in the sandbox's cgroups
+ * and in a mount namespace of its own (see parkInit): bubblewrap with `sleep infinity` as pid 2
+ * of a new pid namespace; every exec call joins its namespaces. Fds: 3 receives bwrap's info
+ * JSON (the namespace pid), 4 and 5 carry /etc/passwd and /etc/group, 6 receives `R` once the
+ * sandbox is set up and may be entered.
  *
- * Chain: [unshare -m → sh: binds the workspace onto the stage folder in a private mount
- * namespace] → [ip netns exec] → setpriv (the sandbox uid, no groups, no new privileges) → bwrap.
+ * Chain: [ip netns exec] → setpriv (the sandbox uid, no groups, no new privileges) → bwrap;
+ * `before`, when set, binds the workspace onto the stage folder first.
  */
-export function initArgv(o: InitOptions): string[] {
+export function initArgv(o: InitOptions): { before: string[] | null; argv: string[] } {
   const { tools: t } = o
   const bwrap = [
     t.bwrap,
@@ -112,12 +113,8 @@ export function initArgv(o: InitOptions): string[] {
   ]
   const drop = [t.setpriv, '--reuid', String(o.uid), '--regid', String(o.uid), '--clear-groups', '--no-new-privs', '--']
   const net = o.netnsName && t.ip ? [t.ip, 'netns', 'exec', o.netnsName] : []
-  const rest = [...net, ...drop, ...bwrap]
-  if (!o.stageDir) return rest
-  return [
-    t.unshare, '-m', '--propagation', 'private', '--',
-    t.sh, '-c', `${t.mount} -n --bind "$0" "$1" || exit 126; shift; exec "$@"`, o.workspaceDir, o.stageDir, ...rest,
-  ]
+  const before = o.stageDir ? [t.mount, '-n', '--bind', o.workspaceDir, o.stageDir] : null
+  return { before, argv: [...net, ...drop, ...bwrap] }
 }
 
 export type ExecOptions = {

@@ -1,50 +1,9 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import type { SandboxLimits } from '../sandbox.ts'
+import { readText, safeReaddir, sleep, type CgroupHost, type Controller } from './cgroup-host.ts'
 
-export type Controller = 'memory' | 'pids' | 'cpu' | 'freezer'
-const CONTROLLERS: Controller[] = ['memory', 'pids', 'cpu', 'freezer']
-
-/** What the host's cgroup file system offers, read from /proc/self/mountinfo. */
-export type CgroupHost =
-  | { version: 1; mounts: Map<Controller, string>; memsw: boolean }
-  | { version: 2; root: string; controllers: Set<Controller>; freeze: boolean; kill: boolean }
-  | { version: null; reason: string }
-
-export function detectCgroups(mountinfo = readText('/proc/self/mountinfo') ?? ''): CgroupHost {
-  const v1 = new Map<Controller, string>()
-  let v2: string | null = null
-  for (const line of mountinfo.split('\n')) {
-    const [left, right] = line.split(' - ')
-    if (!left || !right) continue
-    const mountPoint = left.split(' ')[4]
-    const [fsType, , superOpts = ''] = right.split(' ')
-    if (!mountPoint) continue
-    if (fsType === 'cgroup2') {
-      // A hybrid host mounts an (often empty) unified tree beside v1; the pure-v2 mount wins.
-      if (v2 === null || mountPoint === '/sys/fs/cgroup') v2 = mountPoint
-    } else if (fsType === 'cgroup') {
-      for (const opt of superOpts.split(',')) {
-        if ((CONTROLLERS as string[]).includes(opt) && !v1.has(opt as Controller) && writable(mountPoint)) {
-          v1.set(opt as Controller, mountPoint)
-        }
-      }
-    }
-  }
-  if (v1.size > 0) {
-    const mem = v1.get('memory')
-    return { version: 1, mounts: v1, memsw: mem !== undefined && fs.existsSync(path.join(mem, 'memory.memsw.limit_in_bytes')) }
-  }
-  if (v2 !== null && writable(v2)) {
-    const listed = (readText(path.join(v2, 'cgroup.controllers')) ?? '').trim().split(/\s+/)
-    const controllers = new Set(CONTROLLERS.filter((c) => listed.includes(c)))
-    // The root group has neither file; any non-root group tells us what the kernel supports.
-    const probe = ownV2Group(v2)
-    const has = (file: string) => (probe ? fs.existsSync(path.join(probe, file)) : kernelAtLeast(file === 'cgroup.kill' ? [5, 14] : [5, 2]))
-    return { version: 2, root: v2, controllers, freeze: has('cgroup.freeze'), kill: has('cgroup.kill') }
-  }
-  return { version: null, reason: v2 || v1.size ? 'the cgroup file system is read-only' : 'no cgroup file system is mounted' }
-}
+export { detectCgroups, listGroups, type CgroupHost } from './cgroup-host.ts'
 
 /**
  * The host resources of one sandbox: a group per v1 hierarchy (or one v2 group) named
@@ -133,22 +92,30 @@ export class SandboxCgroup {
     return unapplied
   }
 
-  /** cgroup.procs files a new process writes its pid into before it can fork. */
-  procsFiles(execDir: string | null = null): string[] {
-    return this.dirs.map((d) => path.join(d === this.trackDir && execDir ? execDir : d, 'cgroup.procs'))
+  /**
+   * cgroup.procs files a new process writes its pid into before it can fork: the sandbox's
+   * groups, and in the tracking hierarchy the exec group `exec` when given.
+   */
+  procsFiles(exec: string | null = null): string[] {
+    const track = this.trackDir
+    return this.dirs.map((d) => path.join(d === track && exec ? path.join(d, exec) : d, 'cgroup.procs'))
   }
 
-  /** A child group of the tracking hierarchy for one exec call. */
-  newExecDir(): string | null {
+  /**
+   * A child group of the tracking hierarchy for one exec call; returns its name (not its path:
+   * a warm group is renamed once it gets its sandbox).
+   */
+  newExec(): string | null {
     if (!this.trackDir) return null
-    const dir = path.join(this.trackDir, `exec-${++this.execSeq}`)
-    fs.mkdirSync(dir)
-    return dir
+    const name = `exec-${++this.execSeq}`
+    fs.mkdirSync(path.join(this.trackDir, name))
+    return name
   }
 
-  /** Every pid of the sandbox (or of one exec group), from the tracking hierarchy. */
-  pids(dir = this.trackDir): number[] {
-    return dir ? listPids(dir) : []
+  /** Every pid of the sandbox, or of one exec group, from the tracking hierarchy. */
+  pids(exec: string | null = null): number[] {
+    const track = this.trackDir
+    return track ? listPids(exec ? path.join(track, exec) : track) : []
   }
 
   async freeze(): Promise<boolean> {
@@ -160,20 +127,24 @@ export class SandboxCgroup {
     if (this.freezeDir) await setFrozen(this.host, this.freezeDir, false)
   }
 
-  /** Kills every process in `dir` and its children, then removes the children. */
-  async kill(dir: string | null = this.trackDir): Promise<void> {
-    if (!dir) return
+  /** Kills every process of one exec group (or of the whole sandbox). */
+  async kill(exec: string | null = null): Promise<void> {
+    const track = this.trackDir
+    if (!track) return
+    const dir = exec ? path.join(track, exec) : track
     // The tracking hierarchy is the freezer one whenever the host has a freezer.
     await killTree(this.host, dir, this.freezeDir ? dir : null)
   }
 
   /** Removes an exec group once its processes are gone; false while background processes live on. */
-  removeExecDir(dir: string): boolean {
+  removeExec(exec: string): boolean {
+    const track = this.trackDir
+    if (!track) return true
     try {
-      fs.rmdirSync(dir)
+      fs.rmdirSync(path.join(track, exec))
       return true
-    } catch {
-      return false
+    } catch (err) {
+      return (err as NodeJS.ErrnoException).code === 'ENOENT'
     }
   }
 
@@ -183,27 +154,18 @@ export class SandboxCgroup {
     // Every process sits in every hierarchy: killing through the freezing one is enough; the
     // other passes only catch a process that was between two cgroup.procs writes.
     const order = [this.trackDir!, ...this.dirs.filter((d) => d !== this.trackDir)]
-    for (const dir of order) {
-      if (fs.existsSync(dir)) await killTree(this.host, dir, dir === this.freezeDir ? dir : null)
+    // A process still joining (its cgroup.procs write waits for an RCU grace period) shows up
+    // only after the kill pass: kill again until every folder can go.
+    for (let attempt = 0; ; attempt++) {
+      for (const dir of order) {
+        if (fs.existsSync(dir)) await killTree(this.host, dir, dir === this.freezeDir ? dir : null)
+      }
+      const left: string[] = []
+      for (const dir of this.dirs) if (!(await removeTree(dir))) left.push(dir)
+      if (left.length === 0) return
+      if (attempt === 20) throw new Error(`cgroup ${left[0]} still holds processes`)
     }
-    for (const dir of this.dirs) await removeTree(dir)
   }
-}
-
-/** Names under `<hierarchy>/<parent>/` that start with `prefix`, across every hierarchy. */
-export function listGroups(host: CgroupHost, parent: string, prefix: string): string[] {
-  const roots = host.version === 1 ? [...new Set(host.mounts.values())] : host.version === 2 ? [host.root] : []
-  const names = new Set<string>()
-  for (const root of roots) {
-    let entries: fs.Dirent[] = []
-    try {
-      entries = fs.readdirSync(path.join(root, parent), { withFileTypes: true })
-    } catch {
-      continue
-    }
-    for (const e of entries) if (e.isDirectory() && e.name.startsWith(prefix)) names.add(e.name)
-  }
-  return [...names]
 }
 
 function listPids(dir: string): number[] {
@@ -262,21 +224,23 @@ async function killTree(host: CgroupHost, dir: string, freezeDir: string | null)
   }
 }
 
-async function removeTree(dir: string): Promise<void> {
-  for (const e of safeReaddir(dir)) if (e.isDirectory()) await removeTree(path.join(dir, e.name))
-  for (let i = 0; i < 100; i++) {
+/** Removes `dir` and its child groups; false while one still holds a process. */
+async function removeTree(dir: string): Promise<boolean> {
+  let ok = true
+  for (const e of safeReaddir(dir)) if (e.isDirectory()) ok = (await removeTree(path.join(dir, e.name))) && ok
+  for (let i = 0; ok && i < 20; i++) {
     try {
       fs.rmdirSync(dir)
-      return
+      return true
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code
-      if (code === 'ENOENT') return
+      if (code === 'ENOENT') return true
       // Killed processes leave the group a moment after they die.
       if (code !== 'EBUSY') throw err
       await sleep(5)
     }
   }
-  throw new Error(`cgroup ${dir} still holds processes`)
+  return false
 }
 
 function enableV2Controllers(host: CgroupHost & { version: 2 }, parentDir: string): void {
@@ -293,40 +257,3 @@ function enableV2Controllers(host: CgroupHost & { version: 2 }, parentDir: strin
   }
 }
 
-function ownV2Group(root: string): string | null {
-  const line = (readText('/proc/self/cgroup') ?? '').split('\n').find((l) => l.startsWith('0::'))
-  const rel = line?.slice(3).trim()
-  return rel && rel !== '/' ? path.join(root, rel) : null
-}
-
-function kernelAtLeast([maj, min]: [number, number]): boolean {
-  const [a = 0, b = 0] = (readText('/proc/sys/kernel/osrelease') ?? '').split('.').map((s) => parseInt(s, 10))
-  return a > maj || (a === maj && b >= min)
-}
-
-function writable(dir: string): boolean {
-  try {
-    fs.accessSync(dir, fs.constants.W_OK)
-    return true
-  } catch {
-    return false
-  }
-}
-
-function readText(file: string): string | null {
-  try {
-    return fs.readFileSync(file, 'utf8')
-  } catch {
-    return null
-  }
-}
-
-function safeReaddir(dir: string): fs.Dirent[] {
-  try {
-    return fs.readdirSync(dir, { withFileTypes: true })
-  } catch {
-    return []
-  }
-}
-
-export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))

@@ -133,7 +133,7 @@ export class LocalSandboxProvider implements SandboxProvider {
         stageDir,
         network: net,
         initShell: slot.init,
-        spare: { parked: slot.exec, dir: slot.execDir },
+        spare: { parked: slot.exec, exec: slot.execGroup },
         detachNetwork: async () => {
           if (attached) await this.network!.detach(spec.id)
         },
@@ -181,7 +181,7 @@ export class LocalSandboxProvider implements SandboxProvider {
 
   private slot(name: string): Promise<WarmSlot> {
     const probe = this.probe()
-    return makeSlot(probe.cgroups, this.opts.cgroupParent, name, probe.tools!.sh)
+    return makeSlot(probe.cgroups, this.opts.cgroupParent, name, probe.tools!)
   }
 
   /** `<prefix><id>`, or a hash for ids that are no safe folder name (never holding `~`: see WarmPool). */

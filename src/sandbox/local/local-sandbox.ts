@@ -28,8 +28,8 @@ export type LocalSandboxContext = {
   spare: Spare | null
 }
 
-/** A parked shell waiting in its own exec child group, ready to become the next command. */
-type Spare = { parked: Parked; dir: string | null }
+/** A parked shell waiting in its own exec child group (by name), ready to become the next command. */
+type Spare = { parked: Parked; exec: string | null }
 
 export class LocalSandbox implements Sandbox {
   readonly id: string
@@ -40,7 +40,7 @@ export class LocalSandbox implements Sandbox {
   private current: SandboxState = 'running'
   private init: InitHandle | null = null
   private starting: Promise<InitHandle> | null = null
-  /** Exec groups still holding background processes; removed once they empty. */
+  /** Exec groups (names) still holding background processes; removed once they empty. */
   private lingering = new Set<string>()
   private stopped: 'freezer' | 'sigstop' | null = null
   private spare: Spare | null
@@ -63,7 +63,7 @@ export class LocalSandbox implements Sandbox {
   ensureInit(): Promise<InitHandle> {
     if (this.init && !this.init.exited) return Promise.resolve(this.init)
     if (this.starting) return this.starting
-    const shell = this.ctx.initShell ?? parkInit(this.ctx.tools.sh, this.cgroup.procsFiles())
+    const shell = this.ctx.initShell ?? parkInit(this.ctx.tools, this.cgroup.procsFiles())
     this.ctx.initShell = null
     this.starting = startInit({
       tools: this.ctx.tools,
@@ -92,11 +92,12 @@ export class LocalSandbox implements Sandbox {
     const { spec } = this.ctx
     const env = sandboxEnv(spec.workspaceMount, this.ctx.network?.env, spec.env, req.env)
     const cwd = req.cwd ? path.posix.resolve(spec.workspaceMount, req.cwd) : spec.workspaceMount
+    if (req.command.includes('\0') || cwd.includes('\0')) throw new TypeError('the command or its cwd holds a NUL byte')
     if (signal?.aborted) return abortedResult()
     const init = await this.ensureInit()
     this.usable()
     this.sweep()
-    const { parked, dir: execDir } = await this.takeSpare()
+    const { parked, exec: execGroup } = await this.takeSpare()
     try {
       parked.start(execArgv({ tools: this.ctx.tools, uid: this.uid, nsPid: init.nsPid, cwd, env, command: req.command }))
       return await runCommand({
@@ -104,13 +105,13 @@ export class LocalSandbox implements Sandbox {
         req,
         signal,
         killTree: async (pid) => {
-          if (execDir) return this.cgroup.kill(execDir)
+          if (execGroup) return this.cgroup.kill(execGroup)
           // Without cgroups: the command's session is one process group (unless it left it).
           if (pid) process.kill(-pid, 'SIGKILL')
         },
       })
     } finally {
-      if (execDir && !this.cgroup.removeExecDir(execDir)) this.lingering.add(execDir)
+      if (execGroup && !this.cgroup.removeExec(execGroup)) this.lingering.add(execGroup)
       // Not while the command runs, nor before its caller has the result: parking forks the
       // service (a few ms of its event loop) and the cgroup join waits for an RCU grace period.
       setImmediate(() => this.refillSpare())
@@ -168,12 +169,16 @@ export class LocalSandbox implements Sandbox {
   destroy(): Promise<void> {
     this.destroying ??= (async () => {
       this.current = 'destroyed'
+      // Parked shells live in the cgroup, but without cgroups nothing else would end them.
+      if (this.spare) this.discard(this.spare)
+      this.spare = null
       try {
         if (this.cgroup.trackDir) {
           await this.cgroup.destroy()
         } else {
           // Without cgroups the pid namespace is the boundary: its pid 1 dying takes everything with it.
           for (const p of [this.init?.child.pid, this.init?.nsPid, ...this.pids()]) if (p) signalPid(p, 'SIGKILL')
+          for (let i = 0; i < 200 && this.pids().length > 0; i++) await new Promise((r) => setTimeout(r, 10))
         }
         this.init?.child.kill('SIGKILL')
       } finally {
@@ -196,7 +201,10 @@ export class LocalSandbox implements Sandbox {
     for (const name of fs.readdirSync('/proc')) {
       if (!/^\d+$/.test(name)) continue
       try {
-        if (fs.readlinkSync(`/proc/${name}/ns/pid`) === ns) out.push(Number(name))
+        if (fs.readlinkSync(`/proc/${name}/ns/pid`) !== ns) continue
+        // A zombie is dead already; it only waits for its parent.
+        const stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8')
+        if (stat[stat.lastIndexOf(')') + 2] !== 'Z') out.push(Number(name))
       } catch {
         /* exited */
       }
@@ -225,8 +233,8 @@ export class LocalSandbox implements Sandbox {
   }
 
   private async parkSpare(): Promise<Spare> {
-    const dir = this.cgroup.newExecDir()
-    const spare = { parked: parkExec(this.ctx.tools.sh, this.cgroup.procsFiles(dir)), dir }
+    const exec = this.cgroup.newExec()
+    const spare = { parked: parkExec(this.ctx.tools.sh, this.cgroup.procsFiles(exec)), exec }
     try {
       await spare.parked.ready
     } catch (err) {
@@ -253,7 +261,7 @@ export class LocalSandbox implements Sandbox {
   private discard(spare: Spare): void {
     const { child } = spare.parked
     const gone = () => {
-      if (spare.dir && !this.cgroup.removeExecDir(spare.dir)) this.lingering.add(spare.dir)
+      if (spare.exec && !this.cgroup.removeExec(spare.exec)) this.lingering.add(spare.exec)
     }
     if (child.exitCode !== null || child.signalCode !== null) return gone()
     child.once('exit', gone)
@@ -261,7 +269,7 @@ export class LocalSandbox implements Sandbox {
   }
 
   private sweep(): void {
-    for (const dir of this.lingering) if (this.cgroup.removeExecDir(dir)) this.lingering.delete(dir)
+    for (const exec of this.lingering) if (this.cgroup.removeExec(exec)) this.lingering.delete(exec)
   }
 
   private usable(): void {

@@ -18,8 +18,11 @@ export type Parked = {
   ready: Promise<void>
   /** Control fd (0-based index into child.stdio) the `P` arrived on. */
   ctlFd: number
-  /** Replaces the shell by `argv` (keeping stdio; fds above 2 but ctlFd stay open when keepFds). */
-  start(argv: string[], opts?: { keepFds?: boolean }): void
+  /**
+   * Replaces the shell by `argv` (keeping stdio; fds above 2 but ctlFd stay open when keepFds),
+   * after running `before` in it when given (the shell exits 126 when that fails).
+   */
+  start(argv: string[], opts?: { keepFds?: boolean; before?: string[] | null }): void
   /** True while the shell is waiting and usable. */
   usable(): boolean
 }
@@ -30,12 +33,14 @@ const PARK =
 
 /**
  * Parks a shell with stdio: 0 = the script, 1–2 = pipes (the future command's output), then
- * `extraFds` more pipes; the control fd is the last of them.
+ * `extraFds` more pipes; the control fd is the last of them. `wrap` runs before the shell and
+ * execs it (unshare, say); it must not fork, or its child would start outside the cgroups.
  */
-export function park(sh: string, procsFiles: string[], extraFds: number): Parked {
+export function park(sh: string, procsFiles: string[], extraFds: number, wrap: string[] = []): Parked {
   const stdio: Array<'pipe' | 'ignore'> = ['pipe', 'pipe', 'pipe', ...Array<'pipe'>(Math.max(1, extraFds)).fill('pipe')]
   const ctlFd = stdio.length - 1
-  const child = spawn(sh, ['-c', PARK, String(ctlFd), ...procsFiles, '--'], {
+  const argv = [...wrap, sh, '-c', PARK, String(ctlFd), ...procsFiles, '--']
+  const child = spawn(argv[0]!, argv.slice(1), {
     env: WRAPPER_ENV,
     stdio,
     // Own session: no terminal to reach, one process group to kill.
@@ -63,6 +68,8 @@ export function park(sh: string, procsFiles: string[], extraFds: number): Parked
     child.once('error', reject)
   })
   ready.catch(() => {})
+  // Paused, it would never see its end and hold its handle for good.
+  child.once('exit', () => ctl.destroy())
   return {
     child,
     ready,
@@ -71,7 +78,9 @@ export function park(sh: string, procsFiles: string[], extraFds: number): Parked
       if (started) throw new Error('parked shell already started')
       started = true
       const close = opts.keepFds ? '' : ` ${ctlFd}>&-`
-      child.stdin!.end(`exec </dev/null${close}; exec ${argv.map(quote).join(' ')}\n`)
+      const before = opts.before ? `${opts.before.map(quote).join(' ')} || exit 126; ` : ''
+      child.stdin!.end(`exec </dev/null${close}; ${before}exec ${argv.map(quote).join(' ')}\n`)
+      if (!opts.keepFds) ctl.destroy()
     },
     usable: () => isReady && !started && child.exitCode === null && child.signalCode === null,
   }

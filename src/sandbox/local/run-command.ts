@@ -40,7 +40,9 @@ export function runCommand(o: RunOptions): Promise<ExecResult> {
     aborted = true
     kill()
   }
-  signal?.addEventListener('abort', onAbort, { once: true })
+  // It may have fired while the sandbox was getting the command ready.
+  if (signal?.aborted) onAbort()
+  else signal?.addEventListener('abort', onAbort, { once: true })
 
   return new Promise<ExecResult>((resolve, reject) => {
     const finish = () => {

@@ -1,7 +1,7 @@
 import type { ChildProcess } from 'node:child_process'
 import type { Readable, Writable } from 'node:stream'
 import { SandboxUnavailableError } from '../sandbox.ts'
-import { groupFile, initArgv, passwdFile, type InitOptions } from './bubblewrap.ts'
+import { groupFile, initArgv, passwdFile, type InitOptions, type Tools } from './bubblewrap.ts'
 import { park, type Parked } from './parked.ts'
 
 /** The running init of a sandbox: what exec calls enter. */
@@ -16,9 +16,13 @@ export type InitHandle = {
 
 const START_TIMEOUT_MS = 10_000
 
-/** A parked shell with the fds the init needs (see initArgv): info 3, passwd 4, group 5, ready 6. */
-export function parkInit(sh: string, procsFiles: string[]): Parked {
-  return park(sh, procsFiles, 4)
+/**
+ * A parked shell with the fds the init needs (see initArgv): info 3, passwd 4, group 5, ready 6.
+ * It waits in a mount namespace of its own (host mounts still propagate in), where staging the
+ * workspace costs one mount and leaves nothing on the host.
+ */
+export function parkInit(tools: Tools, procsFiles: string[]): Parked {
+  return park(tools.sh, procsFiles, 4, [tools.unshare, '-m', '--propagation', 'slave', '--'])
 }
 
 export async function startInit(o: InitOptions, parked: Parked): Promise<InitHandle> {
@@ -40,7 +44,8 @@ export async function startInit(o: InitOptions, parked: Parked): Promise<InitHan
     if (stderr.length < 4096) stderr += s
   })
   child.stdout!.resume()
-  parked.start(initArgv(o), { keepFds: true })
+  const { before, argv } = initArgv(o)
+  parked.start(argv, { keepFds: true, before })
 
   return new Promise<InitHandle>((resolve, reject) => {
     let text = ''

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import type { Tools } from './bubblewrap.ts'
 import type { CgroupHost } from './cgroups.ts'
 import { SandboxCgroup } from './cgroups.ts'
 import { parkExec, type Parked } from './parked.ts'
@@ -9,14 +10,14 @@ import { parkInit } from './sandbox-init.ts'
  * them (one to become the init, one the first command). Kept warm so that create only renames
  * the groups, writes the limits and hands the shells their command lines (see parked.ts).
  */
-export type WarmSlot = { cgroup: SandboxCgroup; init: Parked; exec: Parked; execDir: string | null }
+export type WarmSlot = { cgroup: SandboxCgroup; init: Parked; exec: Parked; execGroup: string | null }
 
-export async function makeSlot(host: CgroupHost, parent: string, name: string, sh: string): Promise<WarmSlot> {
+export async function makeSlot(host: CgroupHost, parent: string, name: string, tools: Tools): Promise<WarmSlot> {
   const cgroup = new SandboxCgroup(host, parent, name)
   cgroup.create()
-  const init = parkInit(sh, cgroup.procsFiles())
-  const execDir = cgroup.newExecDir()
-  const slot = { cgroup, init, exec: parkExec(sh, cgroup.procsFiles(execDir)), execDir }
+  const init = parkInit(tools, cgroup.procsFiles())
+  const execGroup = cgroup.newExec()
+  const slot = { cgroup, init, exec: parkExec(tools.sh, cgroup.procsFiles(execGroup)), execGroup }
   try {
     await Promise.all([init.ready, slot.exec.ready])
   } catch (err) {
@@ -60,7 +61,8 @@ export class WarmPool {
       if (slot.init.usable() && slot.exec.usable()) found = slot
       else void dropSlot(slot).catch(() => {})
     }
-    // Later, not now: the new slot's cgroup join would stall the forks of the sandbox being made.
+    // Later, not now: making a slot forks the service twice (a few ms of its event loop each)
+    // while the sandbox being made still needs it.
     clearTimeout(this.timer)
     this.timer = setTimeout(() => this.refill(), REFILL_DELAY_MS).unref()
     return found
