@@ -5,31 +5,9 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { errorOf, forEachDialect, useWarren, type Warren } from './harness.ts'
-import { connectModel } from './fixtures.ts'
+import { connectModel, hasEvent, items, waitFor } from './fixtures.ts'
 
 const b64 = (s: string) => Buffer.from(s).toString('base64')
-
-/** Polls until `check` returns a value, for at most `ms`; time-based rules are tested through the knobs, not sleeps. */
-export async function waitFor<T>(what: string, check: () => Promise<T | undefined | null | false>, ms = 20_000): Promise<T> {
-  const deadline = Date.now() + ms
-  for (;;) {
-    const v = await check()
-    if (v) return v
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 25))
-  }
-}
-
-type Item = { type: string; detail: { event: string; [k: string]: unknown } }
-
-export async function items(w: Warren, id: string): Promise<Item[]> {
-  const res = await w.inject({ method: 'GET', url: `/v1/sessions/${id}/items?order=asc&limit=100` })
-  assert.equal(res.statusCode, 200, res.body)
-  return res.json().data
-}
-
-export const hasEvent = (w: Warren, id: string, event: string, count = 1) =>
-  waitFor(`${count} × ${event} on ${id}`, async () => (await items(w, id)).filter((i) => i.detail.event === event).length >= count)
 
 async function session(w: Warren, payload: object = {}): Promise<{ id: string }> {
   const res = await w.inject({ method: 'POST', url: '/v1/sessions', payload })
