@@ -94,18 +94,22 @@ export type StartOptions = {
   config?: Partial<Config>
   /** Use this data directory instead of a fresh one; it is left in place on close. */
   dataDir?: string
+  /** Names the sandboxes' host resources; a second instance given the same one treats the first's as orphans (a restart). */
+  sandboxPrefix?: string
+  /** PostgreSQL schema to reuse (a restart on the same store); it is left in place on close. */
+  pgSchema?: string
 }
 
 /** Starts the real app on a fresh store of the given dialect. */
 export async function startWarren(dialect: DialectName, opts: StartOptions = {}): Promise<Warren> {
   const dataDir = opts.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'warren-test-'))
-  const pgSchema = `t_${randomText(12)}`
+  const pgSchema = opts.pgSchema ?? `t_${randomText(12)}`
   const config = loadConfig({ WARREN_DATA_DIR: dataDir, ...(dialect === 'postgres' ? { DATABASE_URL: PG_URL } : {}), ...opts.env }, opts.config)
   const store = await openStore({ dataDir, databaseUrl: config.databaseUrl, pgSchema: dialect === 'postgres' ? pgSchema : undefined })
   const bus = memoryEventBus()
   const box = secretBox(Buffer.alloc(32, 7))
   // Each instance names its host resources apart, so parallel test files never clean up each other's.
-  const provider = await createLocalProvider({ prefix: `t${randomText(4)}`, uidBase: 300_000 + Math.floor(Math.random() * 600) * 1000 })
+  const provider = await createLocalProvider({ prefix: opts.sandboxPrefix ?? `t${randomText(4)}`, uidBase: 300_000 + Math.floor(Math.random() * 600) * 1000 })
   const workspaces = workspaceManager({ store, bus, config, box, provider })
   await workspaces.recover()
   const app = await buildApp({ config, store, bus, box, workspaces })
@@ -140,7 +144,7 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
       await app.close()
       await workspaces.close()
       await store.close()
-      if (dialect === 'postgres') {
+      if (dialect === 'postgres' && !opts.pgSchema) {
         const c = new pg.Client({ connectionString: PG_URL })
         await c.connect()
         await c.query(`DROP SCHEMA IF EXISTS "${pgSchema}" CASCADE`)
