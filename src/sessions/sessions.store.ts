@@ -1,4 +1,6 @@
+import type { Selectable } from 'kysely'
 import { jsonText, type Db, type DialectName } from '../db/database.ts'
+import type { Tables } from '../db/tables.ts'
 import { prepared } from '../db/prepared.ts'
 import { pageQuery, type ListParams } from '../http/pagination.ts'
 import { fromJson, toJson } from '../shared/json.ts'
@@ -17,23 +19,7 @@ export type StoredEnvironment = SessionEnvironment & {
   setup?: string | null
 }
 
-export type SessionRow = {
-  id: string
-  org_id: string
-  status: string
-  created_at: number
-  updated_at: number
-  title: string
-  source: string | null
-  created_by_token: string
-  metadata: string
-  agent: string
-  model_credential_id: string | null
-  environment: string
-  preview: string
-  input: string | null
-  deleted_at: number | null
-}
+export type SessionRow = Selectable<Tables['sessions']>
 
 export type NewSession = {
   id: string
