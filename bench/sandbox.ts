@@ -12,6 +12,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { systemRoots } from '../src/sandbox/local/bubblewrap.ts'
+import { createLocalProvider } from '../src/sandbox/local/create-local.ts'
 import { LocalSandboxProvider } from '../src/sandbox/local/local-provider.ts'
 import type { SandboxSpec } from '../src/sandbox/sandbox.ts'
 
@@ -59,6 +60,9 @@ fs.chmodSync(dataDir, 0o711)
 const provider = new LocalSandboxProvider({ uidBase: UID_BASE, uidCount: 400, cgroupParent: 'warren-bench', prefix: 'bench-' })
 // No warm pool: every create makes its cgroups and joins them on the spot.
 const cold = new LocalSandboxProvider({ uidBase: UID_BASE + 400, uidCount: 400, cgroupParent: 'warren-bench', prefix: 'bench-cold-', warm: 0 })
+// The service's own stack: the same provider with a network namespace, veth and rules per sandbox.
+const networked = (await createLocalProvider({ prefix: 'bn', uidBase: UID_BASE + 800 })) as LocalSandboxProvider
+await networked.cleanupOrphans()
 const report = provider.report()
 if (report.missing.length) console.log(`host: ${report.missing.join(' ')}`)
 await provider.cleanupOrphans()
@@ -101,12 +105,14 @@ try {
   const warmT: number[] = []
   const stagedT: number[] = []
   const coldT: number[] = []
+  const netT: number[] = []
   for (let i = 0; i < rounds; i++) {
     bwrapT.push(...(await time(1, () => spawnWait(bareBwrap))))
     sandboxT.push(...(await time(1, () => spawnWait(bareSandbox))))
     warmT.push(await createAndRun(provider, `c${i}`, openDir))
     stagedT.push(await createAndRun(provider, `s${i}`, closedDir))
     coldT.push(await createAndRun(cold, `k${i}`, openDir))
+    netT.push(await createAndRun(networked, `n${i}`, openDir))
   }
 
   const sb = await provider.create(spec('rt'))
@@ -135,6 +141,7 @@ try {
     ['create → first command, warm pool', p50(warmT), `${vs(p50(warmT))} (target ≤ 3×)`],
     ['  same, data folder 0700 (workspace staged)', p50(stagedT), vs(p50(stagedT))],
     ['  same, no warm slot (cgroups joined inline)', p50(coldT), vs(p50(coldT))],
+    ['  same, with its network namespace and rules', p50(netT), vs(p50(netT))],
     ['command round trip (exec true), 50 ms apart', p50(spacedT), vs(p50(spacedT))],
     ['command round trip, back to back', p50(burstT), vs(p50(burstT))],
     ['pause (freezer, 2 background processes)', p50(pauseT), ''],
@@ -146,5 +153,6 @@ try {
 } finally {
   await provider.close()
   await cold.close()
+  await networked.close()
   fs.rmSync(dataDir, { recursive: true, force: true })
 }
