@@ -19,6 +19,8 @@ export type NetworkPolicy = {
    * `registry.npmjs.org`, `*.github.com`); an empty list means no network at all.
    */
   allow: string[]
+  /** Domain globs refused even when an allow glob matches them: deny beats allow. */
+  deny?: string[]
 }
 
 export type SandboxSpec = {

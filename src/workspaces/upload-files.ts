@@ -11,8 +11,9 @@ export async function uploadFiles(sandbox: Sandbox, files: DecodedFile[]): Promi
   try {
     for (const f of files) {
       const before = await sandbox.readFile(f.path)
-      await sandbox.writeFile(f.path, f.content, f.mode)
+      // Recorded before the write: a write that fails part-way may already have truncated it.
       undo.push({ path: f.path, before })
+      await sandbox.writeFile(f.path, f.content, f.mode)
     }
   } catch (err) {
     for (const u of undo.reverse()) {

@@ -111,10 +111,15 @@ export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | '
       }
       return sandbox
     } catch (err) {
+      // Whatever got started is stopped and its time closed: a failed workspace holds nothing.
+      const started = e.sandbox !== null
+      if (e.sandbox) await e.sandbox.destroy().catch(() => {})
+      e.sandbox = null
+      e.runningSince = null
       const message = restoring
         ? `The workspace could not be restored: ${(err as Error).message}`
         : `The workspace could not be started: ${(err as Error).message}`
-      await setState(id, ws.orgId, 'failed', 'workspace.recovery_failed', { message })
+      await setState(id, ws.orgId, 'failed', 'workspace.recovery_failed', { message }, started ? 'close' : undefined)
       throw new ApiError(restoring ? 'workspace_recovery_failed' : 'sandbox_unavailable', message, { cause: err })
     }
   }

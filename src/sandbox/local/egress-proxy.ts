@@ -19,7 +19,7 @@ export type EgressProxyOptions = {
   /** 0 or absent: a free port. Every later listener uses the same port. */
   port?: number
   /** The sandbox behind a source address (and the local address it connected to), or null. */
-  resolveSandbox(remoteAddress: string, localAddress?: string): { allow: string[] } | null
+  resolveSandbox(remoteAddress: string, localAddress?: string): { allow: string[]; deny?: string[] } | null
   /** Lets private ranges through: true for all of them, or a list of CIDRs (tests' own namespaces). */
   allowPrivate?: PrivatePolicy
   /** Resolves a name once; the proxy connects to exactly the address it checked. Default dns.lookup. */
@@ -72,7 +72,7 @@ export async function startEgressProxy(opts: EgressProxyOptions): Promise<Egress
     const host = normalizeHost(rawHost)
     if (!host) return refuse(remote, rawHost, { status: 400, reason: 'invalid host' })
     if (!Number.isInteger(port) || port < 1 || port > 65535) return refuse(remote, host, { status: 400, reason: 'invalid port' })
-    if (!hostAllowed(host, sandbox.allow)) {
+    if (!hostAllowed(host, sandbox.allow, sandbox.deny)) {
       return refuse(remote, host, { status: 403, reason: `${host} is not on this sandbox's allowlist` })
     }
     const count = inFlight.get(remote) ?? 0

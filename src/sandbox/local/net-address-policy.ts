@@ -108,7 +108,11 @@ export function normalizeHost(raw: string): string | null {
   return labels.every((l) => /^[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?$/.test(l)) ? host : null
 }
 
-/** `*` matches one label, `**` one or more, anything else must match exactly (case-insensitive). */
-export function hostAllowed(host: string, allow: string[]): boolean {
-  return allow.some((pattern) => pattern.toLowerCase() === host || globMatch(pattern, host, '.', true))
+/**
+ * `*` matches one label, `**` one or more, anything else must match exactly (case-insensitive).
+ * A host any deny glob matches is refused whatever the allow list says.
+ */
+export function hostAllowed(host: string, allow: string[], deny: string[] = []): boolean {
+  const matches = (pattern: string) => pattern.toLowerCase() === host || globMatch(pattern, host, '.', true)
+  return !deny.some(matches) && allow.some(matches)
 }

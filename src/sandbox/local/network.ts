@@ -30,7 +30,7 @@ export type SandboxNetwork = {
    */
   setPolicy(id: string, policy: NetworkPolicy): Promise<Record<string, string>>
   /** The policy behind a source address (and the local address it reached): the proxy's resolveSandbox. */
-  resolve(remoteAddress: string, localAddress?: string): { allow: string[] } | null
+  resolve(remoteAddress: string, localAddress?: string): { allow: string[]; deny: string[] } | null
 }
 
 export type LocalNetworkOptions = {
@@ -43,7 +43,7 @@ export type LocalNetworkOptions = {
   table?: string
 }
 
-type Entry = { id: string; netns: string; veth: string; slot: Slot | null; allow: string[] }
+type Entry = { id: string; netns: string; veth: string; slot: Slot | null; allow: string[]; deny: string[] }
 
 export function localNetwork(opts: LocalNetworkOptions): SandboxNetwork {
   const prefix = opts.prefix ?? 'wr'
@@ -172,7 +172,7 @@ export function localNetwork(opts: LocalNetworkOptions): SandboxNetwork {
   return {
     async attach(spec) {
       if (byId.has(spec.id)) throw new Error(`sandbox ${spec.id} already has a network`)
-      const entry: Entry = { id: spec.id, ...names(spec.id), slot: null, allow: [...spec.network.allow] }
+      const entry: Entry = { id: spec.id, ...names(spec.id), slot: null, allow: [...spec.network.allow], deny: [...(spec.network.deny ?? [])] }
       byId.set(spec.id, entry)
       try {
         await ensureTable()
@@ -186,7 +186,7 @@ export function localNetwork(opts: LocalNetworkOptions): SandboxNetwork {
     },
 
     async detach(id) {
-      const entry = byId.get(id) ?? { id, ...names(id), slot: null, allow: [] }
+      const entry = byId.get(id) ?? { id, ...names(id), slot: null, allow: [], deny: [] }
       byId.delete(id)
       await teardown(entry)
     },
@@ -196,6 +196,7 @@ export function localNetwork(opts: LocalNetworkOptions): SandboxNetwork {
       if (!entry?.slot) throw new Error(`sandbox ${id} has no network`)
       const wasOpen = entry.allow.length > 0
       entry.allow = [...policy.allow]
+      entry.deny = [...(policy.deny ?? [])]
       const isOpen = entry.allow.length > 0
       if (wasOpen !== isOpen) {
         await applySandboxRules(entry, entry.slot)
@@ -210,7 +211,7 @@ export function localNetwork(opts: LocalNetworkOptions): SandboxNetwork {
       if (!entry?.slot) return null
       // The connection must arrive on the sandbox's own host-side address, not another's.
       if (localAddress !== undefined && localAddress !== entry.slot.hostAddr) return null
-      return { allow: entry.allow }
+      return { allow: entry.allow, deny: entry.deny }
     },
 
     async cleanupOrphans() {
