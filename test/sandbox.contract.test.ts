@@ -80,6 +80,28 @@ describe('local sandbox provider on this host', { skip }, () => {
     assert.match(p.report().missing.join(' '), /bubblewrap/)
   })
 
+  it('keeps environment values off every host command line while a command runs', async () => {
+    const p = provider('local')
+    const secret = `zz-secret-${randomBytes(6).toString('hex')}`
+    const sb = await p.create(spec('envsecret', undefined, { env: { PROFILE_TOKEN: secret } }))
+    const running = sb.exec({ command: 'echo "$PROFILE_TOKEN" > seen.txt; sleep 1', env: { REQUEST_TOKEN: `${secret}-req` } })
+    await new Promise((r) => setTimeout(r, 400))
+    const leaks: string[] = []
+    for (const pid of fs.readdirSync('/proc').filter((n) => /^\d+$/.test(n))) {
+      try {
+        const cmdline = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8')
+        if (cmdline.includes(secret)) leaks.push(`${pid}: ${cmdline.replace(/\0/g, ' ')}`)
+      } catch {
+        /* exited */
+      }
+    }
+    const r = await running
+    assert.equal(r.exitCode, 0, r.stderr.toString())
+    assert.deepEqual(leaks, [], 'a value was readable in a host command line')
+    assert.equal((await sb.readFile('seen.txt'))?.toString(), `${secret}\n`, 'control: the command did see the value')
+    await sb.destroy()
+  })
+
   it('has no network and no preview without a network hook', async () => {
     const p = provider('local')
     const sb = await p.create(spec('nonet'))

@@ -1,5 +1,6 @@
 import fs from 'node:fs'
 import path from 'node:path'
+import { quote } from './sh-quote.ts'
 
 /** Absolute paths of the host programs the local provider runs (found by host-check). */
 export type Tools = {
@@ -136,13 +137,24 @@ export type ExecOptions = {
  * No setpriv --no-new-privs here (it costs a sixth of a round trip): inside the user namespace
  * host root is unmapped, so set-uid binaries and file capabilities grant nothing anyway.
  */
-export function execArgv(o: ExecOptions): string[] {
+export function execArgv(o: ExecOptions): { argv: string[]; fd9: string } {
   const { tools: t } = o
-  const vars = Object.entries(o.env).map(([k, v]) => `${k}=${v}`)
-  return [
-    t.nsenter, '-t', String(o.nsPid), '-U', '-m', '-p', '-i', '-u', '-n', '-r', '-S', String(o.uid), '-G', String(o.uid), '--',
-    t.env, '-i', `--chdir=${o.cwd}`, ...vars, '/bin/sh', '-c', o.command,
-  ]
+  // Values (profile secrets among them) are sourced from fd 9 inside the sandbox rather than
+  // passed as arguments, which any host user could read in /proc/<pid>/cmdline. Only names the
+  // shell cannot assign (with a dot) still go through env(1).
+  const viaFd = ([k]: [string, string]) => k !== 'PATH' && /^[A-Za-z_][A-Za-z0-9_]*$/.test(k)
+  const shellNames = Object.entries(o.env).filter(viaFd)
+  const others = Object.entries(o.env).filter((e) => !viaFd(e)).map(([k, v]) => `${k}=${v}`)
+  const fd9 = shellNames.map(([k, v]) => `${k}=${quote(v)}\n`).join('')
+  // Read from the inherited descriptor: reopening /dev/fd/9 is refused once the uid changed.
+  const enter = 'set -a; eval "$(cat <&9)" || exit 125; set +a; exec 9<&-; exec /bin/sh -c "$0"'
+  return {
+    argv: [
+      t.nsenter, '-t', String(o.nsPid), '-U', '-m', '-p', '-i', '-u', '-n', '-r', '-S', String(o.uid), '-G', String(o.uid), '--',
+      t.env, '-i', `--chdir=${o.cwd}`, ...others, '/bin/sh', '-c', enter, o.command,
+    ],
+    fd9,
+  }
 }
 
 /** Environment of sandbox processes, lowest precedence first; refuses names env(1) would misread. */

@@ -99,7 +99,8 @@ export class LocalSandbox implements Sandbox {
     this.sweep()
     const { parked, exec: execGroup } = await this.takeSpare()
     try {
-      parked.start(execArgv({ tools: this.ctx.tools, uid: this.uid, nsPid: init.nsPid, cwd, env, command: req.command }))
+      const { argv, fd9 } = execArgv({ tools: this.ctx.tools, uid: this.uid, nsPid: init.nsPid, cwd, env, command: req.command })
+      parked.start(argv, { fd9 })
       return await runCommand({
         child: parked.child,
         req,

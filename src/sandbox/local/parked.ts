@@ -1,6 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
 import type { Readable } from 'node:stream'
 import { WRAPPER_ENV } from './bubblewrap.ts'
+import { quote } from './sh-quote.ts'
 
 /**
  * A root shell started ahead of need, already inside its cgroups, waiting on stdin for the
@@ -22,7 +24,7 @@ export type Parked = {
    * Replaces the shell by `argv` (keeping stdio; fds above 2 but ctlFd stay open when keepFds),
    * after running `before` in it when given (the shell exits 126 when that fails).
    */
-  start(argv: string[], opts?: { keepFds?: boolean; before?: string[] | null }): void
+  start(argv: string[], opts?: { keepFds?: boolean; before?: string[] | null; fd9?: string }): void
   /** True while the shell is waiting and usable. */
   usable(): boolean
 }
@@ -79,17 +81,24 @@ export function park(sh: string, procsFiles: string[], extraFds: number, wrap: s
       started = true
       const close = opts.keepFds ? '' : ` ${ctlFd}>&-`
       const before = opts.before ? `${opts.before.map(quote).join(' ')} || exit 126; ` : ''
-      child.stdin!.end(`exec </dev/null${close}; ${before}exec ${argv.map(quote).join(' ')}\n`)
+      // Text for fd 9 travels in a here-document on the shell's stdin, never on a command line:
+      // a command line is readable by every host user in /proc/<pid>/cmdline.
+      // The here-document's body follows the line that opens it.
+      const doc = opts.fd9 === undefined ? { redirect: '', body: '' } : hereDoc(9, opts.fd9)
+      child.stdin!.end(`exec </dev/null${close}${doc.redirect}; ${before}exec ${argv.map(quote).join(' ')}\n${doc.body}`)
       if (!opts.keepFds) ctl.destroy()
     },
     usable: () => isReady && !started && child.exitCode === null && child.signalCode === null,
   }
 }
 
-/** Single-quotes for sh: safe for every byte but NUL (refused earlier). */
-export function quote(s: string): string {
-  return `'${s.replace(/'/g, `'"'"'`)}'`
+/** A here-document on `fd` whose delimiter cannot occur as a line of the text. */
+function hereDoc(fd: number, text: string): { redirect: string; body: string } {
+  let end = `WARREN_${randomBytes(9).toString('hex')}`
+  while (text.split('\n').includes(end)) end = `WARREN_${randomBytes(9).toString('hex')}`
+  return { redirect: ` ${fd}<<'${end}'`, body: `${text}${text.endsWith('\n') || text === '' ? '' : '\n'}${end}\n` }
 }
+
 
 /** A parked shell for one exec call: stdout and stderr pipes, control on fd 3. */
 export function parkExec(sh: string, procsFiles: string[]): Parked {
