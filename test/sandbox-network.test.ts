@@ -266,6 +266,67 @@ describe('sandbox network (netns + nftables + egress proxy)', { skip }, () => {
     }
   })
 
+  it('a pooled namespace reaches nothing and nothing reaches it until adopted; adoption applies the policy', async () => {
+    const pooledNet = localNetwork({ proxy, prefix, table, subnet: '10.213.0.0/17', warm: 1 })
+    const list = () => new Set(namespaces().split('\n').map((l) => l.split(' ')[0]).filter((n) => n.startsWith(`${prefix}-`)))
+    const before = list()
+    try {
+      await pooledNet.warmUp()
+      const fresh = [...list()].filter((n) => !before.has(n))
+      assert.equal(fresh.length, 1, 'one pooled namespace')
+      const ns = fresh[0]!
+      const addr = /inet ([\d.]+)\//.exec(sh(['ip', '-n', ns, '-4', 'addr', 'show', 'eth0']))![1]!
+      const hostAddr = hostSide(addr)
+      assert.equal(sh(['ip', 'netns', 'pids', ns]).trim(), '', 'nothing runs in it')
+      assert.ok(!listTable().includes(addr), 'no proxy_clients element')
+      assert.equal(pooledNet.resolve(addr, hostAddr), null)
+      assert.equal(network.resolve(addr, hostAddr), null)
+      const hostPort = (hostService.address() as { port: number }).port
+      const [toProxy, viaProxy, toHost, toSite, toOther] = await Promise.all([
+        tcp(ns, hostAddr, proxy.port),
+        client(ns, 'plain', `${hostAddr}:${proxy.port}`, 'http://site.test:8080/'),
+        tcp(ns, a.hostAddr, hostPort),
+        tcp(ns, siteAddr, 8080),
+        tcp(ns, b.previewHost, 4000),
+      ])
+      for (const r of [toProxy, viaProxy, toHost, toSite, toOther]) assert.equal(r.status ?? r.connected, undefined, JSON.stringify(r))
+      // Another sandbox cannot reach it either (nothing listens there yet; the host forwards nothing).
+      const fromOther = await tcp(a.netns, addr, 4000)
+      assert.equal(fromOther.connected, undefined, JSON.stringify(fromOther))
+
+      // Adoption: the pooled namespace becomes the sandbox's, with its allowlist.
+      const got = await pooledNet.attach(spec(`pool-${tag}`, ['site.test']))
+      assert.equal(got.netnsName, ns)
+      assert.equal(got.previewHost, addr)
+      assert.equal(got.env.HTTP_PROXY, `http://${hostAddr}:${proxy.port}`)
+      assert.deepEqual(pooledNet.resolve(addr, hostAddr), { allow: ['site.test'], deny: [] })
+      assert.ok(listTable().includes(addr))
+      // The proxy resolves through `network`; point it at pooledNet for this sandbox only.
+      const resolve = network.resolve
+      network.resolve = (r, l) => resolve(r, l) ?? pooledNet.resolve(r, l)
+      try {
+        assert.equal((await client(ns, 'plain', `${hostAddr}:${proxy.port}`, 'http://site.test:8080/pooled')).status, 200)
+        assert.equal((await tcp(ns, siteAddr, 8080)).connected, undefined)
+      } finally {
+        network.resolve = resolve
+      }
+      // The pool refilled in the background; an adoption without an allowlist stays closed.
+      await pooledNet.warmUp()
+      const closedBox = await pooledNet.attach(spec(`pool2-${tag}`, []))
+      assert.notEqual(closedBox.netnsName, ns)
+      assert.deepEqual(closedBox.env, {})
+      assert.equal((await tcp(closedBox.netnsName!, hostSide(closedBox.previewHost), proxy.port)).connected, undefined)
+      await pooledNet.detach(`pool-${tag}`)
+      await pooledNet.detach(`pool2-${tag}`)
+      assert.doesNotMatch(namespaces(), new RegExp(ns))
+    } finally {
+      await pooledNet.detach(`pool-${tag}`)
+      await pooledNet.detach(`pool2-${tag}`)
+      await pooledNet.close()
+    }
+    assert.deepEqual([...list()].filter((n) => !before.has(n)), [], 'close removes the pooled namespaces')
+  })
+
   it('detach removes the namespace, the veth and the rules', async () => {
     await network.detach(b.id)
     assert.doesNotMatch(namespaces(), new RegExp(b.netns))

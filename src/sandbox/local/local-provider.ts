@@ -19,6 +19,10 @@ export type NetworkHook = {
   attach(spec: SandboxSpec): Promise<AttachedNetwork>
   detach(id: string): Promise<void>
   cleanupOrphans(): Promise<void>
+  /** Fills the hook's own warm pool (namespaces built ahead of attach), if it keeps one. */
+  warmUp?(): Promise<void>
+  /** Releases what the hook holds ahead of need (its warm pool). */
+  close?(): Promise<void>
 }
 
 export type LocalProviderOptions = {
@@ -58,6 +62,7 @@ export class LocalSandboxProvider implements SandboxProvider {
   private held = new Set<string>()
   private uids = new Set<number>()
   private pool: WarmPool
+  private networkWarm = false
 
   constructor(options: LocalProviderOptions = {}) {
     this.network = options.network ?? null
@@ -125,6 +130,11 @@ export class LocalSandboxProvider implements SandboxProvider {
       slot.cgroup.limit(spec.limits)
       const net = this.network ? await this.network.attach(spec) : null
       attached = net !== null
+      // From the first networked sandbox on, keep namespaces built ahead of the next create.
+      if (attached && !this.networkWarm) {
+        this.networkWarm = true
+        setTimeout(() => void this.network?.warmUp?.().catch(() => {}), 100).unref()
+      }
       const sandbox: LocalSandbox = new LocalSandbox({
         spec: structuredClone(spec),
         uid,
@@ -170,11 +180,13 @@ export class LocalSandboxProvider implements SandboxProvider {
   async warmUp(): Promise<void> {
     const probe = this.probe()
     if (probe.tools && !probe.fatal.length) await this.pool.fill()
+    await this.network?.warmUp?.()
   }
 
   async close(): Promise<void> {
     await this.pool.close()
     const results = await Promise.allSettled([...this.live.values()].map((s) => s.destroy()))
+    await this.network?.close?.()
     const failed = results.find((r) => r.status === 'rejected')
     if (failed) throw (failed as PromiseRejectedResult).reason
   }

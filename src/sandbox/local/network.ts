@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import { writeFile } from 'node:fs/promises'
 import type { NetworkPolicy, SandboxSpec } from '../sandbox.ts'
 import type { EgressProxy } from './egress-proxy.ts'
@@ -31,6 +31,13 @@ export type SandboxNetwork = {
   setPolicy(id: string, policy: NetworkPolicy): Promise<Record<string, string>>
   /** The policy behind a source address (and the local address it reached): the proxy's resolveSandbox. */
   resolve(remoteAddress: string, localAddress?: string): { allow: string[]; deny: string[] } | null
+  /**
+   * Fills the warm pool and keeps it filled from now on (each attach that takes from it starts a
+   * refill in the background). Resolves once the pool is full.
+   */
+  warmUp(): Promise<void>
+  /** Removes the pooled namespaces and stops refilling. Attached sandboxes stay (detach them). */
+  close(): Promise<void>
 }
 
 export type LocalNetworkOptions = {
@@ -41,7 +48,15 @@ export type LocalNetworkOptions = {
   prefix?: string
   /** The host's nftables table (family inet). Default `warren`. */
   table?: string
+  /**
+   * Namespaces kept fully built ahead of need once warmUp has been called: netns, veth, /30, links
+   * up, and the default-deny sandbox table (no egress at all; no proxy_clients element, so the
+   * host table drops everything from it too). attach adopts one instead of building. Default 2.
+   */
+  warm?: number
 }
+
+const REFILL_DELAY_MS = 100
 
 type Entry = { id: string; netns: string; veth: string; slot: Slot | null; allow: string[]; deny: string[] }
 
@@ -56,6 +71,20 @@ export function localNetwork(opts: LocalNetworkOptions): SandboxNetwork {
   const byAddr = new Map<string, Entry>()
   const taken = new Set<number>()
   let tableReady: Promise<void> | null = null
+  const warm = opts.warm ?? 2
+  /** Pooled namespaces ready to adopt, and those being built: held, never orphans. */
+  const ready: Entry[] = []
+  const building = new Set<Entry>()
+  const inFlight = new Set<Promise<void>>()
+  let warming = false
+  let closed = false
+  let refillTimer: ReturnType<typeof setTimeout> | undefined
+  /** Later, not now: a build is ~9 process spawns that would compete with the sandbox being made. */
+  const scheduleRefill = () => {
+    if (!warming) return
+    clearTimeout(refillTimer)
+    refillTimer = setTimeout(() => void refill(), REFILL_DELAY_MS).unref()
+  }
 
   const names = (id: string) => {
     // A hash, not the id itself: interface names hold 15 bytes and the id may hold anything.
@@ -166,23 +195,94 @@ export function localNetwork(opts: LocalNetworkOptions): SandboxNetwork {
     await run('ip', ['-n', entry.netns, '-batch', '-'], inside + '\n')
     await run('ip', ['link', 'set', entry.veth, 'up'])
     if (entry.allow.length > 0) await openProxy(entry, slot)
-    byAddr.set(slot.sandboxAddr, entry)
+  }
+
+  /** Builds one pooled namespace under a random name (still `<prefix>-<10 hex>`, so cleanupOrphans knows it). */
+  async function buildPooled(): Promise<void> {
+    const short = randomBytes(5).toString('hex')
+    const entry: Entry = { id: '', netns: `${prefix}-${short}`, veth: `${prefix}${short}`, slot: null, allow: [], deny: [] }
+    building.add(entry)
+    try {
+      await ensureTable()
+      await build(entry)
+    } catch (err) {
+      building.delete(entry)
+      await teardown(entry)
+      throw err
+    }
+    building.delete(entry)
+    if (closed) await teardown(entry)
+    else ready.push(entry)
+  }
+
+  /** Starts builds until ready + building reaches `warm`; resolves when those finish. */
+  function refill(): Promise<void> {
+    const started: Promise<void>[] = []
+    while (!closed && ready.length + building.size + started.length < warm) {
+      const p: Promise<void> = buildPooled().catch(() => {}).finally(() => inFlight.delete(p))
+      inFlight.add(p)
+      started.push(p)
+    }
+    return Promise.all(started).then(() => undefined)
   }
 
   return {
     async attach(spec) {
       if (byId.has(spec.id)) throw new Error(`sandbox ${spec.id} already has a network`)
-      const entry: Entry = { id: spec.id, ...names(spec.id), slot: null, allow: [...spec.network.allow], deny: [...(spec.network.deny ?? [])] }
+      const allow = [...spec.network.allow]
+      const deny = [...(spec.network.deny ?? [])]
+      const pooled = ready.shift()
+      if (pooled) {
+        // Adopt: built with no egress and no proxy element; only an allowlist needs a change.
+        const entry: Entry = { ...pooled, id: spec.id, allow, deny }
+        byId.set(spec.id, entry)
+        scheduleRefill()
+        try {
+          await ensureTable()
+          if (allow.length > 0) {
+            await applySandboxRules(entry, entry.slot!)
+            await openProxy(entry, entry.slot!)
+          }
+        } catch (err) {
+          byId.delete(spec.id)
+          await teardown(entry)
+          throw err
+        }
+        byAddr.set(entry.slot!.sandboxAddr, entry)
+        return { netnsName: entry.netns, env: proxyEnv(entry), previewHost: entry.slot!.sandboxAddr }
+      }
+      const entry: Entry = { id: spec.id, ...names(spec.id), slot: null, allow, deny }
       byId.set(spec.id, entry)
+      scheduleRefill()
       try {
         await ensureTable()
         await build(entry)
+        byAddr.set(entry.slot!.sandboxAddr, entry)
       } catch (err) {
         byId.delete(spec.id)
         await teardown(entry)
         throw err
       }
       return { netnsName: entry.netns, env: proxyEnv(entry), previewHost: entry.slot!.sandboxAddr }
+    },
+
+    async warmUp() {
+      if (closed) return
+      warming = true
+      await refill()
+    },
+
+    async close() {
+      closed = true
+      warming = false
+      clearTimeout(refillTimer)
+      await Promise.all([...inFlight])
+      const pooled = ready.splice(0)
+      await Promise.all(pooled.map((e) => teardown(e)))
+      // The host table hooks every packet the host receives: it goes with the last namespace of
+      // its prefix on this host (another instance sharing the table may still hold some).
+      const left = (await run('ip', ['netns', 'list']).catch(() => '')).split('\n').some((l) => l.startsWith(`${prefix}-`))
+      if (byId.size === 0 && !left) await runQuiet('nft', ['delete', 'table', 'inet', table])
     },
 
     async detach(id) {
@@ -215,13 +315,13 @@ export function localNetwork(opts: LocalNetworkOptions): SandboxNetwork {
     },
 
     async cleanupOrphans() {
-      const held = new Set([...byId.values()].flatMap((e) => [e.netns, e.veth]))
+      const held = new Set([...byId.values(), ...ready, ...building].flatMap((e) => [e.netns, e.veth]))
       const ours = new RegExp(`^${prefix}-?[0-9a-f]{10}$`)
       const namespaces = (await run('ip', ['netns', 'list'])).split('\n').map((l) => l.split(' ')[0])
       const links = (await run('ip', ['-o', 'link', 'show'])).split('\n').map((l) => /^\d+:\s+([^@:\s]+)/.exec(l)?.[1] ?? '')
       for (const link of links) if (ours.test(link) && !link.includes('-') && !held.has(link)) await runQuiet('ip', ['link', 'del', link])
       for (const ns of namespaces) if (ours.test(ns) && ns.includes('-') && !held.has(ns)) await runQuiet('ip', ['netns', 'del', ns])
-      if (byId.size === 0) {
+      if (byId.size === 0 && ready.length === 0 && building.size === 0) {
         await runQuiet('nft', ['delete', 'table', 'inet', table])
         tableReady = null
       } else {
