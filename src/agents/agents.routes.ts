@@ -3,7 +3,7 @@ import { Type } from 'typebox'
 import type { Config } from '../config.ts'
 import type { Deps } from '../deps.ts'
 import { errorResponses, notFound } from '../errors.ts'
-import { ListEnvelope, PlainListQuery, emptyList, pageQuery, toList } from '../http/pagination.ts'
+import { ListEnvelope, PlainListQuery, listPage } from '../http/pagination.ts'
 import { newId } from '../shared/ids.ts'
 import { defaultToolEntries } from '../tools/default-tools.ts'
 import { checkToolEntries, redactToolEntry } from '../tools/tool-entries.ts'
@@ -68,11 +68,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store,
       },
     },
     async (req) => {
-      const { after } = req.query
-      const cursor = after ? await getAgent(db, req.auth.orgId, after) : undefined
-      if (after && !cursor) return emptyList<Agent>()
-      const rows = await pageQuery(listAgentRows(db, req.auth.orgId), req.query, cursor ?? undefined).execute()
-      return toList(rows.map((r) => toAgentShape(toAgentRecord(r), config)), req.query.limit ?? 20)
+      return listPage(listAgentRows(db, req.auth.orgId), req.query, (rows) => rows.map((r) => toAgentShape(toAgentRecord(r), config)))
     },
   )
 

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { Deps } from '../deps.ts'
 import { errorResponses, notFound } from '../errors.ts'
-import { ListEnvelope, emptyList, pageQuery, toList } from '../http/pagination.ts'
+import { ListEnvelope, listPage } from '../http/pagination.ts'
 import { createProfile } from './create-profile.ts'
 import { deleteProfile } from './delete-environment.ts'
 import { CreateProfileBody, ListProfilesQuery, Profile, ProfileDeleted, ProfileParams } from './environments.schema.ts'
@@ -37,12 +37,7 @@ export const profileRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
       },
     },
     async (req) => {
-      const { after } = req.query
-      const cursor = after ? await getProfileRow(store.db, req.auth.orgId, after) : undefined
-      if (after && !cursor) return emptyList()
-      const place = cursor ? { created_at: Number(cursor.created_at), id: cursor.id } : undefined
-      const rows = await pageQuery(listProfileRows(store.db, req.auth.orgId), req.query, place).execute()
-      return toList(rows.map(toProfile), req.query.limit ?? 20)
+      return listPage(listProfileRows(store.db, req.auth.orgId), req.query, (rows) => rows.map(toProfile))
     },
   )
 

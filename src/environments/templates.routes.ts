@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { Deps } from '../deps.ts'
 import { errorResponses, notFound } from '../errors.ts'
 import { MIB } from '../http/limits.ts'
-import { ListEnvelope, emptyList, pageQuery, toList } from '../http/pagination.ts'
+import { ListEnvelope, listPage } from '../http/pagination.ts'
 import { deleteTemplate } from './delete-environment.ts'
 import { CreateTemplateBody, ListTemplatesQuery, Template, TemplateDeleted, TemplateParams } from './environments.schema.ts'
 import { getTemplateRow, listTemplateRows, toTemplate } from './environments.store.ts'
@@ -42,12 +42,7 @@ export const templateRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { sto
       },
     },
     async (req) => {
-      const { after } = req.query
-      const cursor = after ? await getTemplateRow(store.db, req.auth.orgId, after) : undefined
-      if (after && !cursor) return emptyList()
-      const place = cursor ? { created_at: Number(cursor.created_at), id: cursor.id } : undefined
-      const rows = await pageQuery(listTemplateRows(store.db, req.auth.orgId), req.query, place).execute()
-      return toList(rows.map(toTemplate), req.query.limit ?? 20)
+      return listPage(listTemplateRows(store.db, req.auth.orgId), req.query, (rows) => rows.map(toTemplate))
     },
   )
 

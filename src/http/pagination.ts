@@ -58,3 +58,25 @@ export function pageQuery<QB extends SelectQueryBuilder<any, any, any>>(
     .orderBy(col('id') as never, direction)
     .limit((params.limit ?? 20) + 1) as QB
 }
+
+/**
+ * One page of a collection: the `after` cursor is placed within the collection itself, so an id
+ * it does not hold (deleted, revoked, never issued, another organization's) gives an empty page.
+ * `shape` sees only the page's rows, not the one fetched past it.
+ */
+export async function listPage<R extends { id: string; created_at: number }, T extends { id: string }>(
+  collection: SelectQueryBuilder<any, any, R>,
+  params: ListParams,
+  shape: (rows: R[]) => T[] | Promise<T[]>,
+): Promise<List<T>> {
+  let cursor: Cursor | undefined
+  if (params.after !== undefined) {
+    const row = await collection.where('id' as never, '=', params.after as never).executeTakeFirst()
+    if (!row) return emptyList()
+    cursor = { created_at: Number(row.created_at), id: row.id }
+  }
+  const rows = await pageQuery(collection, params, cursor).execute()
+  const limit = params.limit ?? 20
+  const data = await shape(rows.slice(0, limit))
+  return { object: 'list', data, has_more: rows.length > limit, last_id: data.at(-1)?.id ?? '' }
+}

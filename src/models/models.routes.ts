@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { Deps } from '../deps.ts'
 import { errorResponses, notFound } from '../errors.ts'
-import { ListEnvelope, PlainListQuery, emptyList, pageQuery, toList } from '../http/pagination.ts'
+import { ListEnvelope, PlainListQuery, listPage } from '../http/pagination.ts'
 import { connectModel } from './connect-model.ts'
 import { deleteCredential } from './delete-credential.ts'
 import { CreateModelCredentialBody, CredentialParams, ModelCredential, ModelCredentialDeleted, type Provider } from './models.schema.ts'
@@ -54,11 +54,7 @@ export const modelCredentialRoutes: FastifyPluginAsyncTypebox<Deps> = async (app
       },
     },
     async (req) => {
-      const { after } = req.query
-      const cursor = after ? await getCredentialView(store.db, req.auth.orgId, after) : undefined
-      if (after && !cursor) return emptyList<ModelCredential>()
-      const rows = await pageQuery(listCredentialRows(store.db, req.auth.orgId), req.query, cursor ? { created_at: cursor.createdAt, id: cursor.id } : undefined).execute()
-      return toList(rows.map((r) => toCredentialShape(toCredentialView(r))), req.query.limit ?? 20)
+      return listPage(listCredentialRows(store.db, req.auth.orgId), req.query, (rows) => rows.map((r) => toCredentialShape(toCredentialView(r))))
     },
   )
 

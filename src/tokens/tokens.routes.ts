@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { Deps } from '../deps.ts'
 import { ApiError, errorResponses, notFound } from '../errors.ts'
-import { ListEnvelope, PlainListQuery, emptyList, pageQuery, toList } from '../http/pagination.ts'
+import { ListEnvelope, PlainListQuery, listPage } from '../http/pagination.ts'
 import { CreateTokenBody, Token, TokenDeleted } from './tokens.schema.ts'
 import { getToken, insertToken, listTokenRows, revokeToken, toToken, type TokenRecord } from './tokens.store.ts'
 
@@ -39,12 +39,8 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store 
       schema: { operationId: 'listTokens', tags: ['tokens'], summary: 'List the organization’s unrevoked tokens (expired ones included), never their secrets', querystring: Type.Object(PlainListQuery, { additionalProperties: false }), response: { 200: ListEnvelope(Token), ...errorResponses(400) } },
     },
     async (req) => {
-      const { after } = req.query
-      const cursor = after ? await getToken(store.db, req.auth.orgId, after) : undefined
-      // A revoked token has left the collection: its id is a cursor that cannot be placed.
-      if (after && (!cursor || cursor.revokedAt !== null)) return emptyList()
-      const rows = await pageQuery(listTokenRows(store.db, req.auth.orgId), req.query, cursor ? { created_at: cursor.createdAt, id: cursor.id } : undefined).execute()
-      return toList(rows.map((r) => toTokenShape(toToken(r))), req.query.limit ?? 20)
+      // Revoked tokens have left the collection, so their ids are cursors that cannot be placed.
+      return listPage(listTokenRows(store.db, req.auth.orgId), req.query, (rows) => rows.map((r) => toTokenShape(toToken(r))))
     },
   )
 

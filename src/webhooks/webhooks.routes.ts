@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { Deps } from '../deps.ts'
 import { errorResponses, notFound } from '../errors.ts'
-import { ListEnvelope, emptyList, pageQuery, toList } from '../http/pagination.ts'
+import { ListEnvelope, listPage } from '../http/pagination.ts'
 import { createSubscription } from './create-subscription.ts'
 import { removeSubscription } from './delete-subscription.ts'
 import { CreateWebhookBody, ListWebhooksQuery, WebhookDeleted, WebhookParams, WebhookSubscription } from './webhooks.schema.ts'
@@ -41,14 +41,10 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
       },
     },
     async (req) => {
-      const { after } = req.query
-      const cursor = after ? await getSubscriptionRow(store.db, req.auth.orgId, after) : undefined
-      if (after && !cursor) return emptyList()
-      const place = cursor ? { created_at: Number(cursor.created_at), id: cursor.id } : undefined
-      const rows = await pageQuery(listSubscriptionRows(store.db, req.auth.orgId), req.query, place).execute()
-      const page = toList(rows, req.query.limit ?? 20)
-      const stats = await deliveryStats(store.db, page.data.map((r) => r.id))
-      return { ...page, data: page.data.map((r) => toSubscription(r, stats.get(r.id))) }
+      return listPage(listSubscriptionRows(store.db, req.auth.orgId), req.query, async (rows) => {
+        const stats = await deliveryStats(store.db, rows.map((r) => r.id))
+        return rows.map((r) => toSubscription(r, stats.get(r.id)))
+      })
     },
   )
 
