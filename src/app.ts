@@ -2,11 +2,7 @@ import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerO
 import swagger from '@fastify/swagger'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import type { Config } from './config.ts'
-import type { Store } from './db/database.ts'
-import type { EventBus } from './events/event-bus.ts'
-import type { SecretBox } from './shared/secret-box.ts'
-import type { WorkspaceManager } from './workspaces/workspace-manager.ts'
+import type { Deps } from './deps.ts'
 import { fileRoutes } from './workspaces/files.routes.ts'
 import { randomText } from './shared/ids.ts'
 import { authHook } from './http/auth.ts'
@@ -25,14 +21,7 @@ import { agentRoutes } from './agents/agents.routes.ts'
 import { webhookRoutes } from './webhooks/webhooks.routes.ts'
 import { environmentRoutes } from './environments/environments.routes.ts'
 
-export type AppDeps = {
-  config: Config
-  store: Store
-  bus: EventBus
-  box: SecretBox
-  workspaces: WorkspaceManager
-  logger?: FastifyServerOptions['logger']
-}
+export type AppDeps = Deps & { logger?: FastifyServerOptions['logger'] }
 
 const EmptyQuery = Type.Object({}, { additionalProperties: false })
 
