@@ -20,6 +20,8 @@ import { modelCredentialRoutes } from './models/models.routes.ts'
 import { agentRoutes } from './agents/agents.routes.ts'
 import { webhookRoutes } from './webhooks/webhooks.routes.ts'
 import { environmentRoutes } from './environments/environments.routes.ts'
+import { turnRoutes } from './turns/turns.routes.ts'
+import { answerRoutes } from './turns/answers.routes.ts'
 
 export type AppDeps = Deps & { logger?: FastifyServerOptions['logger'] }
 
@@ -95,7 +97,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     async () => app.swagger(),
   )
 
-  const opts = { store: deps.store, bus: deps.bus, config: deps.config, box: deps.box, workspaces: deps.workspaces }
+  const opts = { store: deps.store, bus: deps.bus, config: deps.config, box: deps.box, workspaces: deps.workspaces, runner: deps.runner }
   await app.register(
     async (v1) => {
       await v1.register(healthRoutes, opts)
@@ -108,6 +110,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await v1.register(agentRoutes, opts)
       await v1.register(webhookRoutes, opts)
       await v1.register(environmentRoutes, opts)
+      await v1.register(turnRoutes, opts)
+      await v1.register(answerRoutes, opts)
     },
     { prefix: '/v1' },
   )

@@ -16,6 +16,12 @@ export type Config = {
   turnCompletedWaitMs: number
   ssePingMs: number
   approvalTimeoutMs: number
+  /** Pauses before each retry of a failed model call; their count is the number of retries. */
+  providerRetryDelaysMs: number[]
+  /** A model stream silent this long is abandoned and retried. */
+  modelStallMs: number
+  /** Context window assumed for every model; 0 uses the model family's own. */
+  contextWindowTokens: number
   rateSessionsPerMin: number
   rateGeneralPerMin: number
   maxSessionsPerOrg: number
@@ -80,6 +86,14 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
       problems.push('WARREN_WEBHOOK_RETRY_DELAYS_MS must be six comma-separated non-negative integers')
     } else webhookRetryDelaysMs = parsed
   }
+  let providerRetryDelaysMs = [1_000, 5_000, 15_000]
+  const rawDelays = env.WARREN_PROVIDER_RETRY_DELAYS_MS
+  if (rawDelays === 'none') providerRetryDelaysMs = []
+  else if (rawDelays) {
+    const parsed = list('WARREN_PROVIDER_RETRY_DELAYS_MS').map(Number)
+    if (parsed.some((n) => !Number.isInteger(n) || n < 0)) problems.push('WARREN_PROVIDER_RETRY_DELAYS_MS must be comma-separated non-negative integers, or "none"')
+    else providerRetryDelaysMs = parsed
+  }
   const databaseUrl = env.DATABASE_URL || undefined
   if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     problems.push('DATABASE_URL must start with postgres:// or postgresql://')
@@ -98,6 +112,9 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
     turnCompletedWaitMs: int('WARREN_TURN_COMPLETED_WAIT_MS', 30_000, 0),
     ssePingMs: int('WARREN_SSE_PING_MS', 15_000, 1),
     approvalTimeoutMs: int('WARREN_APPROVAL_TIMEOUT_MS', 600_000, 1),
+    providerRetryDelaysMs,
+    modelStallMs: int('WARREN_MODEL_STALL_MS', 120_000, 1),
+    contextWindowTokens: int('WARREN_CONTEXT_WINDOW_TOKENS', 0, 0),
     rateSessionsPerMin: int('WARREN_RATE_SESSIONS_PER_MIN', 10, 1),
     rateGeneralPerMin: int('WARREN_RATE_GENERAL_PER_MIN', 120, 1),
     maxSessionsPerOrg: int('WARREN_MAX_SESSIONS_PER_ORG', 25, 1),

@@ -3,6 +3,7 @@ import type { Store } from './db/database.ts'
 import type { EventBus } from './events/event-bus.ts'
 import type { SecretBox } from './shared/secret-box.ts'
 import type { WorkspaceManager } from './workspaces/workspace-manager.ts'
+import type { TurnRunner } from './runner/turn-runner.ts'
 
 /** What a domain's routes may be handed. Each plugin uses only the parts it needs. */
-export type Deps = { store: Store; bus: EventBus; config: Config; box: SecretBox; workspaces: WorkspaceManager }
+export type Deps = { store: Store; bus: EventBus; config: Config; box: SecretBox; workspaces: WorkspaceManager; runner: TurnRunner }

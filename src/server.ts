@@ -9,6 +9,7 @@ import { purgeIdempotencyKeys } from './http/idempotency.ts'
 import { createLocalProvider } from './sandbox/local/create-local.ts'
 import type { HostReport } from './sandbox/sandbox.ts'
 import { workspaceManager } from './workspaces/workspace-manager.ts'
+import { turnRunner } from './runner/turn-runner.ts'
 
 /** Says plainly, at start, what this host allows the sandboxes and what is missing. */
 function reportHost(r: HostReport): void {
@@ -25,7 +26,9 @@ export async function startServer(config: Config): Promise<FastifyInstance> {
   reportHost(provider.report())
   const workspaces = workspaceManager({ store, bus, config, box, provider })
   await workspaces.recover()
+  const runner = turnRunner({ store, bus, config, box, workspaces })
   const app = await buildApp({
+    runner,
     config,
     store,
     bus,
@@ -37,9 +40,12 @@ export async function startServer(config: Config): Promise<FastifyInstance> {
   purge.unref()
   app.addHook('onClose', async () => {
     clearInterval(purge)
+    await runner.close()
     await workspaces.close()
     await store.close()
   })
   await app.listen({ host: config.host, port: config.port })
+  // Turns that were working when the service stopped go on once it can answer for them.
+  await runner.recover()
   return app
 }

@@ -11,6 +11,7 @@ import { memoryEventBus, type EventBus } from '../src/events/event-bus.ts'
 import { secretBox } from '../src/shared/secret-box.ts'
 import { createLocalProvider } from '../src/sandbox/local/create-local.ts'
 import { workspaceManager, type WorkspaceManager } from '../src/workspaces/workspace-manager.ts'
+import { turnRunner, type TurnRunner } from '../src/runner/turn-runner.ts'
 import { randomText } from '../src/shared/ids.ts'
 import { ensureOrg, insertToken } from '../src/tokens/tokens.store.ts'
 import { SCOPES, type Scope } from '../src/tokens/scopes.ts'
@@ -82,6 +83,7 @@ export type Warren = {
   /** app.inject with the default token unless `token: null` or another token is given. */
   inject(opts: InjectOptions & { token?: string | null }): Promise<LightMyRequestResponse>
   workspaces: WorkspaceManager
+  runner: TurnRunner
   /** Mints a token in the named organization (created when missing). */
   mint(org?: string, scopes?: Scope[], days?: number): Promise<{ token: string; id: string; orgId: string }>
   /** Listens on a loopback port and returns the base URL (for real sockets). */
@@ -112,8 +114,10 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
   const provider = await createLocalProvider({ prefix: opts.sandboxPrefix ?? `t${randomText(4)}`, uidBase: 300_000 + Math.floor(Math.random() * 600) * 1000 })
   const workspaces = workspaceManager({ store, bus, config, box, provider })
   await workspaces.recover()
-  const app = await buildApp({ config, store, bus, box, workspaces })
+  const runner = turnRunner({ store, bus, config, box, workspaces })
+  const app = await buildApp({ config, store, bus, box, workspaces, runner })
   await app.ready()
+  await runner.recover()
   const mint: Warren['mint'] = async (org = `org-${randomText(8)}`, scopes = [...SCOPES], days = 30) => {
     const o = await ensureOrg(store.db, org)
     const { record, secret } = await insertToken(store.db, { orgId: o.id, name: null, scopes, days })
@@ -136,12 +140,14 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
     },
     mint,
     workspaces,
+    runner,
     listen: async () => {
       const address = await app.listen({ host: '127.0.0.1', port: 0 })
       return address
     },
     close: async () => {
       await app.close()
+      await runner.close()
       await workspaces.close()
       await store.close()
       if (dialect === 'postgres' && !opts.pgSchema) {

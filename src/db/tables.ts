@@ -129,4 +129,64 @@ export type Tables = {
     billable: number
     needs_review: number
   }
+  turns: {
+    id: string
+    session_id: string
+    org_id: string
+    /** Order of the turn within its session (1, 2, …): the queue order. */
+    ordinal: number
+    status: string
+    text: string
+    created_at: number
+    started_at: number | null
+    completed_at: number | null
+    error: string | null
+    artifacts: string | null
+    artifacts_skipped: string
+    cancel_requested: number
+    steps: number
+    /** The tool call being run right now; one left here by a crash is reported to the model as interrupted. */
+    running_call: string | null
+    /** Where the input stood in the queue when it arrived; null when it started at once. */
+    queued_position: number | null
+  }
+  /** The messages the model sees, in order; compacted rows are kept for the record but no longer sent. */
+  conversation: {
+    session_id: string
+    ordinal: number
+    turn_id: string
+    role: string
+    message: string
+    /** Estimated tokens of the message, for deciding when to compact. */
+    tokens: number
+    compacted: number
+    created_at: number
+  }
+  /** What a turn waits on: approvals and questions (a person) and caller functions (required actions). */
+  pending_calls: {
+    session_id: string
+    call_id: string
+    turn_id: string
+    org_id: string
+    kind: string
+    name: string
+    arguments: string
+    created_at: number
+    expires_at: number | null
+    status: string
+    answer: string | null
+    resolved_at: number | null
+  }
+  steers: { id: string; session_id: string; turn_id: string; text: string; created_at: number; delivered: number }
+  model_steps: {
+    turn_id: string
+    step: number
+    session_id: string
+    org_id: string
+    model: string
+    model_credential_id: string
+    input_tokens: number
+    output_tokens: number
+    created_at: number
+  }
 }

@@ -3,24 +3,33 @@ import { EventEmitter } from 'node:events'
 /** A committed event, as much as a listener needs to decide whether to re-read the log. */
 export type EventNotice = { seq: number; orgId: string; sessionId: string | null; type: string }
 
+/** A live-only event (token deltas, progress): never stored, never replayed, `seq` null on the wire. */
+export type TransientEvent = { orgId: string; sessionId: string; turnId: string | null; type: string; createdAt: number; payload: Record<string, unknown> }
+
 /**
- * Wakes listeners after a commit. It carries no truth: listeners re-read the store, so a lost
- * wake-up delays a reader but never loses an event. One process uses this in-memory bus; several
- * processes on PostgreSQL add LISTEN/NOTIFY behind the same seam.
+ * Wakes listeners after a commit, and carries transient events to live streams. Notices carry no
+ * truth: listeners re-read the store, so a lost wake-up delays a reader but never loses an event.
+ * One process uses this in-memory bus; several processes on PostgreSQL add LISTEN/NOTIFY behind
+ * the same seam.
  */
 export type EventBus = {
   notify(notice: EventNotice): void
   subscribe(listener: (notice: EventNotice) => void): () => void
+  publish(event: TransientEvent): void
+  subscribeTransient(listener: (event: TransientEvent) => void): () => void
 }
 
 export function memoryEventBus(): EventBus {
   const emitter = new EventEmitter()
   emitter.setMaxListeners(0)
+  const on = <T>(name: string, listener: (v: T) => void) => {
+    emitter.on(name, listener)
+    return () => void emitter.off(name, listener)
+  }
   return {
     notify: (n) => emitter.emit('event', n),
-    subscribe(listener) {
-      emitter.on('event', listener)
-      return () => emitter.off('event', listener)
-    },
+    subscribe: (listener) => on('event', listener),
+    publish: (e) => emitter.emit('transient', e),
+    subscribeTransient: (listener) => on('transient', listener),
   }
 }

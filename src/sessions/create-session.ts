@@ -10,13 +10,14 @@ import type { Auth } from '../http/context.ts'
 import { resolveAgent } from './resolve-agent.ts'
 import type { CreateSessionBody, Session } from './sessions.schema.ts'
 import { countLiveSessions, insertSession, type SessionRow, type StoredEnvironment } from './sessions.store.ts'
+import { insertTurn } from '../turns/turns.store.ts'
 
 export const WORKSPACE_DIRECTORY = '/workspace'
 
 /**
  * Creates a session all or nothing: everything is checked before the one transaction that counts
- * the organization's sessions, writes the session, its seed files and `session.created`. A
- * refused create leaves nothing behind.
+ * the organization's sessions, writes the session, its seed files, `session.created` and the turn
+ * of its opening `input`. A refused create leaves nothing behind.
  */
 export async function createSession(deps: Pick<Deps, 'store' | 'bus' | 'config'>, auth: Auth, body: CreateSessionBody, source: Session['source']): Promise<SessionRow> {
   const { store, bus, config } = deps
@@ -72,6 +73,8 @@ export async function createSession(deps: Pick<Deps, 'store' | 'bus' | 'config'>
     })
     await putSeedFiles(trx, row.id, files)
     await record({ orgId: auth.orgId, sessionId: row.id, type: 'session.created', payload: { session_id: row.id } })
+    // The opening message is the session's first turn, in the same transaction: all or nothing.
+    if (body.input !== undefined) await insertTurn(trx, { id: newId('trn'), sessionId: row.id, orgId: auth.orgId, text: body.input, queuedPosition: null, now: row.created_at })
     return row
   })
 }

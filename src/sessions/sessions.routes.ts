@@ -8,14 +8,19 @@ import { MIB } from '../http/limits.ts'
 import { defaultToolEntries } from '../tools/default-tools.ts'
 import { createSession } from './create-session.ts'
 import { CreateSessionBody, ListSessionsQuery, Session, SessionDeleted, SessionParams, UpdateSessionBody } from './sessions.schema.ts'
-import { getSessionRow, listSessionRows, markSessionDeleted, toSession, updateSessionRow } from './sessions.store.ts'
+import { cancelSessionTurns } from '../turns/turns.store.ts'
+import { getSessionRow, listSessionRows, markSessionDeleted, requiredActionsOf, toSession, updateSessionRow, type SessionRow } from './sessions.store.ts'
 
 const sourceOf = (header: unknown): Session['source'] => (header === 'cli' ? 'cli' : header === 'console' ? 'console' : 'api')
 
 export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => {
-  const { store, bus, config, workspaces } = deps
+  const { store, bus, config, workspaces, runner } = deps
   const defaults = defaultToolEntries(config)
-  const shape = (row: Parameters<typeof toSession>[0]) => toSession(row, defaults)
+  const shapeAll = async (rows: SessionRow[]) => {
+    const actions = await requiredActionsOf(store.db, rows.map((r) => r.id))
+    return rows.map((r) => toSession(r, defaults, actions.get(r.id) ?? []))
+  }
+  const shape = async (row: SessionRow) => (await shapeAll([row]))[0]!
 
   app.post(
     '/sessions',
@@ -34,7 +39,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
       const row = await createSession(deps, req.auth, req.body, sourceOf(req.headers['x-warren-source']))
       // The workspace comes up in the background: the 201 only means it is owed.
       workspaces.start(row.id)
-      return reply.code(201).send(shape(row))
+      return reply.code(201).send(await shape(row))
     },
   )
 
@@ -58,7 +63,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
         createdByToken: q.created_by === 'me' ? req.auth.tokenId : undefined,
         metadata,
       }, cursor ?? undefined)
-      return toList(rows.map(shape), q.limit ?? 20)
+      return toList(await shapeAll(rows), q.limit ?? 20)
     },
   )
 
@@ -98,9 +103,11 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
         const row = await getSessionRow(trx, req.auth.orgId, id)
         if (!row) throw notFound('session', id)
         await markSessionDeleted(trx, id, Date.now())
+        await cancelSessionTurns(trx, id, Date.now())
         await deleteSeedFiles(trx, id)
         await record({ orgId: req.auth.orgId, sessionId: id, type: 'session.deleted', payload: { session_id: id } })
       })
+      runner.forget(id)
       await workspaces.destroy(id)
       return { object: 'session.deleted' as const, id, deleted: true }
     },

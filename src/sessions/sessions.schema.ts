@@ -140,10 +140,14 @@ export const RequiredAction = Type.Object(
     name: Type.String(),
     arguments: Type.Unknown(),
     created_at: Type.Integer(),
-    expires_at: Type.Integer(),
+    expires_at: Type.Integer({
+      description:
+        "Not a deadline: a required action never times out and a late answer is accepted. It is the latest moment the workspace's current run can last (its lifetime ceiling); after it the workspace is restored from its files on the answer, and processes the turn started are gone.",
+    }),
   },
   { additionalProperties: false },
 )
+export type RequiredAction = Static<typeof RequiredAction>
 
 export const Session = Type.Object(
   {

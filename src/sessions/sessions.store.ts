@@ -6,7 +6,8 @@ import { pageQuery, type ListParams } from '../http/pagination.ts'
 import { fromJson, toJson } from '../shared/json.ts'
 import { redactToolEntry } from '../tools/tool-entries.ts'
 import type { ToolEntry } from '../tools/tools.schema.ts'
-import type { Session, SessionAgent, SessionEnvironment, SessionPreview, SessionStatus } from './sessions.schema.ts'
+import { openFunctionCalls } from '../turns/pending-calls.store.ts'
+import type { RequiredAction, Session, SessionAgent, SessionEnvironment, SessionPreview, SessionStatus } from './sessions.schema.ts'
 
 /** The stored agent: tools as sent (credentials included, for the runner), or null for the default set. */
 export type StoredAgent = Omit<SessionAgent, 'tools'> & { tools: ToolEntry[] | null }
@@ -118,10 +119,10 @@ export async function markSessionDeleted(db: Db, id: string, now: number): Promi
 
 /**
  * The wire shape. Tools come back in the vocabulary they were sent in, credentials withheld; a
- * session that named none shows the deployment's default set. `required_actions` is read from
- * its own rows (none until turns exist).
+ * session that named none shows the deployment's default set. `required_actions` comes from the
+ * open function calls (see withRequiredActions), not from events.
  */
-export function toSession(row: SessionRow, defaultTools: ToolEntry[]): Session {
+export function toSession(row: SessionRow, defaultTools: ToolEntry[], requiredActions: RequiredAction[] = []): Session {
   const env = fromJson<StoredEnvironment>(row.environment, {} as StoredEnvironment)
   const agent = fromJson<StoredAgent>(row.agent, {} as StoredAgent)
   return {
@@ -143,7 +144,23 @@ export function toSession(row: SessionRow, defaultTools: ToolEntry[]): Session {
     title: row.title,
     source: row.source as Session['source'],
     created_by_token: row.created_by_token,
-    required_actions: [],
+    required_actions: requiredActions,
     metadata: fromJson(row.metadata, {}),
   }
+}
+
+/** A live session by id alone, for the runner, which acts on behalf of the session's own organization. */
+export async function getSessionRowById(db: Db, id: string): Promise<SessionRow | null> {
+  return (await db.selectFrom('sessions').selectAll().where('id', '=', id).where('deleted_at', 'is', null).executeTakeFirst()) ?? null
+}
+
+/** The sessions' open function calls, each session's in the order they were made. */
+export async function requiredActionsOf(db: Db, sessionIds: string[]): Promise<Map<string, RequiredAction[]>> {
+  const bySession = new Map<string, RequiredAction[]>()
+  for (const c of await openFunctionCalls(db, sessionIds)) {
+    const list = bySession.get(c.sessionId) ?? []
+    list.push({ type: 'function_call', turn_id: c.turnId, call_id: c.callId, name: c.name, arguments: c.args, created_at: c.createdAt, expires_at: c.expiresAt ?? c.createdAt })
+    bySession.set(c.sessionId, list)
+  }
+  return bySession
 }

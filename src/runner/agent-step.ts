@@ -1,0 +1,116 @@
+import type { Deps } from '../deps.ts'
+import { withEvents } from '../events/record-event.ts'
+import { getCredential, getCredentialKey } from '../models/models.store.ts'
+import { appendConversation, compactConversation, estimateTokens, loadConversation } from '../turns/conversation.store.ts'
+import { markSteersDelivered, undeliveredSteers } from '../turns/steers.store.ts'
+import type { TurnError } from '../turns/turns.schema.ts'
+import { WORKSPACE_MOUNT } from '../workspaces/workspace-manager.ts'
+import { functionEntries, offeredTools, toolKind } from './agent-tools.ts'
+import { planCompaction } from './compaction.ts'
+import { agentInstructions } from './instructions.ts'
+import { contextWindow, languageModel, maxOutputTokens } from './language-model.ts'
+import { ProviderFailure, runModelStep, type StepResult } from './model-step.ts'
+import { recordStep } from './record-step.ts'
+import type { TurnScope } from './run-calls.ts'
+
+type Ctx = Pick<Deps, 'store' | 'bus' | 'config' | 'box'>
+
+/** A turn that cannot go on, with the code and message it fails with. */
+export class TurnFailure extends Error {
+  readonly error: TurnError
+  constructor(error: TurnError) {
+    super(error.message)
+    this.error = error
+  }
+}
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason)
+    const t = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort)
+      resolve()
+    }, ms)
+    const onAbort = () => {
+      clearTimeout(t)
+      reject(signal.reason)
+    }
+    signal.addEventListener('abort', onAbort, { once: true })
+  })
+
+/**
+ * One model step of a turn: steered text joins the conversation, the conversation is compacted
+ * when it nears the model's window, the model is called (retrying what may pass), and the
+ * step is persisted before the runner acts on it.
+ */
+export async function agentStep(ctx: Ctx, scope: TurnScope): Promise<StepResult> {
+  const { turn, agent, signal } = scope
+  const db = ctx.store.db
+  const credentialId = agent.model_credential_id
+  const credential = credentialId ? await getCredential(db, turn.org_id, credentialId) : null
+  const key = credential ? await getCredentialKey(db, ctx.box, turn.org_id, credential.id) : null
+  if (!credential || key === null) {
+    throw new TurnFailure({
+      code: 'provider_error',
+      message: 'This session has no model connection: the one it ran on was deleted and the organization had no other. Connect a model (POST /v1/model-credentials) and send the message again.',
+    })
+  }
+
+  const steers = await undeliveredSteers(db, turn.id)
+  if (steers.length) {
+    await withEvents(ctx.store, ctx.bus, async (trx) => {
+      await appendConversation(trx, turn.session_id, turn.id, steers.map((s) => ({ role: 'user' as const, content: s.text })), Date.now())
+      await markSteersDelivered(trx, steers.map((s) => s.id))
+    })
+  }
+
+  const functions = functionEntries(agent.tools)
+  const tools = offeredTools(functions)
+  const instructions = agentInstructions(WORKSPACE_MOUNT, agent.instructions ?? '')
+  const window = contextWindow(agent.model, ctx.config.contextWindowTokens)
+  const overhead = estimateTokens(instructions) + estimateTokens(Object.entries(tools).map(([n, t]) => [n, t.description, t.inputSchema]))
+  const model = languageModel(credential, key, agent.model)
+
+  const compact = async (budget: number, force: boolean): Promise<void> => {
+    const convo = await loadConversation(db, turn.session_id)
+    const total = convo.reduce((n, e) => n + e.tokens, 0)
+    if (!force && total + overhead <= window * 0.8) return
+    const plan = planCompaction(convo, budget - overhead)
+    if (!plan || plan.after + overhead > window) {
+      throw new TurnFailure({ code: 'context_length_exceeded', message: `The conversation (about ${total + overhead} tokens) does not fit the context window of ${agent.model} (${window} tokens), even compacted.` })
+    }
+    await withEvents(ctx.store, ctx.bus, async (trx, record) => {
+      await compactConversation(trx, turn.session_id, plan.upTo, plan.summary, Date.now())
+      await record({ orgId: turn.org_id, sessionId: turn.session_id, turnId: turn.id, type: 'agent.compaction', payload: { before: plan.before + overhead, after: plan.after + overhead } })
+    })
+  }
+
+  await compact(Math.floor(window * 0.5), false)
+  const transient = (type: string) => (delta: string) =>
+    ctx.bus.publish({ orgId: turn.org_id, sessionId: turn.session_id, turnId: turn.id, type, createdAt: Date.now(), payload: { delta } })
+  const delays = ctx.config.providerRetryDelaysMs
+  let compactedForProvider = false
+  for (let attempt = 0; ; attempt++) {
+    const messages = (await loadConversation(db, turn.session_id)).map((e) => e.message)
+    try {
+      const step = await runModelStep({ model, instructions, messages, tools, maxOutputTokens: maxOutputTokens(credential.provider, agent.model), signal, stallMs: ctx.config.modelStallMs, onText: transient('agent.text'), onThinking: transient('agent.thinking') })
+      await recordStep(ctx, turn, step, { model: agent.model, credentialId: credential.id, isSandboxTool: (n) => toolKind(n, functions) === 'builtin' })
+      return step
+    } catch (err) {
+      if (!(err instanceof ProviderFailure)) throw err
+      if (err.kind === 'unauthorized') throw new TurnFailure({ code: 'provider_unauthorized', message: err.message })
+      if (err.kind === 'context') {
+        // The provider counts better than the estimate: compact harder, once.
+        if (compactedForProvider) throw new TurnFailure({ code: 'context_length_exceeded', message: err.message })
+        compactedForProvider = true
+        await compact(Math.floor(window * 0.3), true)
+        continue
+      }
+      if (err.kind === 'fatal' || attempt >= delays.length) {
+        const tries = attempt + 1
+        throw new TurnFailure({ code: 'provider_error', message: `${err.message}${err.kind === 'retryable' ? ` (gave up after ${tries} attempt${tries === 1 ? '' : 's'})` : ''}` })
+      }
+      await sleep(delays[attempt]!, signal)
+    }
+  }
+}

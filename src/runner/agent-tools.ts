@@ -1,0 +1,72 @@
+import { jsonSchema, tool, type ToolSet } from 'ai'
+import { BUILTIN_TOOLS } from '../tools/builtin/index.ts'
+import type { ToolEntry } from '../tools/tools.schema.ts'
+
+/** How the runner handles a call, by the tool's name. */
+export type ToolKind = 'builtin' | 'todo' | 'question' | 'function' | 'unknown'
+
+export const TODO_TOOL = {
+  name: 'todo_write',
+  description: 'Replace your task list for this turn. Use it to plan multi-step work and mark progress; people following the session see it.',
+  parameters: {
+    type: 'object',
+    properties: {
+      items: {
+        type: 'array',
+        items: {
+          type: 'object',
+          properties: { label: { type: 'string' }, status: { type: 'string', enum: ['pending', 'in_progress', 'completed'] } },
+          required: ['label', 'status'],
+          additionalProperties: false,
+        },
+      },
+    },
+    required: ['items'],
+    additionalProperties: false,
+  },
+}
+
+export const QUESTION_TOOL = {
+  name: 'ask_question',
+  description:
+    'Ask the person you work for a question and wait for the answer. Use it only when you cannot proceed without their decision; offer options when the choice is among known alternatives.',
+  parameters: {
+    type: 'object',
+    properties: {
+      question: { type: 'string' },
+      options: { type: 'array', items: { type: 'string' } },
+      allow_freeform: { type: 'boolean', description: 'Whether an answer outside the options is accepted (default true).' },
+    },
+    required: ['question'],
+    additionalProperties: false,
+  },
+}
+
+type FunctionEntry = Extract<ToolEntry, { type: 'function' }>
+
+export const functionEntries = (tools: ToolEntry[] | null): FunctionEntry[] => (tools ?? []).filter((t): t is FunctionEntry => t.type === 'function')
+
+/** Built-in names win: a caller's function cannot take over `bash`. */
+export function toolKind(name: string, functions: FunctionEntry[]): ToolKind {
+  if (BUILTIN_TOOLS.some((t) => t.name === name)) return 'builtin'
+  if (name === TODO_TOOL.name) return 'todo'
+  if (name === QUESTION_TOOL.name) return 'question'
+  if (functions.some((f) => f.name === name)) return 'function'
+  return 'unknown'
+}
+
+/** The tools the model is offered, without `execute`: the runner runs every call itself. */
+export function offeredTools(functions: FunctionEntry[]): ToolSet {
+  const set: ToolSet = {}
+  const add = (name: string, description: string, parameters: Record<string, unknown>) => {
+    set[name] = tool({ description, inputSchema: jsonSchema(parameters as never) })
+  }
+  for (const t of BUILTIN_TOOLS) add(t.name, t.description, t.parameters)
+  add(TODO_TOOL.name, TODO_TOOL.description, TODO_TOOL.parameters)
+  add(QUESTION_TOOL.name, QUESTION_TOOL.description, QUESTION_TOOL.parameters)
+  for (const f of functions) {
+    if (set[f.name]) continue
+    add(f.name, f.description ?? `The caller's function ${f.name}.`, f.parameters ?? { type: 'object', properties: {} })
+  }
+  return set
+}

@@ -1,0 +1,115 @@
+import { APICallError, streamText, type LanguageModel, type ModelMessage, type ToolSet } from 'ai'
+
+export type ToolCallRequest = { toolCallId: string; toolName: string; input: unknown }
+
+export type StepResult = {
+  /** The assistant message(s) exactly as the SDK builds them (reasoning signatures included), to send back next step. */
+  messages: ModelMessage[]
+  text: string
+  toolCalls: ToolCallRequest[]
+  usage: { input: number; output: number }
+}
+
+export type StepRequest = {
+  model: LanguageModel
+  instructions: string
+  messages: ModelMessage[]
+  tools: ToolSet
+  maxOutputTokens?: number
+  signal: AbortSignal
+  /** A stream that sends nothing for this long is abandoned and retried. */
+  stallMs: number
+  onText(delta: string): void
+  onThinking(delta: string): void
+}
+
+/**
+ * Why a model call failed, in the terms the runner acts on: `retryable` is tried again after a
+ * pause, `unauthorized` and `fatal` fail the turn, `context` asks for compaction first.
+ */
+export class ProviderFailure extends Error {
+  readonly kind: 'retryable' | 'unauthorized' | 'context' | 'fatal'
+  constructor(kind: ProviderFailure['kind'], message: string, options?: ErrorOptions) {
+    super(message, options)
+    this.kind = kind
+  }
+}
+
+const CONTEXT_MESSAGE = /context[_ ]length|context window|prompt is too long|maximum context|too many tokens|input is too long/i
+
+/** Sorts an error from the SDK or the network into a ProviderFailure. */
+export function classifyProviderError(err: unknown): ProviderFailure {
+  if (err instanceof ProviderFailure) return err
+  if (APICallError.isInstance(err)) {
+    const status = err.statusCode ?? 0
+    const detail = `${err.message}${status ? ` (HTTP ${status})` : ''}`
+    if (status === 401 || status === 403) return new ProviderFailure('unauthorized', `The model provider refused the key: ${detail}`, { cause: err })
+    if (CONTEXT_MESSAGE.test(`${err.message} ${err.responseBody ?? ''}`)) return new ProviderFailure('context', `The model's context window is full: ${detail}`, { cause: err })
+    if (err.isRetryable || status === 408 || status === 409 || status === 429 || status >= 500 || status === 0) return new ProviderFailure('retryable', `The model provider failed: ${detail}`, { cause: err })
+    return new ProviderFailure('fatal', `The model provider refused the request: ${detail}`, { cause: err })
+  }
+  const message = err instanceof Error ? err.message : String(err)
+  // Resets, refused connections and malformed streams: the provider may well answer next time.
+  return new ProviderFailure('retryable', `The model provider could not be reached: ${message}`, { cause: err })
+}
+
+/**
+ * One model call, streamed: deltas go to the callbacks as they arrive, and the settled assistant
+ * message comes back for the runner to persist before anything else happens. Tools carry no
+ * `execute`, so the SDK never runs one: the runner decides and runs them itself. Rejects with a
+ * ProviderFailure, or with the signal's reason when the turn was aborted.
+ */
+export async function runModelStep(req: StepRequest): Promise<StepResult> {
+  const attempt = new AbortController()
+  const stop = () => attempt.abort(req.signal.reason)
+  if (req.signal.aborted) throw req.signal.reason
+  req.signal.addEventListener('abort', stop, { once: true })
+  let stalled = false
+  let timer: NodeJS.Timeout | undefined
+  const arm = () => {
+    clearTimeout(timer)
+    timer = setTimeout(() => {
+      stalled = true
+      attempt.abort(new Error('stalled'))
+    }, req.stallMs)
+  }
+  try {
+    arm()
+    const result = streamText({
+      model: req.model,
+      instructions: req.instructions,
+      messages: req.messages,
+      tools: req.tools,
+      maxOutputTokens: req.maxOutputTokens,
+      maxRetries: 0,
+      abortSignal: attempt.signal,
+    })
+    const toolCalls: ToolCallRequest[] = []
+    let text = ''
+    let usage = { input: 0, output: 0 }
+    let failure: unknown = null
+    for await (const part of result.fullStream) {
+      arm()
+      if (part.type === 'text-delta') {
+        text += part.text
+        req.onText(part.text)
+      } else if (part.type === 'reasoning-delta') req.onThinking(part.text)
+      else if (part.type === 'tool-call') toolCalls.push({ toolCallId: part.toolCallId, toolName: part.toolName, input: part.input })
+      else if (part.type === 'finish-step') usage = { input: part.usage.inputTokens ?? 0, output: part.usage.outputTokens ?? 0 }
+      else if (part.type === 'error') failure ??= part.error
+      else if (part.type === 'abort') failure ??= new Error('aborted')
+    }
+    if (req.signal.aborted) throw req.signal.reason
+    if (stalled) throw new ProviderFailure('retryable', `The model stream sent nothing for ${Math.round(req.stallMs / 1000)} s and was abandoned.`)
+    if (failure) throw classifyProviderError(failure)
+    const response = await result.response
+    return { messages: response.messages as ModelMessage[], text, toolCalls, usage }
+  } catch (err) {
+    if (req.signal.aborted) throw req.signal.reason
+    if (stalled) throw new ProviderFailure('retryable', `The model stream sent nothing for ${Math.round(req.stallMs / 1000)} s and was abandoned.`)
+    throw classifyProviderError(err)
+  } finally {
+    clearTimeout(timer)
+    req.signal.removeEventListener('abort', stop)
+  }
+}

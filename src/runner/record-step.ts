@@ -1,0 +1,79 @@
+import type { ModelMessage } from 'ai'
+import type { Deps } from '../deps.ts'
+import { withEvents } from '../events/record-event.ts'
+import type { FileChange } from '../tools/builtin/builtin-tool.ts'
+import { appendConversation } from '../turns/conversation.store.ts'
+import { countStep, setRunningCall, type TurnRow } from '../turns/turns.store.ts'
+import type { StepResult, ToolCallRequest } from './model-step.ts'
+
+type Ctx = Pick<Deps, 'store' | 'bus'>
+const base = (turn: TurnRow) => ({ orgId: turn.org_id, sessionId: turn.session_id, turnId: turn.id })
+
+/**
+ * Persists a model step before anything acts on it: the assistant message for the next step,
+ * `agent.message` for its text, `agent.tool_call` for each sandbox tool it calls, and the tokens
+ * it used.
+ */
+export async function recordStep(
+  ctx: Ctx,
+  turn: TurnRow,
+  step: StepResult,
+  meta: { model: string; credentialId: string; isSandboxTool: (name: string) => boolean },
+): Promise<void> {
+  const now = Date.now()
+  await withEvents(ctx.store, ctx.bus, async (trx, record) => {
+    await appendConversation(trx, turn.session_id, turn.id, step.messages, now)
+    const n = await countStep(trx, turn.id)
+    await trx
+      .insertInto('model_steps')
+      .values({
+        turn_id: turn.id,
+        step: n,
+        session_id: turn.session_id,
+        org_id: turn.org_id,
+        model: meta.model,
+        model_credential_id: meta.credentialId,
+        input_tokens: step.usage.input,
+        output_tokens: step.usage.output,
+        created_at: now,
+      })
+      .execute()
+    if (step.text.trim()) await record({ ...base(turn), type: 'agent.message', payload: { text: step.text } })
+    for (const c of step.toolCalls) {
+      if (meta.isSandboxTool(c.toolName)) await record({ ...base(turn), type: 'agent.tool_call', payload: { toolCallId: c.toolCallId, toolName: c.toolName, args: c.input } })
+    }
+  })
+}
+
+export type CallResult = {
+  /** What the model receives. */
+  output: string
+  isError: boolean
+  /** Set for sandbox tools: `agent.tool_result` is recorded with this summary. */
+  summary?: string
+  cancelled?: boolean
+  changes?: FileChange[]
+  /** More events recorded in the same transaction (agent.todos, approval.resolved …). */
+  events?: { type: string; payload: Record<string, unknown> }[]
+}
+
+/** A tool call's result, as the model will see it, with its events, in one transaction. */
+export async function recordCallResult(ctx: Ctx, turn: TurnRow, call: ToolCallRequest, r: CallResult): Promise<void> {
+  const message: ModelMessage = {
+    role: 'tool',
+    content: [{ type: 'tool-result', toolCallId: call.toolCallId, toolName: call.toolName, output: r.isError ? { type: 'error-text', value: r.output } : { type: 'text', value: r.output } }],
+  }
+  await withEvents(ctx.store, ctx.bus, async (trx, record) => {
+    for (const e of r.events ?? []) await record({ ...base(turn), type: e.type, payload: e.payload })
+    await appendConversation(trx, turn.session_id, turn.id, [message], Date.now())
+    await setRunningCall(trx, turn.id, null)
+    if (r.summary !== undefined) {
+      await record({
+        ...base(turn),
+        type: 'agent.tool_result',
+        payload: { toolCallId: call.toolCallId, toolName: call.toolName, isError: r.isError, cancelled: r.cancelled ?? false, summary: r.summary },
+      })
+    }
+    for (const ch of r.changes ?? []) await record({ ...base(turn), type: 'file.changed', payload: { path: ch.path, kind: ch.kind, ...(ch.diff !== undefined ? { diff: ch.diff } : {}) } })
+  })
+}

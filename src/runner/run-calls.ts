@@ -1,0 +1,189 @@
+import type { Deps } from '../deps.ts'
+import { withEvents } from '../events/record-event.ts'
+import type { PermissionRule } from '../sessions/sessions.schema.ts'
+import { builtinTool, ruleSubject } from '../tools/builtin/index.ts'
+import { WORKSPACE_MOUNT } from '../workspaces/workspace-manager.ts'
+import { callsOfTurn, insertPendingCall, type PendingCall } from '../turns/pending-calls.store.ts'
+import { setRunningCall, type TurnRow } from '../turns/turns.store.ts'
+import { functionEntries, toolKind, type ToolKind } from './agent-tools.ts'
+import type { ToolCallRequest } from './model-step.ts'
+import { decide, type ApprovalMode } from './permissions.ts'
+import { recordCallResult, type CallResult } from './record-step.ts'
+import { moveSession } from './session-status.ts'
+import type { StoredAgent } from '../sessions/sessions.store.ts'
+
+type Ctx = Pick<Deps, 'store' | 'bus' | 'config' | 'workspaces'>
+
+export type TurnScope = {
+  turn: TurnRow
+  agent: StoredAgent
+  signal: AbortSignal
+  /** Text of files the turn has read or written, so that later changes carry diffs. */
+  seen: Map<string, string>
+}
+
+const asObject = (v: unknown): Record<string, unknown> => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {})
+const base = (turn: TurnRow) => ({ orgId: turn.org_id, sessionId: turn.session_id, turnId: turn.id })
+
+/**
+ * Works through the tool calls of the turn's last model step that have no result yet, in order.
+ * Each result is persisted before the next call starts. A call that must wait (an approval, a
+ * question, the caller's function) parks the turn: its row is the whole state, and answering it
+ * wakes the runner again.
+ */
+export async function handleOpenCalls(ctx: Ctx, scope: TurnScope, open: ToolCallRequest[]): Promise<'parked' | 'continue'> {
+  const { turn, agent } = scope
+  const functions = functionEntries(agent.tools)
+  const rows = new Map((await callsOfTurn(ctx.store.db, turn.id)).map((c) => [c.callId, c]))
+  for (const call of open) {
+    const kind = toolKind(call.toolName, functions)
+    const row = rows.get(call.toolCallId)
+    if (kind === 'function') {
+      if (!row) {
+        await requireFunctions(ctx, turn, open.filter((c) => toolKind(c.toolName, functions) === 'function' && !rows.has(c.toolCallId)))
+        return 'parked'
+      }
+      if (row.status === 'pending') return 'parked'
+      await recordCallResult(ctx, turn, call, functionResult(row))
+      continue
+    }
+    if (kind === 'question') {
+      if (!row) {
+        const r = await askQuestion(ctx, turn, call)
+        if (r === 'parked') return 'parked'
+        continue
+      }
+      if (row.status === 'pending') return 'parked'
+      await recordCallResult(ctx, turn, call, { output: String(asObject(row.answer).answer ?? ''), isError: false })
+      continue
+    }
+    if (kind === 'unknown') {
+      await recordCallResult(ctx, turn, call, { output: `There is no tool named "${call.toolName}". Call one of the tools you were offered.`, isError: true })
+      continue
+    }
+    const verdict = await permit(ctx, scope, call, kind, row)
+    if (verdict === 'parked') return 'parked'
+    if (verdict !== 'allow') {
+      await recordCallResult(ctx, turn, call, { ...verdict, summary: kind === 'builtin' ? 'refused' : undefined })
+      continue
+    }
+    await runCall(ctx, scope, call, kind)
+  }
+  return 'continue'
+}
+
+function functionResult(row: PendingCall): CallResult {
+  const a = asObject(row.answer)
+  if (typeof a.error === 'string') return { output: `The function failed: ${a.error}`, isError: true }
+  const out = a.output
+  return { output: typeof out === 'string' ? out : JSON.stringify(out ?? null), isError: false }
+}
+
+/** Registers every function call of the step at once, so that a caller reads them all together. */
+async function requireFunctions(ctx: Ctx, turn: TurnRow, calls: ToolCallRequest[]): Promise<void> {
+  const now = Date.now()
+  await withEvents(ctx.store, ctx.bus, async (trx, record) => {
+    for (const c of calls) {
+      await insertPendingCall(trx, {
+        sessionId: turn.session_id,
+        callId: c.toolCallId,
+        turnId: turn.id,
+        orgId: turn.org_id,
+        kind: 'function',
+        name: c.toolName,
+        args: c.input,
+        createdAt: now,
+        // Not a deadline (an answer is never refused for lateness): the latest moment the
+        // workspace's current run can last; processes the turn started may be gone after it.
+        expiresAt: now + ctx.config.workspaceLifetimeMs,
+      })
+      await record({ ...base(turn), type: 'tool.required', payload: { toolCallId: c.toolCallId, name: c.toolName, arguments: c.input } })
+    }
+    const first = calls[0]!
+    await moveSession(trx, record, { id: turn.session_id, orgId: turn.org_id }, 'requires_action', {
+      turn_id: turn.id,
+      required_action: { type: 'function_call', call_id: first.toolCallId, name: first.toolName },
+    })
+  })
+}
+
+async function askQuestion(ctx: Ctx, turn: TurnRow, call: ToolCallRequest): Promise<'parked' | 'answered'> {
+  const args = asObject(call.input)
+  if (typeof args.question !== 'string' || !args.question.trim()) {
+    await recordCallResult(ctx, turn, call, { output: 'ask_question needs a "question" string.', isError: true })
+    return 'answered'
+  }
+  const options = Array.isArray(args.options) ? args.options.filter((o): o is string => typeof o === 'string') : undefined
+  await withEvents(ctx.store, ctx.bus, async (trx, record) => {
+    await insertPendingCall(trx, { sessionId: turn.session_id, callId: call.toolCallId, turnId: turn.id, orgId: turn.org_id, kind: 'question', name: call.toolName, args: call.input, createdAt: Date.now(), expiresAt: null })
+    await record({
+      ...base(turn),
+      type: 'question.asked',
+      payload: {
+        toolCallId: call.toolCallId,
+        question: args.question,
+        ...(options ? { options } : {}),
+        ...(typeof args.allow_freeform === 'boolean' ? { allowFreeform: args.allow_freeform } : {}),
+      },
+    })
+  })
+  return 'parked'
+}
+
+type Verdict = 'allow' | 'parked' | CallResult
+
+/** Rules and approval mode, then the person's answer when one was asked for. */
+async function permit(ctx: Ctx, scope: TurnScope, call: ToolCallRequest, kind: ToolKind, row: PendingCall | undefined): Promise<Verdict> {
+  const { turn, agent } = scope
+  const writes = kind === 'builtin' ? builtinTool(call.toolName)!.kind === 'writes' : false
+  if (row) {
+    if (row.status === 'pending') return 'parked'
+    const a = asObject(row.answer)
+    if (a.approved === true) return 'allow'
+    const reason = typeof a.reason === 'string' && a.reason ? a.reason : a.code === 'approval_timeout' ? 'Nobody answered the approval request in time.' : 'The person refused this call.'
+    return { output: `Not run: ${reason}`, isError: true }
+  }
+  const subject = { tool: call.toolName, writes, ...(kind === 'builtin' ? ruleSubject(call.toolName, asObject(call.input)) : {}) }
+  const d = decide(subject, (agent.approval_mode ?? 'auto') as ApprovalMode, (agent.permission_rules ?? []) as PermissionRule[])
+  if (d.decision === 'allow') return 'allow'
+  if (d.decision === 'deny') {
+    return {
+      output: `Not run: ${d.reason}`,
+      isError: true,
+      events: [{ type: 'approval.resolved', payload: { toolCallId: call.toolCallId, approved: false, name: call.toolName, code: d.code, reason: d.reason } }],
+    }
+  }
+  await withEvents(ctx.store, ctx.bus, async (trx, record) => {
+    const now = Date.now()
+    await insertPendingCall(trx, { sessionId: turn.session_id, callId: call.toolCallId, turnId: turn.id, orgId: turn.org_id, kind: 'approval', name: call.toolName, args: call.input, createdAt: now, expiresAt: now + ctx.config.approvalTimeoutMs })
+    await record({ ...base(turn), type: 'approval.requested', payload: { toolCallId: call.toolCallId, name: call.toolName, args: call.input, sensitive: writes } })
+  })
+  return 'parked'
+}
+
+/** Runs a built-in tool in the workspace, or updates the task list. */
+async function runCall(ctx: Ctx, scope: TurnScope, call: ToolCallRequest, kind: ToolKind): Promise<void> {
+  const { turn } = scope
+  const args = asObject(call.input)
+  if (kind === 'todo') {
+    const items = Array.isArray(args.items) ? args.items.map(asObject).filter((i) => typeof i.label === 'string' && typeof i.status === 'string') : null
+    if (!items) return recordCallResult(ctx, turn, call, { output: 'todo_write needs "items": [{label, status}].', isError: true })
+    const list = items.map((i) => ({ label: i.label as string, status: i.status as string }))
+    return recordCallResult(ctx, turn, call, { output: `Task list updated (${list.length} items).`, isError: false, events: [{ type: 'agent.todos', payload: { items: list } }] })
+  }
+  const tool = builtinTool(call.toolName)!
+  if (turn.running_call === call.toolCallId) {
+    // The service stopped while this call ran: its outcome is unknown, and running it again
+    // could repeat a change, so the model is told and decides.
+    return recordCallResult(ctx, turn, call, {
+      output: 'The service restarted while this tool was running; whether it finished is unknown. Check the workspace before running it again.',
+      isError: true,
+      summary: 'interrupted by a service restart',
+    })
+  }
+  const sandbox = await ctx.workspaces.acquire(turn.session_id)
+  await setRunningCall(ctx.store.db, turn.id, call.toolCallId)
+  const outcome = await tool.run(args, { sandbox, workspaceDir: ctx.workspaces.workspaceDir(turn.session_id), mount: WORKSPACE_MOUNT, signal: scope.signal, seen: scope.seen })
+  await recordCallResult(ctx, turn, call, { output: outcome.output, isError: outcome.isError, summary: outcome.summary, cancelled: outcome.cancelled, changes: outcome.changes })
+  if (scope.signal.aborted) throw scope.signal.reason
+}

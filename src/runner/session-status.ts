@@ -1,0 +1,31 @@
+import type { Db } from '../db/database.ts'
+import type { Recorder } from '../events/record-event.ts'
+import type { SessionStatus } from '../sessions/sessions.schema.ts'
+
+/** The internal signal recorded with each move; webhooks send it under the same name. */
+export const STATUS_SIGNAL: Record<SessionStatus, string> = {
+  idle: 'session.idle',
+  working: 'session.working',
+  requires_action: 'session.action_required',
+  failed: 'session.failed',
+}
+
+/**
+ * Moves the session's status and records the signal of the move, inside the caller's
+ * transaction. Nothing is recorded when the status does not change, unless `always` (a turn
+ * starting is `session.working` even straight after another turn).
+ */
+export async function moveSession(
+  trx: Db,
+  record: Recorder,
+  session: { id: string; orgId: string },
+  to: SessionStatus,
+  data: Record<string, unknown>,
+  opts: { always?: boolean } = {},
+): Promise<void> {
+  const row = await trx.selectFrom('sessions').select('status').where('id', '=', session.id).where('deleted_at', 'is', null).executeTakeFirst()
+  if (!row) return
+  if (row.status === to && !opts.always) return
+  await trx.updateTable('sessions').set({ status: to, updated_at: Date.now() }).where('id', '=', session.id).execute()
+  await record({ orgId: session.orgId, sessionId: session.id, turnId: (data.turn_id as string | undefined) ?? null, type: STATUS_SIGNAL[to], payload: { session_id: session.id, status: to, ...data } })
+}

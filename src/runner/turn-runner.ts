@@ -1,0 +1,194 @@
+import type { Deps } from '../deps.ts'
+import { ApiError } from '../errors.ts'
+import { withEvents } from '../events/record-event.ts'
+import { getSessionRowById, type StoredAgent } from '../sessions/sessions.store.ts'
+import { fromJson } from '../shared/json.ts'
+import { loadConversation } from '../turns/conversation.store.ts'
+import { expiredApprovals, resolvePendingCall } from '../turns/pending-calls.store.ts'
+import { undeliveredSteers } from '../turns/steers.store.ts'
+import { requestCancel, sessionsWithRunningTurns, workingTurns, type TurnRow } from '../turns/turns.store.ts'
+import { SandboxPathError, SandboxUnavailableError } from '../sandbox/sandbox.ts'
+import { agentStep, TurnFailure } from './agent-step.ts'
+import { openToolCalls } from './open-calls.ts'
+import { handleOpenCalls, type TurnScope } from './run-calls.ts'
+import { beginTurn, settleTurn, type Settlement } from './turn-lifecycle.ts'
+
+export type TurnRunner = {
+  /** Makes sure the session's turns are being driven (a new message, an answer, a restart). */
+  kick(sessionId: string): void
+  /** Cancels a working turn: a waiting one never starts; a running one stops and its tools are killed. */
+  cancel(sessionId: string, turnId: string): Promise<void>
+  /** Stops driving the session without writing anything more (it is being deleted). */
+  forget(sessionId: string): void
+  /** Resolves when nothing drives the session (tests and benchmarks wait on it). */
+  settled(sessionId: string): Promise<void>
+  /** At service start: drives every turn that was working when the service stopped. */
+  recover(): Promise<void>
+  close(): Promise<void>
+}
+
+/** Why a turn's work was cut: each reason settles differently. */
+type Stop = { stop: 'cancel' } | { stop: 'forget' } | { stop: 'close' } | { stop: 'lifetime' }
+const isStop = (v: unknown): v is Stop => typeof v === 'object' && v !== null && 'stop' in v
+
+type Driver = { controller: AbortController; again: boolean; done: Promise<void> }
+
+/**
+ * Drives turns. One driver per session at a time runs its working turns in order, one model step
+ * or tool call at a time, each persisted before the next; a turn parked on a person or the
+ * caller holds no driver at all: answering it kicks the runner again. Everything it needs to go on
+ * is in the store, so a restarted service continues where the last one stopped.
+ */
+export function turnRunner(deps: Pick<Deps, 'store' | 'bus' | 'config' | 'box' | 'workspaces'>): TurnRunner {
+  const { store, config, workspaces } = deps
+  const drivers = new Map<string, Driver>()
+  const seen = new Map<string, Map<string, string>>()
+  let closing = false
+
+  const failureOf = (err: unknown): Settlement => {
+    if (err instanceof TurnFailure) return { status: 'failed', error: err.error }
+    if (err instanceof ApiError && (err.code === 'sandbox_unavailable' || err.code === 'workspace_recovery_failed' || err.code === 'sandbox_error')) {
+      return { status: 'failed', error: { code: err.code, message: err.message } }
+    }
+    if (err instanceof SandboxUnavailableError || err instanceof SandboxPathError) return { status: 'failed', error: { code: 'sandbox_error', message: err.message } }
+    process.stderr.write(`warren: turn failed on an unexpected error: ${(err as Error)?.stack ?? String(err)}\n`)
+    return { status: 'failed', error: { code: 'internal_error', message: 'The turn failed on an unexpected error; quote the turn id when reporting it.' } }
+  }
+
+  /** One move of the turn: its open tool calls, or else a model step. */
+  async function advance(scope: TurnScope): Promise<'parked' | 'continue' | 'done'> {
+    const convo = await loadConversation(store.db, scope.turn.session_id)
+    const open = openToolCalls(convo, scope.turn.id)
+    if (open.length) return handleOpenCalls(deps, scope, open)
+    const last = convo.at(-1)
+    const answered = last?.turnId === scope.turn.id && last.message.role === 'assistant'
+    if (answered && (await undeliveredSteers(store.db, scope.turn.id)).length === 0) return 'done'
+    const step = await agentStep(deps, scope)
+    return step.toolCalls.length === 0 && (await undeliveredSteers(store.db, scope.turn.id)).length === 0 ? 'done' : 'continue'
+  }
+
+  async function drive(sessionId: string, d: Driver): Promise<void> {
+    const release = workspaces.hold(sessionId)
+    try {
+      for (;;) {
+        d.again = false
+        const [turn] = await workingTurns(store.db, sessionId)
+        if (!turn) return
+        if (turn.cancel_requested) {
+          await settleTurn(deps, turn, { status: 'cancelled' })
+          continue
+        }
+        if (turn.started_at === null) {
+          await beginTurn(deps, turn)
+          continue
+        }
+        const session = await getSessionRowById(store.db, sessionId)
+        if (!session) return
+        const agent = fromJson<StoredAgent>(session.agent, {} as StoredAgent)
+        if (!seen.has(turn.id)) seen.set(turn.id, new Map())
+        const scope: TurnScope = { turn, agent, signal: d.controller.signal, seen: seen.get(turn.id)! }
+        let outcome: 'parked' | 'continue' | 'done'
+        try {
+          outcome = await advance(scope)
+        } catch (err) {
+          const reason = d.controller.signal.aborted ? d.controller.signal.reason : null
+          if (isStop(reason)) {
+            if (reason.stop === 'forget' || reason.stop === 'close') return
+            d.controller = new AbortController()
+            if (reason.stop === 'lifetime') {
+              await settle(turn, { status: 'failed', error: { code: 'sandbox_error', message: `The workspace reached its lifetime ceiling of ${Math.round(config.workspaceLifetimeMs / 1000)} s and was reclaimed while the turn ran.` } })
+            }
+            continue // a cancel is settled at the top of the loop
+          }
+          await settle(turn, failureOf(err))
+          continue
+        }
+        if (outcome === 'parked') {
+          if (!d.again) return
+          continue
+        }
+        if (outcome === 'done') await settle(turn, { status: 'completed' })
+      }
+    } finally {
+      release()
+    }
+  }
+
+  async function settle(turn: TurnRow, s: Settlement): Promise<void> {
+    seen.delete(turn.id)
+    await settleTurn(deps, turn, s)
+  }
+
+  function kick(sessionId: string): void {
+    if (closing) return
+    const running = drivers.get(sessionId)
+    if (running) {
+      running.again = true
+      return
+    }
+    const d: Driver = { controller: new AbortController(), again: false, done: Promise.resolve() }
+    drivers.set(sessionId, d)
+    d.done = drive(sessionId, d)
+      .catch((err) => {
+        process.stderr.write(`warren: driving session ${sessionId} failed: ${(err as Error)?.stack ?? String(err)}\n`)
+      })
+      .finally(() => {
+        if (drivers.get(sessionId) === d) drivers.delete(sessionId)
+        // A kick that arrived while the driver was finishing must not be lost.
+        if (d.again && !closing) kick(sessionId)
+      })
+  }
+
+  const onReclaimed = (sessionId: string) => drivers.get(sessionId)?.controller.abort({ stop: 'lifetime' } satisfies Stop)
+  workspaces.reclaimed.on('reclaimed', onReclaimed)
+
+  // Approvals nobody answered in time are refused with approval_timeout.
+  const sweep = async () => {
+    for (const call of await expiredApprovals(store.db, Date.now())) {
+      const resolved = await withEvents(store, deps.bus, async (trx, record) => {
+        if (!(await resolvePendingCall(trx, call.sessionId, call.callId, { approved: false, code: 'approval_timeout' }, Date.now()))) return false
+        const reason = `Nobody answered the approval request within ${Math.round(config.approvalTimeoutMs / 1000)} s.`
+        await record({ orgId: call.orgId, sessionId: call.sessionId, turnId: call.turnId, type: 'approval.resolved', payload: { toolCallId: call.callId, approved: false, name: call.name, code: 'approval_timeout', reason } })
+        return true
+      })
+      if (resolved) kick(call.sessionId)
+    }
+  }
+  const sweeper = setInterval(() => void sweep().catch(() => {}), Math.max(10, Math.min(1000, Math.floor(config.approvalTimeoutMs / 4))))
+  sweeper.unref()
+
+  return {
+    kick,
+    async cancel(sessionId, turnId) {
+      await requestCancel(store.db, turnId)
+      const working = await workingTurns(store.db, sessionId)
+      const target = working.find((t) => t.id === turnId)
+      if (!target) return
+      // A waiting turn never starts: it settles now, and the running one is left alone.
+      if (target !== working[0]) {
+        await settle(target, { status: 'cancelled' })
+        return
+      }
+      const d = drivers.get(sessionId)
+      if (!d) return kick(sessionId)
+      if (target.started_at !== null) d.controller.abort({ stop: 'cancel' } satisfies Stop)
+      d.again = true
+    },
+    forget(sessionId) {
+      drivers.get(sessionId)?.controller.abort({ stop: 'forget' } satisfies Stop)
+    },
+    async settled(sessionId) {
+      while (drivers.has(sessionId)) await drivers.get(sessionId)!.done
+    },
+    async recover() {
+      for (const id of await sessionsWithRunningTurns(store.db)) kick(id)
+    },
+    async close() {
+      closing = true
+      clearInterval(sweeper)
+      workspaces.reclaimed.off('reclaimed', onReclaimed)
+      for (const d of drivers.values()) d.controller.abort({ stop: 'close' } satisfies Stop)
+      await Promise.allSettled([...drivers.values()].map((d) => d.done))
+    },
+  }
+}

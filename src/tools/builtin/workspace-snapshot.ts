@@ -1,0 +1,125 @@
+import fs, { type Dirent } from 'node:fs'
+
+/**
+ * What changed in a workspace across a command, from the host, by metadata only. The agent may
+ * be changing the tree while we walk it (a background process), so every folder is opened
+ * relative to its parent's fd with O_NOFOLLOW: a folder swapped for a symlink mid-walk is
+ * skipped instead of followed out of the workspace, and nothing here ever reads file content.
+ *
+ * Synchronous calls in slices: this runs twice per bash call, and sync lstat is 3-4× faster
+ * than a promise per file (1,000 files: ~7 ms instead of ~25 ms); yielding to the event loop
+ * every SLICE entries keeps a large tree from stalling the service for more than a few ms.
+ */
+
+export type FileStamp = { size: number; mtimeMs: number; ino: number }
+export type Snapshot = Map<string, FileStamp>
+
+/** Folders never walked: version control and dependencies are not the agent's work product. */
+export const SKIPPED_DIRS: ReadonlySet<string> = new Set(['.git', 'node_modules'])
+
+const SLICE = 512
+const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW } = fs.constants
+const at = (fd: number, name: string) => `/proc/self/fd/${fd}/${name}`
+
+/** Codes that mean "this entry changed under us": skip it, the next snapshot will tell. */
+const RACY = new Set(['ENOENT', 'ENOTDIR', 'ELOOP', 'EACCES'])
+const racy = (err: unknown) => RACY.has((err as NodeJS.ErrnoException).code ?? '')
+
+/** Opens `name` under the folder `fd`, never through a link; null when it is not a folder (any more). */
+function openSubdir(fd: number, name: string): number | null {
+  try {
+    return fs.openSync(at(fd, name), O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+  } catch (err) {
+    if (racy(err)) return null
+    throw err
+  }
+}
+
+/**
+ * Opens a workspace-relative folder ('' for the root) component by component; null when a
+ * component is missing, not a folder, or a link. The caller closes the fd.
+ */
+export function openWorkspaceDir(root: string, rel: string): number | null {
+  let fd = fs.openSync(root, O_RDONLY | O_DIRECTORY)
+  for (const part of rel.split('/').filter((p) => p !== '' && p !== '.')) {
+    const next = openSubdir(fd, part)
+    fs.closeSync(fd)
+    if (next === null) return null
+    fd = next
+  }
+  return fd
+}
+
+/** Sees a non-folder entry: its path under the walk's prefix and a host path reaching the entry itself. */
+export type Visit = (rel: string, entry: Dirent, where: string) => void
+
+/** Calls `visit` for every non-folder entry below the folder `fd` (links included, never followed); skips SKIPPED_DIRS. */
+export async function walkTree(fd: number, prefix: string, visit: Visit): Promise<void> {
+  let count = 0
+  const walk = async (dir: number, pre: string): Promise<void> => {
+    let entries: Dirent[]
+    try {
+      entries = fs.readdirSync(`/proc/self/fd/${dir}`, { withFileTypes: true })
+    } catch (err) {
+      if (racy(err)) return
+      throw err
+    }
+    const subdirs: string[] = []
+    for (const e of entries) {
+      if (e.isDirectory()) {
+        if (!SKIPPED_DIRS.has(e.name)) subdirs.push(e.name)
+        continue
+      }
+      visit(pre + e.name, e, at(dir, e.name))
+      if (++count % SLICE === 0) await new Promise((r) => setImmediate(r))
+    }
+    // Depth first, one folder at a time: open fds stay bounded by the tree's depth.
+    for (const name of subdirs) {
+      const sub = openSubdir(dir, name)
+      if (sub === null) continue
+      try {
+        await walk(sub, `${pre}${name}/`)
+      } finally {
+        fs.closeSync(sub)
+      }
+    }
+  }
+  await walk(fd, prefix)
+}
+
+/** Every regular file of the workspace (outside SKIPPED_DIRS) with the metadata that tells a change. */
+export async function snapshotWorkspace(dir: string): Promise<Snapshot> {
+  const out: Snapshot = new Map()
+  const root = fs.openSync(dir, O_RDONLY | O_DIRECTORY)
+  try {
+    await walkTree(root, '', (rel, entry, where) => {
+      if (!entry.isFile()) return
+      try {
+        const st = fs.lstatSync(where, { throwIfNoEntry: false })
+        if (st?.isFile()) out.set(rel, { size: st.size, mtimeMs: st.mtimeMs, ino: st.ino })
+      } catch (err) {
+        if (!racy(err)) throw err
+      }
+    })
+  } finally {
+    fs.closeSync(root)
+  }
+  return out
+}
+
+export type SnapshotChange = { path: string; kind: 'created' | 'modified' | 'deleted' }
+
+/**
+ * Created, modified (size, mtime or inode differ: a rename over the file counts) and deleted
+ * files, sorted by path. A regular file turned into a link or folder reads as deleted.
+ */
+export function compareSnapshots(before: Snapshot, after: Snapshot): SnapshotChange[] {
+  const out: SnapshotChange[] = []
+  for (const [p, a] of after) {
+    const b = before.get(p)
+    if (!b) out.push({ path: p, kind: 'created' })
+    else if (b.size !== a.size || b.mtimeMs !== a.mtimeMs || b.ino !== a.ino) out.push({ path: p, kind: 'modified' })
+  }
+  for (const p of before.keys()) if (!after.has(p)) out.push({ path: p, kind: 'deleted' })
+  return out.sort((x, y) => (x.path < y.path ? -1 : x.path > y.path ? 1 : 0))
+}

@@ -1,0 +1,61 @@
+import type { ModelMessage } from 'ai'
+import type { Db } from '../db/database.ts'
+import { fromJson, toJson } from '../shared/json.ts'
+
+export type ConversationEntry = { ordinal: number; turnId: string; message: ModelMessage; tokens: number }
+
+/** A rough token count (about four characters a token), enough to decide when to compact. */
+export const estimateTokens = (m: unknown): number => Math.ceil(JSON.stringify(m).length / 4)
+
+/** Appends messages after the session's last one, in order. */
+export async function appendConversation(db: Db, sessionId: string, turnId: string, messages: ModelMessage[], now: number): Promise<void> {
+  if (messages.length === 0) return
+  const last = await db.selectFrom('conversation').select('ordinal').where('session_id', '=', sessionId).orderBy('ordinal', 'desc').limit(1).executeTakeFirst()
+  let ordinal = last?.ordinal ?? 0
+  await db
+    .insertInto('conversation')
+    .values(
+      messages.map((m) => ({
+        session_id: sessionId,
+        ordinal: ++ordinal,
+        turn_id: turnId,
+        role: m.role,
+        message: toJson(m),
+        tokens: estimateTokens(m),
+        compacted: 0,
+        created_at: now,
+      })),
+    )
+    .execute()
+}
+
+/** What the model sees: every message not compacted away, in order. */
+export async function loadConversation(db: Db, sessionId: string): Promise<ConversationEntry[]> {
+  const rows = await db
+    .selectFrom('conversation')
+    .select(['ordinal', 'turn_id', 'message', 'tokens'])
+    .where('session_id', '=', sessionId)
+    .where('compacted', '=', 0)
+    .orderBy('ordinal')
+    .execute()
+  return rows.map((r) => ({ ordinal: r.ordinal, turnId: r.turn_id, message: fromJson<ModelMessage>(r.message, { role: 'user', content: '' }), tokens: r.tokens }))
+}
+
+/**
+ * Replaces the messages up to `upTo` (inclusive) by `summary`. The summary takes the slot of the
+ * last replaced message, so the order holds without renumbering; the others are marked compacted.
+ * Nothing is lost for people: the event log keeps every message and tool result.
+ */
+export async function compactConversation(db: Db, sessionId: string, upTo: number, summary: ModelMessage, now: number): Promise<void> {
+  await db.updateTable('conversation').set({ compacted: 1 }).where('session_id', '=', sessionId).where('ordinal', '<', upTo).where('compacted', '=', 0).execute()
+  await db
+    .updateTable('conversation')
+    .set({ message: toJson(summary), role: summary.role, tokens: estimateTokens(summary), created_at: now })
+    .where('session_id', '=', sessionId)
+    .where('ordinal', '=', upTo)
+    .execute()
+}
+
+export async function deleteConversation(db: Db, sessionId: string): Promise<void> {
+  await db.deleteFrom('conversation').where('session_id', '=', sessionId).execute()
+}

@@ -1,0 +1,100 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { Deps } from '../deps.ts'
+import { ApiError, errorResponses, notFound } from '../errors.ts'
+import { MIB } from '../http/limits.ts'
+import { ListEnvelope, listPage } from '../http/pagination.ts'
+import { SessionParams } from '../sessions/sessions.schema.ts'
+import { getSessionRow } from '../sessions/sessions.store.ts'
+import { sendMessage } from './send-message.ts'
+import { ListTurnsQuery, SendMessageBody, Turn, TurnParams } from './turns.schema.ts'
+import { getTurnRow, sessionTurnsQuery, toTurn } from './turns.store.ts'
+
+export const turnRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => {
+  const { store, bus, runner } = deps
+
+  const sessionOf = async (orgId: string, id: string) => {
+    const s = await getSessionRow(store.db, orgId, id)
+    if (!s) throw notFound('session', id)
+    return s
+  }
+
+  app.post(
+    '/sessions/:session_id/messages',
+    {
+      bodyLimit: 16 * MIB,
+      config: { scope: 'sessions:write', idempotent: true },
+      schema: {
+        operationId: 'sendMessage',
+        tags: ['turns'],
+        summary: 'Send a message: a new turn, queued behind a busy one (at most 5 wait), or steered into the running turn',
+        params: SessionParams,
+        body: SendMessageBody,
+        response: { 202: Turn, ...errorResponses(400, 404, 429) },
+      },
+    },
+    async (req, reply) => {
+      const turn = await sendMessage(deps, req.auth, req.params.session_id, req.body)
+      runner.kick(turn.session_id)
+      return reply.code(202).send(toTurn(turn))
+    },
+  )
+
+  app.get(
+    '/sessions/:session_id/turns',
+    {
+      config: { scope: 'sessions:read' },
+      schema: { operationId: 'listTurns', tags: ['turns'], params: SessionParams, querystring: ListTurnsQuery, response: { 200: ListEnvelope(Turn), ...errorResponses(400, 404) } },
+    },
+    async (req) => {
+      const s = await sessionOf(req.auth.orgId, req.params.session_id)
+      return listPage(sessionTurnsQuery(store.db, s.id), req.query, (rows) => rows.map(toTurn))
+    },
+  )
+
+  app.get(
+    '/sessions/:session_id/turns/:turn_id',
+    { config: { scope: 'sessions:read' }, schema: { operationId: 'getTurn', tags: ['turns'], params: TurnParams, response: { 200: Turn, ...errorResponses(404) } } },
+    async (req) => {
+      const s = await sessionOf(req.auth.orgId, req.params.session_id)
+      const turn = await getTurnRow(store.db, s.id, req.params.turn_id)
+      if (!turn) throw notFound('turn', req.params.turn_id)
+      return toTurn(turn)
+    },
+  )
+
+  app.post(
+    '/sessions/:session_id/turns/:turn_id/cancel',
+    {
+      config: { scope: 'sessions:write', idempotent: true },
+      schema: {
+        operationId: 'cancelTurn',
+        tags: ['turns'],
+        summary: 'Cancel a turn: a waiting one never starts; a running one stops and its tools are killed',
+        params: TurnParams,
+        response: { 200: Turn, ...errorResponses(404, 409) },
+      },
+    },
+    async (req) => {
+      const s = await sessionOf(req.auth.orgId, req.params.session_id)
+      const turn = await getTurnRow(store.db, s.id, req.params.turn_id)
+      if (!turn) throw notFound('turn', req.params.turn_id)
+      if (turn.status !== 'working') throw new ApiError('conflict', `Turn "${turn.id}" has already settled (${turn.status}); a settled turn never changes.`)
+      // Answer once the turn has settled, so that the caller sees `cancelled` (bounded: a tool
+      // that ignores its kill still lets the request finish; the turn then settles shortly after).
+      const settled = new Promise<void>((resolve) => {
+        const timer = setTimeout(done, 10_000)
+        const off = bus.subscribe((n) => {
+          if (n.sessionId === s.id && n.type === 'turn.ended') void getTurnRow(store.db, s.id, turn.id).then((t) => t?.status !== 'working' && done())
+        })
+        function done() {
+          clearTimeout(timer)
+          off()
+          resolve()
+        }
+      })
+      await runner.cancel(s.id, turn.id)
+      await settled
+      return toTurn((await getTurnRow(store.db, s.id, turn.id))!)
+    },
+  )
+}

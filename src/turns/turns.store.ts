@@ -1,0 +1,109 @@
+import type { Selectable } from 'kysely'
+import type { Db } from '../db/database.ts'
+import type { Tables } from '../db/tables.ts'
+import { fromJson, toJson } from '../shared/json.ts'
+import type { Turn, TurnError, TurnStatus } from './turns.schema.ts'
+
+export type TurnRow = Selectable<Tables['turns']>
+
+const sessionTurns = (db: Db, sessionId: string) => db.selectFrom('turns').selectAll().where('session_id', '=', sessionId)
+
+export function toTurn(row: TurnRow): Turn {
+  return {
+    object: 'turn',
+    id: row.id,
+    session_id: row.session_id,
+    status: row.status as TurnStatus,
+    created_at: Number(row.created_at),
+    started_at: row.started_at === null ? null : Number(row.started_at),
+    completed_at: row.completed_at === null ? null : Number(row.completed_at),
+    artifacts: row.artifacts as Turn['artifacts'],
+    artifacts_skipped: fromJson(row.artifacts_skipped, []),
+    subagent_id: null,
+    error: row.error === null ? null : fromJson<TurnError>(row.error, { code: 'internal_error', message: '' }),
+  }
+}
+
+/**
+ * Writes an accepted turn. `created_at` is kept strictly increasing within a session, so that
+ * the list order (created_at, id) is the order the input arrived in even within one millisecond.
+ */
+export async function insertTurn(db: Db, t: { id: string; sessionId: string; orgId: string; text: string; queuedPosition: number | null; now: number }): Promise<TurnRow> {
+  const last = await sessionTurns(db, t.sessionId).orderBy('ordinal', 'desc').limit(1).executeTakeFirst()
+  const row: TurnRow = {
+    id: t.id,
+    session_id: t.sessionId,
+    org_id: t.orgId,
+    ordinal: (last?.ordinal ?? 0) + 1,
+    status: 'working',
+    text: t.text,
+    created_at: Math.max(t.now, Number(last?.created_at ?? 0) + 1),
+    started_at: null,
+    completed_at: null,
+    error: null,
+    artifacts: null,
+    artifacts_skipped: '[]',
+    cancel_requested: 0,
+    steps: 0,
+    running_call: null,
+    queued_position: t.queuedPosition,
+  }
+  await db.insertInto('turns').values(row).execute()
+  return row
+}
+
+export async function getTurnRow(db: Db, sessionId: string, id: string): Promise<TurnRow | null> {
+  return (await sessionTurns(db, sessionId).where('id', '=', id).executeTakeFirst()) ?? null
+}
+
+export function sessionTurnsQuery(db: Db, sessionId: string) {
+  return sessionTurns(db, sessionId)
+}
+
+/** The session's working turns in queue order: the running one (started) first, then the waiting ones. */
+export async function workingTurns(db: Db, sessionId: string): Promise<TurnRow[]> {
+  return sessionTurns(db, sessionId).where('status', '=', 'working').orderBy('ordinal').execute()
+}
+
+/** False when the turn was settled (cancelled) or started meanwhile. */
+export async function markTurnStarted(db: Db, id: string, now: number): Promise<boolean> {
+  const r = await db.updateTable('turns').set({ started_at: now }).where('id', '=', id).where('started_at', 'is', null).where('status', '=', 'working').executeTakeFirst()
+  return Number(r.numUpdatedRows) > 0
+}
+
+export async function countStep(db: Db, id: string): Promise<number> {
+  const row = await db.selectFrom('turns').select('steps').where('id', '=', id).executeTakeFirstOrThrow()
+  await db.updateTable('turns').set({ steps: row.steps + 1 }).where('id', '=', id).execute()
+  return row.steps + 1
+}
+
+/** Settles a working turn; returns false when it had already settled (a settled turn never moves). */
+export async function settleTurnRow(db: Db, id: string, status: Exclude<TurnStatus, 'working'>, error: TurnError | null, now: number): Promise<boolean> {
+  const r = await db
+    .updateTable('turns')
+    .set({ status, completed_at: now, error: error ? toJson(error) : null })
+    .where('id', '=', id)
+    .where('status', '=', 'working')
+    .executeTakeFirst()
+  return Number(r.numUpdatedRows) > 0
+}
+
+export async function requestCancel(db: Db, id: string): Promise<void> {
+  await db.updateTable('turns').set({ cancel_requested: 1 }).where('id', '=', id).execute()
+}
+
+/** Sessions with a started, working turn: what a restarted service has to drive on. */
+export async function sessionsWithRunningTurns(db: Db): Promise<string[]> {
+  const rows = await db.selectFrom('turns').select('session_id').distinct().where('status', '=', 'working').execute()
+  return rows.map((r) => r.session_id)
+}
+
+export async function setRunningCall(db: Db, id: string, callId: string | null): Promise<void> {
+  await db.updateTable('turns').set({ running_call: callId }).where('id', '=', id).execute()
+}
+
+/** Deleting a session cancels its turns; nothing is left working on a session that is gone. */
+export async function cancelSessionTurns(db: Db, sessionId: string, now: number): Promise<void> {
+  await db.updateTable('turns').set({ status: 'cancelled', completed_at: now, running_call: null }).where('session_id', '=', sessionId).where('status', '=', 'working').execute()
+  await db.updateTable('pending_calls').set({ status: 'cancelled', resolved_at: now }).where('session_id', '=', sessionId).where('status', '=', 'pending').execute()
+}
