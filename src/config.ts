@@ -37,6 +37,8 @@ export type Config = {
   sandboxCpus: number
   /** Domain globs every workspace may reach through the egress proxy (plus its own allow rules). */
   sandboxAllowedDomains: string[]
+  /** Names this deployment's sandbox host resources; one running service per prefix on a host. */
+  sandboxPrefix: string
 }
 
 type Env = Record<string, string | undefined>
@@ -131,11 +133,13 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
       env.WARREN_SANDBOX_ALLOWED_DOMAINS === undefined
         ? ['registry.npmjs.org', 'pypi.org', 'files.pythonhosted.org', 'github.com', 'codeload.github.com', 'objects.githubusercontent.com']
         : list('WARREN_SANDBOX_ALLOWED_DOMAINS'),
+    sandboxPrefix: env.WARREN_SANDBOX_PREFIX || 'wr',
     ...overrides,
   }
   if (config.encryptionKey !== undefined && decodeKey(config.encryptionKey) === null) {
     problems.push('WARREN_ENCRYPTION_KEY must be 32 bytes, written as 64 hex digits or base64')
   }
+  if (!/^[a-z][a-z0-9]{0,5}$/.test(config.sandboxPrefix)) problems.push('WARREN_SANDBOX_PREFIX must be 1 to 6 lowercase letters and digits, starting with a letter')
   if (problems.length > 0) throw new Error(`Invalid configuration:\n  - ${problems.join('\n  - ')}`)
   return config
 }

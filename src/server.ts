@@ -22,7 +22,7 @@ export async function startServer(config: Config): Promise<FastifyInstance> {
   const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl })
   const bus = memoryEventBus()
   const box = secretBox(loadEncryptionKey(config))
-  const provider = await createLocalProvider()
+  const provider = await createLocalProvider({ prefix: config.sandboxPrefix })
   reportHost(provider.report())
   const workspaces = workspaceManager({ store, bus, config, box, provider })
   await workspaces.recover()

@@ -64,7 +64,9 @@ forEachDialect('workspace isolation, through HTTP', (dialect) => {
     await new Promise<void>((r) => hostService.listen(0, '0.0.0.0', r))
     t.after(() => hostService.close())
     const hostPort = (hostService.address() as net.AddressInfo).port
-    const neighbour = await probe(w(), `ip -4 -o addr show eth0 | awk '{print $4}' | cut -d/ -f1 > ip.txt\n(setsid python3 -m http.server 8000 --bind 0.0.0.0 >/dev/null 2>&1 &)\nsleep 0.5`)
+    const neighbour = await probe(w(), `ip -4 -o addr show eth0 | awk '{print $4}' | cut -d/ -f1 > ip.txt\n(setsid python3 -m http.server 8000 --bind 0.0.0.0 >/dev/null 2>&1 &)\n` +
+        // Python can take seconds to start on a loaded machine: wait until the server answers.
+        `for i in $(seq 200); do python3 -c 'import socket; socket.create_connection(("127.0.0.1", 8000), 1)' 2>/dev/null && break; sleep 0.1; done`)
     const neighbourIp = neighbour.read('ip.txt')
     // Control: the neighbour's server is up and reachable from the host (the preview path).
     const fromHost = await new Promise<boolean>((resolve) => {

@@ -10,6 +10,8 @@ export type FieldSpec = {
   required?: boolean
   minimum?: number
   maximum?: number
+  /** File content may hold any character; every other string goes to a path or a shell and may not hold NUL. */
+  anyText?: boolean
 }
 export type Fields = Record<string, FieldSpec>
 
@@ -53,7 +55,7 @@ export function checkArgs<F extends Fields>(fields: F, args: unknown): { ok: tru
     if (!typeOk(f.type, v)) return { ok: false, error: `argument "${name}" must be ${article(f.type)}, not ${v === null ? 'null' : typeof v}` }
     if (f.minimum !== undefined && (v as number) < f.minimum) return { ok: false, error: `argument "${name}" must be at least ${f.minimum}` }
     if (f.maximum !== undefined && (v as number) > f.maximum) return { ok: false, error: `argument "${name}" must be at most ${f.maximum}` }
-    if (typeof v === 'string' && v.includes('\0')) return { ok: false, error: `argument "${name}" holds a NUL byte` }
+    if (typeof v === 'string' && !f.anyText && v.includes('\0')) return { ok: false, error: `argument "${name}" holds a NUL byte` }
     out[name] = v
   }
   return { ok: true, args: out as Args<F> }

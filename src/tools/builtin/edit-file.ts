@@ -18,8 +18,8 @@ export const editFile = defineTool({
     'Replace an exact string in a file of the workspace (/workspace). `old_string` must match exactly once (include surrounding lines to make it unique) unless `replace_all` is true.',
   fields: {
     path: { type: 'string', required: true, description: 'The file, relative to /workspace or absolute under it.' },
-    old_string: { type: 'string', required: true, description: 'The exact text to replace, whitespace included.' },
-    new_string: { type: 'string', required: true, description: 'The text to put in its place.' },
+    old_string: { type: 'string', required: true, anyText: true, description: 'The exact text to replace, whitespace included.' },
+    new_string: { type: 'string', required: true, anyText: true, description: 'The text to put in its place.' },
     replace_all: { type: 'boolean', description: 'Replace every occurrence instead of exactly one. Default false.' },
   },
   async run(args, ctx) {

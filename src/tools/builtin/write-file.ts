@@ -12,7 +12,7 @@ export const writeFile = defineTool({
     'Prefer edit_file for changing part of an existing file.',
   fields: {
     path: { type: 'string', required: true, description: 'The file, relative to /workspace or absolute under it.' },
-    content: { type: 'string', required: true, description: 'The whole new content of the file.' },
+    content: { type: 'string', required: true, anyText: true, description: 'The whole new content of the file.' },
   },
   async run(args, ctx) {
     const p = workspacePath(args.path, ctx.mount)
