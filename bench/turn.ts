@@ -1,0 +1,119 @@
+// bench/turn: the service's own overhead per agent step with one `bash` call, beside the raw
+// command run through a sandbox in the same run.
+// Usage: node_modules/.bin/node bench/turn.ts [--steps N]
+//
+// The service runs as its own process (SQLite, a real bubblewrap workspace). A minimal model
+// server in this process answers every request with one `bash` tool call of the same command,
+// and stamps when each response ended and when the next request arrived: that gap holds the
+// service's work (persist the step, decide, run the tool, persist its result, load the
+// conversation, build the next request) plus the command's own run. The command's own run is
+// measured beside it, through a sandbox of the same provider. Target: p50 overhead < 20 ms.
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process'
+import fs from 'node:fs'
+import http from 'node:http'
+import os from 'node:os'
+import path from 'node:path'
+import type { AddressInfo } from 'node:net'
+import { createLocalProvider } from '../src/sandbox/local/create-local.ts'
+
+const root = path.resolve(import.meta.dirname, '..')
+const node = path.join(root, 'node_modules/.bin/node')
+const steps = Number(process.argv[process.argv.indexOf('--steps') + 1]) || 60
+const COMMAND = 'echo step >> log.txt'
+const KEY = 'sk-bench-turn-0123456789'
+
+const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]!
+const ms = (x: number) => `${x.toFixed(2)} ms`
+
+// --- the model: one bash call per request until `steps`, then a final text reply -----------
+const ended: number[] = []
+const arrived: number[] = []
+let served = 0
+const sse = (res: http.ServerResponse, chunks: unknown[]) => {
+  res.writeHead(200, { 'content-type': 'text/event-stream' })
+  for (const c of chunks) res.write(`data: ${JSON.stringify(c)}\n\n`)
+  res.end('data: [DONE]\n\n', () => ended.push(performance.now()))
+}
+const chunk = (delta: unknown, finish: string | null) => ({ id: 'c', object: 'chat.completion.chunk', created: 0, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] })
+const model = http.createServer((req, res) => {
+  arrived.push(performance.now())
+  req.resume()
+  req.on('end', () => {
+    if (req.url?.endsWith('/models')) return res.end(JSON.stringify({ object: 'list', data: [{ id: 'm', object: 'model' }] }))
+    const n = ++served
+    if (n > steps) return sse(res, [chunk({ role: 'assistant', content: 'done' }, null), chunk({}, 'stop')])
+    const call = { index: 0, id: `call_${n}`, type: 'function', function: { name: 'bash', arguments: JSON.stringify({ command: COMMAND }) } }
+    sse(res, [chunk({ role: 'assistant', content: null, tool_calls: [call] }, null), chunk({}, 'tool_calls')])
+  })
+})
+await new Promise<void>((r) => model.listen(0, '127.0.0.1', r))
+const modelUrl = `http://127.0.0.1:${(model.address() as AddressInfo).port}/v1`
+
+// --- the baseline: the same command through a sandbox of the same provider --------------------
+const rawDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-raw-'))
+fs.chmodSync(rawDir, 0o777)
+const provider = await createLocalProvider({ prefix: 'bt', uidBase: 395_000 })
+const sandbox = await provider.create({
+  id: 'bench-raw',
+  workspaceDir: rawDir,
+  workspaceMount: '/workspace',
+  env: {},
+  network: { allow: [] },
+  limits: { memoryBytes: 512 * 1024 * 1024, pids: 128, cpus: 1 },
+})
+const raw: number[] = []
+for (let i = 0; i < steps + 10; i++) {
+  const t = performance.now()
+  await sandbox.exec({ command: COMMAND })
+  if (i >= 10) raw.push(performance.now() - t)
+}
+await sandbox.destroy()
+await provider.close()
+
+// --- the service ---------------------------------------------------------------------------
+const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-turn-'))
+const env = { ...process.env, WARREN_DATA_DIR: dataDir, PORT: '0', WARREN_LOG_LEVEL: 'warn', WARREN_SANDBOX_PREFIX: 'bw' }
+const minted = JSON.parse(execFileSync(node, ['src/main.ts', 'tokens', 'create', '--org', 'bench'], { cwd: root, env }).toString())
+const headers = { authorization: `Bearer ${minted.token}`, 'content-type': 'application/json' }
+const child: ChildProcess = spawn(node, ['src/main.ts', 'serve'], { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] })
+try {
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = ''
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString()
+      const m = /(http:\/\/127\.0\.0\.1:\d+)/.exec(out)
+      if (m) resolve(m[1]!)
+    })
+    child.on('exit', (code) => reject(new Error(`warren exited with ${code}`)))
+  })
+  const post = async (p: string, body: unknown) => {
+    const r = await fetch(`${url}${p}`, { method: 'POST', headers, body: JSON.stringify(body) })
+    if (!r.ok) throw new Error(`${p}: ${r.status} ${await r.text()}`)
+    return r.json() as Promise<{ id: string }>
+  }
+  await post('/v1/model-credentials', { provider: 'openai', api_key: KEY, base_url: modelUrl, models: ['m'] })
+  const session = await post('/v1/sessions', {})
+  const turn = await post(`/v1/sessions/${session.id}/messages`, { text: 'go' })
+  for (;;) {
+    const t = (await (await fetch(`${url}/v1/sessions/${session.id}/turns/${turn.id}`, { headers })).json()) as { status: string; error: unknown }
+    if (t.status !== 'working') {
+      if (t.status !== 'completed') throw new Error(`the turn ended ${t.status}: ${JSON.stringify(t.error)}`)
+      break
+    }
+    await new Promise((r) => setTimeout(r, 50))
+  }
+  // The first gap includes the workspace's first start and the JIT warming up: skip a few.
+  const gaps = ended.slice(5, steps).map((e, i) => arrived[i + 6]! - e)
+  const rawP50 = pct(raw, 0.5)
+  const overhead = gaps.map((g) => g - rawP50)
+  console.log(`bench/turn on SQLite: ${gaps.length} agent steps, each one bash call (\`${COMMAND}\`)`)
+  console.log(`raw command in a sandbox   p50 ${ms(rawP50)}  p90 ${ms(pct(raw, 0.9))}`)
+  console.log(`response end → next request p50 ${ms(pct(gaps, 0.5))}  p90 ${ms(pct(gaps, 0.9))}`)
+  console.log(`service overhead per step   p50 ${ms(pct(overhead, 0.5))}  p90 ${ms(pct(overhead, 0.9))} (target p50 < 20 ms)`)
+  console.log(`ratio step gap / raw command: ${(pct(gaps, 0.5) / rawP50).toFixed(2)}`)
+} finally {
+  child.kill()
+  model.close()
+  fs.rmSync(dataDir, { recursive: true, force: true })
+  fs.rmSync(rawDir, { recursive: true, force: true })
+}
