@@ -1,6 +1,7 @@
 import type { Deps } from '../deps.ts'
 import { withEvents } from '../events/record-event.ts'
-import { appendConversation } from '../turns/conversation.store.ts'
+import { appendConversation, loadConversation } from '../turns/conversation.store.ts'
+import { openToolCalls } from './open-calls.ts'
 import { cancelPendingCalls } from '../turns/pending-calls.store.ts'
 import type { TurnError } from '../turns/turns.schema.ts'
 import { markTurnStarted, setRunningCall, settleTurnRow, workingTurns, type TurnRow } from '../turns/turns.store.ts'
@@ -39,6 +40,18 @@ export async function settleTurn(ctx: Ctx, turn: Pick<TurnRow, 'id' | 'session_i
     if (!(await settleTurnRow(trx, turn.id, s.status, s.status === 'failed' ? s.error : null, now))) return false
     await cancelPendingCalls(trx, turn.id, now)
     await setRunningCall(trx, turn.id, null)
+    // Every call the model made gets a result, or the next turn's request would be refused.
+    const unanswered = openToolCalls(await loadConversation(trx, turn.session_id), turn.id)
+    await appendConversation(
+      trx,
+      turn.session_id,
+      turn.id,
+      unanswered.map((c) => ({
+        role: 'tool' as const,
+        content: [{ type: 'tool-result' as const, toolCallId: c.toolCallId, toolName: c.toolName, output: { type: 'error-text' as const, value: `Not run: the turn ended (${s.status}) before this call ran.` } }],
+      })),
+      now,
+    )
     const base = { orgId: turn.org_id, sessionId: turn.session_id, turnId: turn.id }
     if (s.status === 'failed') await record({ ...base, type: 'agent.error', payload: { message: s.error.message, code: s.error.code } })
     await record({ ...base, type: 'turn.ended', payload: { turnId: turn.id } })

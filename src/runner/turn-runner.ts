@@ -79,6 +79,8 @@ export function turnRunner(deps: Pick<Deps, 'store' | 'bus' | 'config' | 'box' |
           continue
         }
         if (turn.started_at === null) {
+          // Input wakes the workspace: it comes up while the model thinks about its first step.
+          workspaces.start(sessionId)
           await beginTurn(deps, turn)
           continue
         }
