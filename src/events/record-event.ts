@@ -1,4 +1,4 @@
-import type { Db, Store } from '../db/database.ts'
+import { lockSeq, type Db, type Store } from '../db/database.ts'
 import { enqueueDeliveries } from '../webhooks/outbox.store.ts'
 import type { EventBus } from './event-bus.ts'
 import { appendEvent, type EventInput, type StoredEvent } from './events.store.ts'
@@ -8,6 +8,8 @@ export type Recorder = (event: EventInput) => Promise<StoredEvent>
 /**
  * Runs `work` in one transaction in which `record` appends events and their webhook outbox rows.
  * Listeners are woken only after the commit, so nobody reads an event that may still roll back.
+ * On PostgreSQL these transactions run one at a time (the seq lock), which is what keeps seq order
+ * equal to commit order.
  */
 export async function withEvents<T>(
   store: Store,
@@ -16,6 +18,9 @@ export async function withEvents<T>(
 ): Promise<T> {
   const recorded: StoredEvent[] = []
   const result = await store.db.transaction().execute(async (trx) => {
+    // The seq lock comes first, before any row lock: a transaction that took row locks and then
+    // waited for it could deadlock with one holding it and waiting for those rows (PostgreSQL).
+    await lockSeq(trx, store.dialect)
     const record: Recorder = async (input) => {
       const event = await appendEvent(trx, store.dialect, input)
       await enqueueDeliveries(trx, event)

@@ -76,6 +76,7 @@ export async function agentStep(ctx: Ctx, scope: TurnScope): Promise<StepResult>
     const total = convo.reduce((n, e) => n + e.tokens, 0)
     if (!force && total + overhead <= window * 0.8) return
     const plan = planCompaction(convo, budget - overhead)
+    if (!plan && total + overhead <= window && !force) return
     if (!plan || plan.after + overhead > window) {
       throw new TurnFailure({ code: 'context_length_exceeded', message: `The conversation (about ${total + overhead} tokens) does not fit the context window of ${agent.model} (${window} tokens), even compacted.` })
     }

@@ -26,28 +26,33 @@ function describe(m: ModelMessage): string | null {
   return null
 }
 
+const HEAD = "[The earlier part of this conversation was compacted to fit the model's context window. What happened, in order:]"
+const TAIL = '[End of the compacted part; the conversation continues below.]'
+
 /**
- * Plans the compaction of a conversation down to `budget` tokens: the oldest messages are replaced
+ * Plans the compaction of a conversation towards `budget` tokens: the oldest messages are replaced
  * by one message that recounts them briefly (what was asked, which tools ran, what they
  * answered), and the newest are kept whole. The cut never falls between a tool call and its
- * result. Null when nothing can be cut.
+ * result. When no cut reaches the budget, the one that saves most is planned; null when no cut
+ * saves anything.
  */
 export function planCompaction(convo: ConversationEntry[], budget: number): CompactionPlan | null {
   const before = convo.reduce((n, e) => n + e.tokens, 0)
+  const lines = convo.map((e) => describe(e.message))
   let kept = before
+  let summaryChars = HEAD.length + TAIL.length + 40
+  let best: { i: number; after: number } | null = null
   for (let i = 1; i < convo.length; i++) {
     kept -= convo[i - 1]!.tokens
+    summaryChars += (lines[i - 1]?.length ?? 0) + 1
     if (convo[i]!.message.role === 'tool') continue
-    const lines = convo.slice(0, i).map((e) => describe(e.message)).filter((l): l is string => l !== null)
-    const summary: ModelMessage = {
-      role: 'user',
-      content: `[The earlier part of this conversation was compacted to fit the model's context window. What happened, in order:]\n${lines.join('\n')}\n[End of the compacted part; the conversation continues below.]`,
-    }
-    const after = kept + estimateTokens(summary)
-    if (after <= budget || i === convo.length - 1) {
-      if (after >= before) return null
-      return { upTo: convo[i - 1]!.ordinal, summary, before, after }
-    }
+    const after = kept + Math.ceil(summaryChars / 4)
+    if (!best || after < best.after) best = { i, after }
+    if (after <= budget) break
   }
-  return null
+  if (!best) return null
+  const text = lines.slice(0, best.i).filter((l): l is string => l !== null)
+  const summary: ModelMessage = { role: 'user', content: `${HEAD}\n${text.join('\n')}\n${TAIL}` }
+  const after = convo.slice(best.i).reduce((n, e) => n + e.tokens, 0) + estimateTokens(summary)
+  return after < before ? { upTo: convo[best.i - 1]!.ordinal, summary, before, after } : null
 }

@@ -83,6 +83,9 @@ export async function runModelStep(req: StepRequest): Promise<StepResult> {
       maxOutputTokens: req.maxOutputTokens,
       maxRetries: 0,
       abortSignal: attempt.signal,
+      // Failures arrive as stream parts and are handled below; the SDK's default logs the
+      // request body, the conversation included.
+      onError: () => {},
     })
     const toolCalls: ToolCallRequest[] = []
     let text = ''
@@ -103,7 +106,10 @@ export async function runModelStep(req: StepRequest): Promise<StepResult> {
     if (stalled) throw new ProviderFailure('retryable', `The model stream sent nothing for ${Math.round(req.stallMs / 1000)} s and was abandoned.`)
     if (failure) throw classifyProviderError(failure)
     const response = await result.response
-    return { messages: response.messages as ModelMessage[], text, toolCalls, usage }
+    // Only the assistant message: the SDK answers calls it cannot parse (an unknown tool, say) with
+    // its own tool message, but every result is the runner's to give.
+    const messages = (response.messages as ModelMessage[]).filter((m) => m.role === 'assistant')
+    return { messages, text, toolCalls, usage }
   } catch (err) {
     if (req.signal.aborted) throw req.signal.reason
     if (stalled) throw new ProviderFailure('retryable', `The model stream sent nothing for ${Math.round(req.stallMs / 1000)} s and was abandoned.`)

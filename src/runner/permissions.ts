@@ -35,16 +35,18 @@ const describe = (r: PermissionRule) =>
 /**
  * Decides one call (decisions §3): the matching rules first, `deny` beating `ask` beating
  * `allow`; with no matching rule, the approval mode: `auto` runs everything, `ask` asks before
- * every writing tool, `read_only` refuses writing tools.
+ * every writing tool, `read_only` refuses writing tools (whatever the allow rules say: the mode is
+ * the session's ceiling).
  */
 export function decide(subject: CallSubject, mode: ApprovalMode, rules: PermissionRule[]): Decision {
   const hits = rules.filter((r) => matches(r, subject))
   const deny = hits.find((r) => r.decision === 'deny')
   if (deny) return { decision: 'deny', code: 'denied_by_rule', reason: `The call to ${subject.tool} is refused by the session's permission rule (${describe(deny)}).` }
+  // read_only is a ceiling, not a default: no allow rule lifts it.
+  if (subject.writes && mode === 'read_only') return { decision: 'deny', code: 'denied_read_only', reason: `The session is read-only: ${subject.tool} changes the workspace and is refused.` }
   if (hits.some((r) => r.decision === 'ask')) return { decision: 'ask' }
   if (hits.some((r) => r.decision === 'allow')) return { decision: 'allow' }
   if (!subject.writes) return { decision: 'allow' }
-  if (mode === 'read_only') return { decision: 'deny', code: 'denied_read_only', reason: `The session is read-only: ${subject.tool} changes the workspace and is refused.` }
   if (mode === 'ask') return { decision: 'ask' }
   return { decision: 'allow' }
 }

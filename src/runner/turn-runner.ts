@@ -31,6 +31,8 @@ export type TurnRunner = {
 type Stop = { stop: 'cancel' } | { stop: 'forget' } | { stop: 'close' } | { stop: 'lifetime' }
 const isStop = (v: unknown): v is Stop => typeof v === 'object' && v !== null && 'stop' in v
 
+const duration = (ms: number) => (ms < 1000 ? `${ms} ms` : `${Math.round(ms / 1000)} s`)
+
 type Driver = { controller: AbortController; again: boolean; done: Promise<void> }
 
 /**
@@ -98,7 +100,7 @@ export function turnRunner(deps: Pick<Deps, 'store' | 'bus' | 'config' | 'box' |
             if (reason.stop === 'forget' || reason.stop === 'close') return
             d.controller = new AbortController()
             if (reason.stop === 'lifetime') {
-              await settle(turn, { status: 'failed', error: { code: 'sandbox_error', message: `The workspace reached its lifetime ceiling of ${Math.round(config.workspaceLifetimeMs / 1000)} s and was reclaimed while the turn ran.` } })
+              await settle(turn, { status: 'failed', error: { code: 'sandbox_error', message: `The workspace reached its lifetime ceiling of ${duration(config.workspaceLifetimeMs)} and was reclaimed while the turn ran.` } })
             }
             continue // a cancel is settled at the top of the loop
           }
@@ -132,7 +134,9 @@ export function turnRunner(deps: Pick<Deps, 'store' | 'bus' | 'config' | 'box' |
     drivers.set(sessionId, d)
     d.done = drive(sessionId, d)
       .catch((err) => {
-        process.stderr.write(`warren: driving session ${sessionId} failed: ${(err as Error)?.stack ?? String(err)}\n`)
+        process.stderr.write(`warren: driving session ${sessionId} failed, retrying shortly: ${(err as Error)?.stack ?? String(err)}\n`)
+        // The store is the truth: a driver that died on it (a lost connection) starts over from there.
+        setTimeout(() => kick(sessionId), 1000).unref()
       })
       .finally(() => {
         if (drivers.get(sessionId) === d) drivers.delete(sessionId)
@@ -148,8 +152,8 @@ export function turnRunner(deps: Pick<Deps, 'store' | 'bus' | 'config' | 'box' |
   const sweep = async () => {
     for (const call of await expiredApprovals(store.db, Date.now())) {
       const resolved = await withEvents(store, deps.bus, async (trx, record) => {
-        if (!(await resolvePendingCall(trx, call.sessionId, call.callId, { approved: false, code: 'approval_timeout' }, Date.now()))) return false
-        const reason = `Nobody answered the approval request within ${Math.round(config.approvalTimeoutMs / 1000)} s.`
+        const reason = `Nobody answered the approval request within ${duration(config.approvalTimeoutMs)}.`
+        if (!(await resolvePendingCall(trx, call.sessionId, call.callId, { approved: false, code: 'approval_timeout', reason }, Date.now()))) return false
         await record({ orgId: call.orgId, sessionId: call.sessionId, turnId: call.turnId, type: 'approval.resolved', payload: { toolCallId: call.callId, approved: false, name: call.name, code: 'approval_timeout', reason } })
         return true
       })

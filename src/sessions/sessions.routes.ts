@@ -39,6 +39,8 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
       const row = await createSession(deps, req.auth, req.body, sourceOf(req.headers['x-warren-source']))
       // The workspace comes up in the background: the 201 only means it is owed.
       workspaces.start(row.id)
+      // An opening `input` is the session's first turn.
+      if (req.body.input !== undefined) runner.kick(row.id)
       return reply.code(201).send(await shape(row))
     },
   )

@@ -109,6 +109,11 @@ export const answerRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) =
       const { answer } = req.body
       const out = await withEvents(store, bus, async (trx, record) => {
         const { session, call } = await openCall(trx, req.auth.orgId, req.params.session_id, req.params.tool_call_id, 'question')
+        const asked = (call.args ?? {}) as { options?: unknown; allow_freeform?: unknown }
+        const options = Array.isArray(asked.options) ? asked.options.filter((o): o is string => typeof o === 'string') : []
+        if (asked.allow_freeform === false && options.length > 0 && !options.includes(answer)) {
+          throw new ApiError('invalid_request', `This question takes one of its options: ${options.map((o) => JSON.stringify(o)).join(', ')}.`)
+        }
         const now = Date.now()
         if (!(await resolvePendingCall(trx, session.id, call.callId, { answer }, now))) throw new ApiError('conflict', `The question "${call.callId}" has already been answered.`)
         await record({ ...base(call), type: 'question.answered', payload: { toolCallId: call.callId, answer } })

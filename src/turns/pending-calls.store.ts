@@ -94,6 +94,7 @@ export async function openFunctionCalls(db: Db, sessionIds: string[]): Promise<P
     .where('kind', '=', 'function')
     .where('status', '=', 'pending')
     .orderBy('created_at')
+    .orderBy('call_id')
     .execute()
   return rows.map(toPendingCall)
 }
