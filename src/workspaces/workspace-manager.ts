@@ -38,7 +38,7 @@ export type WorkspaceManager = {
   hold(sessionId: string): () => void
   /** Counts as activity (preview traffic, say). */
   touch(sessionId: string): void
-  /** Fires with the session id when its sandbox is reclaimed at the lifetime ceiling. */
+  /** Fires with the session id when its sandbox is about to be reclaimed at the lifetime ceiling. */
   readonly reclaimed: EventEmitter<{ reclaimed: [string] }>
   /** Destroys the sandbox and the workspace files (session deleted). */
   destroy(sessionId: string): Promise<void>
@@ -157,12 +157,13 @@ export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | '
     const e = entries.get(id)
     if (!e?.sandbox || e.sandbox.state !== 'running') return
     const ws = await getWorkspace(store.db, id)
+    // Told first, so that whatever runs there is stopped as cut short rather than found dead.
+    reclaimed.emit('reclaimed', id)
     await e.sandbox.destroy()
     e.sandbox = null
     e.runningSince = null
     e.usedMs = 0
     if (ws) await setState(id, ws.orgId, 'reclaimed', null, { used_ms: 0 }, 'close')
-    reclaimed.emit('reclaimed', id)
   }
 
   const tick = () => {
