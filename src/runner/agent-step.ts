@@ -11,6 +11,7 @@ import { agentInstructions } from './instructions.ts'
 import { contextWindow, languageModel, maxOutputTokens } from './language-model.ts'
 import { ProviderFailure, runModelStep, type StepResult } from './model-step.ts'
 import { recordStep } from './record-step.ts'
+import { usedCallIds, withFreshCallIds } from './call-ids.ts'
 import type { TurnScope } from './run-calls.ts'
 
 type Ctx = Pick<Deps, 'store' | 'bus' | 'config' | 'box'>
@@ -94,11 +95,14 @@ export async function agentStep(ctx: Ctx, scope: TurnScope): Promise<StepResult>
   for (let attempt = 0; ; attempt++) {
     const messages = (await loadConversation(db, turn.session_id)).map((e) => e.message)
     try {
-      const step = await runModelStep({ model, instructions, messages, tools, maxOutputTokens: maxOutputTokens(credential.provider, agent.model), signal, stallMs: ctx.config.modelStallMs, onText: transient('agent.text'), onThinking: transient('agent.thinking') })
+      const raw = await runModelStep({ model, instructions, messages, tools, maxOutputTokens: maxOutputTokens(credential.provider, agent.model), signal, stallMs: ctx.config.modelStallMs, onText: transient('agent.text'), onThinking: transient('agent.thinking') })
+      const step = withFreshCallIds(raw, await usedCallIds(db, turn.session_id))
       await recordStep(ctx, turn, step, { model: agent.model, credentialId: credential.id, isSandboxTool: (n) => toolKind(n, functions) === 'builtin' })
       return step
-    } catch (err) {
-      if (!(err instanceof ProviderFailure)) throw err
+    } catch (caught) {
+      if (!(caught instanceof ProviderFailure)) throw caught
+      // A provider may quote the key it refused; the message goes into events other tokens read.
+      const err = new ProviderFailure(caught.kind, caught.message.split(key).join('[key withheld]'), { cause: caught })
       if (err.kind === 'unauthorized') throw new TurnFailure({ code: 'provider_unauthorized', message: err.message })
       if (err.kind === 'context') {
         // The provider counts better than the estimate: compact harder, once.

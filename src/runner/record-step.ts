@@ -3,7 +3,7 @@ import type { Deps } from '../deps.ts'
 import { withEvents } from '../events/record-event.ts'
 import type { FileChange } from '../tools/builtin/builtin-tool.ts'
 import { appendConversation } from '../turns/conversation.store.ts'
-import { countStep, setRunningCall, type TurnRow } from '../turns/turns.store.ts'
+import { countStep, isWorking, setRunningCall, type TurnRow } from '../turns/turns.store.ts'
 import type { StepResult, ToolCallRequest } from './model-step.ts'
 
 type Ctx = Pick<Deps, 'store' | 'bus'>
@@ -22,6 +22,7 @@ export async function recordStep(
 ): Promise<void> {
   const now = Date.now()
   await withEvents(ctx.store, ctx.bus, async (trx, record) => {
+    if (!(await isWorking(trx, turn.id))) return
     await appendConversation(trx, turn.session_id, turn.id, step.messages, now)
     const n = await countStep(trx, turn.id)
     await trx
@@ -64,6 +65,8 @@ export async function recordCallResult(ctx: Ctx, turn: TurnRow, call: ToolCallRe
     content: [{ type: 'tool-result', toolCallId: call.toolCallId, toolName: call.toolName, output: r.isError ? { type: 'error-text', value: r.output } : { type: 'text', value: r.output } }],
   }
   await withEvents(ctx.store, ctx.bus, async (trx, record) => {
+    // The turn may have been settled meanwhile (its session deleted): a settled turn never changes.
+    if (!(await isWorking(trx, turn.id))) return
     for (const e of r.events ?? []) await record({ ...base(turn), type: e.type, payload: e.payload })
     await appendConversation(trx, turn.session_id, turn.id, [message], Date.now())
     await setRunningCall(trx, turn.id, null)

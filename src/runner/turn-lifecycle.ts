@@ -2,6 +2,7 @@ import type { Deps } from '../deps.ts'
 import { withEvents } from '../events/record-event.ts'
 import { appendConversation, loadConversation } from '../turns/conversation.store.ts'
 import { openToolCalls } from './open-calls.ts'
+import { undeliveredSteers } from '../turns/steers.store.ts'
 import { cancelPendingCalls } from '../turns/pending-calls.store.ts'
 import type { TurnError } from '../turns/turns.schema.ts'
 import { markTurnStarted, setRunningCall, settleTurnRow, workingTurns, type TurnRow } from '../turns/turns.store.ts'
@@ -32,11 +33,13 @@ export type Settlement = { status: 'completed' } | { status: 'cancelled' } | { s
 /**
  * Settles a turn once: its row, `turn.ended`, the webhook's `turn.completed` or `turn.failed`,
  * anything it still waited on cancelled, and the session's status when no other turn follows.
- * Returns false when the turn had already settled.
+ * Returns false when the turn had already settled, or when text was steered into a completing turn.
  */
 export async function settleTurn(ctx: Ctx, turn: Pick<TurnRow, 'id' | 'session_id' | 'org_id'>, s: Settlement): Promise<boolean> {
   const now = Date.now()
   return withEvents(ctx.store, ctx.bus, async (trx, record) => {
+    // Text steered in since the driver last looked keeps a completing turn open for one more step.
+    if (s.status === 'completed' && (await undeliveredSteers(trx, turn.id)).length > 0) return false
     if (!(await settleTurnRow(trx, turn.id, s.status, s.status === 'failed' ? s.error : null, now))) return false
     await cancelPendingCalls(trx, turn.id, now)
     await setRunningCall(trx, turn.id, null)

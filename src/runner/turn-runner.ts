@@ -8,6 +8,7 @@ import { expiredApprovals, resolvePendingCall } from '../turns/pending-calls.sto
 import { undeliveredSteers } from '../turns/steers.store.ts'
 import { requestCancel, sessionsWithRunningTurns, workingTurns, type TurnRow } from '../turns/turns.store.ts'
 import { SandboxPathError, SandboxUnavailableError } from '../sandbox/sandbox.ts'
+import { isStoreUnreachable } from '../db/database.ts'
 import { agentStep, TurnFailure } from './agent-step.ts'
 import { openToolCalls } from './open-calls.ts'
 import { handleOpenCalls, type TurnScope } from './run-calls.ts'
@@ -28,12 +29,13 @@ export type TurnRunner = {
 }
 
 /** Why a turn's work was cut: each reason settles differently. */
-type Stop = { stop: 'cancel' } | { stop: 'forget' } | { stop: 'close' } | { stop: 'lifetime' }
+type Stop = { stop: 'cancel' | 'lifetime'; turnId: string } | { stop: 'forget' | 'close'; turnId?: undefined }
 const isStop = (v: unknown): v is Stop => typeof v === 'object' && v !== null && 'stop' in v
 
 const duration = (ms: number) => (ms < 1000 ? `${ms} ms` : `${Math.round(ms / 1000)} s`)
 
-type Driver = { controller: AbortController; again: boolean; done: Promise<void> }
+/** `current`: the started turn being driven now, which an abort is aimed at. */
+type Driver = { controller: AbortController; again: boolean; done: Promise<void>; current: string | null }
 
 /**
  * Drives turns. One driver per session at a time runs its working turns in order, one model step
@@ -45,6 +47,7 @@ export function turnRunner(deps: Pick<Deps, 'store' | 'bus' | 'config' | 'box' |
   const { store, config, workspaces } = deps
   const drivers = new Map<string, Driver>()
   const seen = new Map<string, Map<string, string>>()
+  const seenBy = new Map<string, string>()
   let closing = false
 
   const failureOf = (err: unknown): Settlement => {
@@ -76,8 +79,11 @@ export function turnRunner(deps: Pick<Deps, 'store' | 'bus' | 'config' | 'box' |
         d.again = false
         const [turn] = await workingTurns(store.db, sessionId)
         if (!turn) return
+        // An abort meant for an earlier turn (it settled meanwhile) must not cut this one.
+        const pending = d.controller.signal.reason as Stop | undefined
+        if (d.controller.signal.aborted && pending?.turnId !== turn.id && pending?.stop !== 'forget' && pending?.stop !== 'close') d.controller = new AbortController()
         if (turn.cancel_requested) {
-          await settleTurn(deps, turn, { status: 'cancelled' })
+          await settle(turn, { status: 'cancelled' })
           continue
         }
         if (turn.started_at === null) {
@@ -89,14 +95,15 @@ export function turnRunner(deps: Pick<Deps, 'store' | 'bus' | 'config' | 'box' |
         const session = await getSessionRowById(store.db, sessionId)
         if (!session) return
         const agent = fromJson<StoredAgent>(session.agent, {} as StoredAgent)
-        if (!seen.has(turn.id)) seen.set(turn.id, new Map())
+        if (!seen.has(turn.id)) (seen.set(turn.id, new Map()), seenBy.set(turn.id, sessionId))
+        d.current = turn.id
         const scope: TurnScope = { turn, agent, signal: d.controller.signal, seen: seen.get(turn.id)! }
         let outcome: 'parked' | 'continue' | 'done'
         try {
           outcome = await advance(scope)
         } catch (err) {
           const reason = d.controller.signal.aborted ? d.controller.signal.reason : null
-          if (isStop(reason)) {
+          if (isStop(reason) && (reason.turnId === turn.id || reason.stop === 'forget' || reason.stop === 'close')) {
             if (reason.stop === 'forget' || reason.stop === 'close') return
             d.controller = new AbortController()
             if (reason.stop === 'lifetime') {
@@ -104,6 +111,8 @@ export function turnRunner(deps: Pick<Deps, 'store' | 'bus' | 'config' | 'box' |
             }
             continue // a cancel is settled at the top of the loop
           }
+          // A store that cannot be reached fails nothing: the driver starts over from the store.
+          if (isStoreUnreachable(err)) throw err
           await settle(turn, failureOf(err))
           continue
         }
@@ -111,6 +120,7 @@ export function turnRunner(deps: Pick<Deps, 'store' | 'bus' | 'config' | 'box' |
           if (!d.again) return
           continue
         }
+        // A steer that arrived meanwhile keeps the turn open (settleTurn checks, in its transaction).
         if (outcome === 'done') await settle(turn, { status: 'completed' })
       }
     } finally {
@@ -119,8 +129,10 @@ export function turnRunner(deps: Pick<Deps, 'store' | 'bus' | 'config' | 'box' |
   }
 
   async function settle(turn: TurnRow, s: Settlement): Promise<void> {
-    seen.delete(turn.id)
-    await settleTurn(deps, turn, s)
+    if (await settleTurn(deps, turn, s)) {
+      seen.delete(turn.id)
+      seenBy.delete(turn.id)
+    }
   }
 
   function kick(sessionId: string): void {
@@ -130,7 +142,7 @@ export function turnRunner(deps: Pick<Deps, 'store' | 'bus' | 'config' | 'box' |
       running.again = true
       return
     }
-    const d: Driver = { controller: new AbortController(), again: false, done: Promise.resolve() }
+    const d: Driver = { controller: new AbortController(), again: false, done: Promise.resolve(), current: null }
     drivers.set(sessionId, d)
     d.done = drive(sessionId, d)
       .catch((err) => {
@@ -145,7 +157,10 @@ export function turnRunner(deps: Pick<Deps, 'store' | 'bus' | 'config' | 'box' |
       })
   }
 
-  const onReclaimed = (sessionId: string) => drivers.get(sessionId)?.controller.abort({ stop: 'lifetime' } satisfies Stop)
+  const onReclaimed = (sessionId: string) => {
+    const d = drivers.get(sessionId)
+    if (d?.current) d.controller.abort({ stop: 'lifetime', turnId: d.current } satisfies Stop)
+  }
   workspaces.reclaimed.on('reclaimed', onReclaimed)
 
   // Approvals nobody answered in time are refused with approval_timeout.
@@ -177,11 +192,12 @@ export function turnRunner(deps: Pick<Deps, 'store' | 'bus' | 'config' | 'box' |
       }
       const d = drivers.get(sessionId)
       if (!d) return kick(sessionId)
-      if (target.started_at !== null) d.controller.abort({ stop: 'cancel' } satisfies Stop)
+      if (target.started_at !== null) d.controller.abort({ stop: 'cancel', turnId } satisfies Stop)
       d.again = true
     },
     forget(sessionId) {
       drivers.get(sessionId)?.controller.abort({ stop: 'forget' } satisfies Stop)
+      for (const [t, s] of seenBy) if (s === sessionId) (seen.delete(t), seenBy.delete(t))
     },
     async settled(sessionId) {
       while (drivers.has(sessionId)) await drivers.get(sessionId)!.done

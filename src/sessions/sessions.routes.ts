@@ -105,7 +105,10 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
         const row = await getSessionRow(trx, req.auth.orgId, id)
         if (!row) throw notFound('session', id)
         await markSessionDeleted(trx, id, Date.now())
-        await cancelSessionTurns(trx, id, Date.now())
+        for (const t of await cancelSessionTurns(trx, id, Date.now())) {
+          await record({ orgId: req.auth.orgId, sessionId: id, turnId: t.id, type: 'turn.ended', payload: { turnId: t.id } })
+          await record({ orgId: req.auth.orgId, sessionId: id, turnId: t.id, type: 'turn.failed', payload: { session_id: id, turn_id: t.id, status: 'cancelled' } })
+        }
         await deleteSeedFiles(trx, id)
         await record({ orgId: req.auth.orgId, sessionId: id, type: 'session.deleted', payload: { session_id: id } })
       })

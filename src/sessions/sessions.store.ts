@@ -120,7 +120,7 @@ export async function markSessionDeleted(db: Db, id: string, now: number): Promi
 /**
  * The wire shape. Tools come back in the vocabulary they were sent in, credentials withheld; a
  * session that named none shows the deployment's default set. `required_actions` comes from the
- * open function calls (see withRequiredActions), not from events.
+ * open function calls (requiredActionsOf), not from events.
  */
 export function toSession(row: SessionRow, defaultTools: ToolEntry[], requiredActions: RequiredAction[] = []): Session {
   const env = fromJson<StoredEnvironment>(row.environment, {} as StoredEnvironment)

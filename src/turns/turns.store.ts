@@ -103,7 +103,14 @@ export async function setRunningCall(db: Db, id: string, callId: string | null):
 }
 
 /** Deleting a session cancels its turns; nothing is left working on a session that is gone. */
-export async function cancelSessionTurns(db: Db, sessionId: string, now: number): Promise<void> {
+export async function cancelSessionTurns(db: Db, sessionId: string, now: number): Promise<TurnRow[]> {
+  const working = await workingTurns(db, sessionId)
   await db.updateTable('turns').set({ status: 'cancelled', completed_at: now, running_call: null }).where('session_id', '=', sessionId).where('status', '=', 'working').execute()
   await db.updateTable('pending_calls').set({ status: 'cancelled', resolved_at: now }).where('session_id', '=', sessionId).where('status', '=', 'pending').execute()
+  return working
+}
+
+/** Whether the turn still takes writes: a settled turn never changes again. */
+export async function isWorking(db: Db, id: string): Promise<boolean> {
+  return (await db.selectFrom('turns').select('status').where('id', '=', id).executeTakeFirst())?.status === 'working'
 }

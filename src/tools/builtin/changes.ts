@@ -1,6 +1,7 @@
 import type { FileChange, ToolContext } from './builtin-tool.ts'
+import { sizeOnHost } from './host-size.ts'
 import { unifiedDiff } from './diff.ts'
-import { diffable } from './text.ts'
+import { diffable, MAX_DIFF_SOURCE } from './text.ts'
 import type { SnapshotChange } from './workspace-snapshot.ts'
 
 /** Most files of one bash call read back for a diff: a build writing thousands gets kinds only. */
@@ -43,6 +44,13 @@ export async function bashChanges(ctx: ToolContext, found: SnapshotChange[]): Pr
     const old = ctx.seen.get(path)
     if ((kind === 'modified' && old === undefined) || diffed >= MAX_DIFFED) {
       // Whatever the turn saw of it is stale now.
+      ctx.seen.delete(path)
+      out.push({ path, kind })
+      continue
+    }
+    const size = await sizeOnHost(ctx, path)
+    if (size === null || size > MAX_DIFF_SOURCE) {
+      // Too large to diff: never read a file of gigabytes into the service for nothing.
       ctx.seen.delete(path)
       out.push({ path, kind })
       continue

@@ -31,7 +31,7 @@ export function defineTool<const F extends Fields>(d: Definition<F>): BuiltinToo
       } catch (err) {
         if (err instanceof SandboxPathError) return failed(`Refused: ${err.message}.`, 'refused')
         const code = (err as NodeJS.ErrnoException)?.code
-        if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return failed(`${d.name} failed: ${(err as Error).message}`, `failed (${code})`)
+        if (typeof code === 'string' && /^(E[A-Z]+|ERR_FS_[A-Z_]+)$/.test(code)) return failed(`${d.name} failed: ${(err as Error).message}`, `failed (${code})`)
         throw err
       }
     },

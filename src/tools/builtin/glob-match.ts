@@ -1,5 +1,8 @@
 import path from 'node:path'
-import { globToRegExp } from '../../shared/glob.ts'
+import { compileGlob } from '../../shared/glob.ts'
+
+/** More alternatives than this is not a file pattern but an attempt to exhaust the service. */
+const MAX_ALTERNATIVES = 64
 
 /**
  * `{a,b}` alternatives, expanded into separate patterns (one level, no nesting): models write
@@ -10,7 +13,14 @@ export function expandBraces(pattern: string): string[] {
   if (!m) return [pattern]
   const head = pattern.slice(0, m.index)
   const tail = pattern.slice(m.index + m[0].length)
-  return m[1]!.split(',').flatMap((alt) => expandBraces(`${head}${alt}${tail}`))
+  const out: string[] = []
+  for (const alt of m[1]!.split(',')) {
+    for (const p of expandBraces(`${head}${alt}${tail}`)) {
+      if (out.length >= MAX_ALTERNATIVES) return out
+      out.push(p)
+    }
+  }
+  return out
 }
 
 /**
@@ -20,10 +30,10 @@ export function expandBraces(pattern: string): string[] {
  */
 export function globMatcher(pattern: string): (relPath: string) => boolean {
   const tests = expandBraces(pattern.replace(/^(\.\/)+/, '')).map((p) => {
-    const full = globToRegExp(p)
-    const top = p.startsWith('**/') ? globToRegExp(p.slice(3)) : null
+    const full = compileGlob(p)
+    const top = p.startsWith('**/') ? compileGlob(p.slice(3)) : null
     const byName = !p.includes('/')
-    return (rel: string) => full.test(rel) || (top?.test(rel) ?? false) || (byName && full.test(path.posix.basename(rel)))
+    return (rel: string) => full(rel) || (top?.(rel) ?? false) || (byName && full(path.posix.basename(rel)))
   })
   return (rel) => tests.some((t) => t(rel))
 }

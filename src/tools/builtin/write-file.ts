@@ -1,8 +1,9 @@
 import { failed } from './args.ts'
+import { sizeOnHost } from './host-size.ts'
 import { fileChange } from './changes.ts'
 import { defineTool } from './define.ts'
 import { workspacePath } from './paths.ts'
-import { diffable, plural } from './text.ts'
+import { diffable, MAX_DIFF_SOURCE, plural } from './text.ts'
 
 export const writeFile = defineTool({
   name: 'write_file',
@@ -20,7 +21,11 @@ export const writeFile = defineTool({
     if (p.path === '') return failed(`${args.path} is the workspace folder, not a file.`, 'not a file')
     const rel = p.path
     // Read first: the old text gives the diff, and a refused path (a link) is refused before any write.
-    const old = await ctx.sandbox.readFile(rel)
+    // A huge file is replaced without reading it back: there would be no diff of it anyway.
+    const oldSize = await sizeOnHost(ctx, rel)
+    const huge = oldSize !== null && oldSize > MAX_DIFF_SOURCE
+    const old = huge ? null : await ctx.sandbox.readFile(rel)
+    const existed = huge || old !== null
     const next = Buffer.from(args.content, 'utf8')
     await ctx.sandbox.writeFile(rel, next)
     const size = plural(next.length, 'byte')
@@ -28,8 +33,8 @@ export const writeFile = defineTool({
       return { output: `${rel} already had this content (${size}); nothing changed.`, isError: false, summary: `wrote ${rel} (unchanged)`, changes: [] }
     }
     const oldText = old && diffable(old) ? old.toString('utf8') : null
-    const change = fileChange(ctx, rel, oldText, old === null, next)
-    const verb = old === null ? 'created' : 'wrote'
-    return { output: `${old === null ? 'Created' : 'Wrote'} ${rel} (${size}).`, isError: false, summary: `${verb} ${rel} (${size})`, changes: [change] }
+    const change = fileChange(ctx, rel, oldText, !existed, next)
+    const verb = existed ? 'wrote' : 'created'
+    return { output: `${existed ? 'Wrote' : 'Created'} ${rel} (${size}).`, isError: false, summary: `${verb} ${rel} (${size})`, changes: [change] }
   },
 })
