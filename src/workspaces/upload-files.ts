@@ -1,6 +1,7 @@
 import { ApiError } from '../errors.ts'
 import type { DecodedFile } from '../files/decode-files.ts'
 import { SandboxPathError, type Sandbox } from '../sandbox/sandbox.ts'
+import { quote } from '../shared/sh-quote.ts'
 
 /**
  * Writes every file or none: each path is checked inside the workspace (a symlink the agent
@@ -18,7 +19,7 @@ export async function uploadFiles(sandbox: Sandbox, files: DecodedFile[]): Promi
   } catch (err) {
     for (const u of undo.reverse()) {
       if (u.before) await sandbox.writeFile(u.path, u.before).catch(() => {})
-      else await sandbox.exec({ command: `rm -f -- '${u.path.replace(/'/g, `'\\''`)}'`, timeoutMs: 10_000 }).catch(() => {})
+      else await sandbox.exec({ command: `rm -f -- ${quote(u.path)}`, timeoutMs: 10_000 }).catch(() => {})
     }
     if (err instanceof SandboxPathError) throw new ApiError('invalid_request', err.message)
     throw err

@@ -1,6 +1,6 @@
 import fs from 'node:fs'
 import path from 'node:path'
-import { quote } from './sh-quote.ts'
+import { quote } from '../../shared/sh-quote.ts'
 
 /** Absolute paths of the host programs the local provider runs (found by host-check). */
 export type Tools = {

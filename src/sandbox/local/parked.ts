@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import type { Readable } from 'node:stream'
 import { WRAPPER_ENV } from './bubblewrap.ts'
-import { quote } from './sh-quote.ts'
+import { quote } from '../../shared/sh-quote.ts'
 
 /**
  * A root shell started ahead of need, already inside its cgroups, waiting on stdin for the

@@ -1,4 +1,5 @@
 import path from 'node:path'
+import { quote } from '../../shared/sh-quote.ts'
 import { StringDecoder } from 'node:string_decoder'
 import { failed } from './args.ts'
 import { defineTool } from './define.ts'
@@ -10,9 +11,6 @@ const MAX_MATCHES = 500
 const MAX_CHARS = 30_000
 const MAX_LINE = 500
 const TIMEOUT_MS = 60_000
-
-/** Single quotes for sh: safe for every byte but NUL, which the argument check refuses. */
-const q = (s: string) => `'${s.replace(/'/g, `'"'"'`)}'`
 
 /**
  * GNU grep inside the sandbox (ripgrep is not there): it reads files as the sandbox's uid, never
@@ -36,14 +34,14 @@ export const grep = defineTool({
     const rel = p.path
     const globs = args.glob ? expandBraces(args.glob) : []
     // --include sees base names only; the full glob is checked below on the names grep prints.
-    const includes = globs.map((g) => `--include=${q(g.slice(g.lastIndexOf('/') + 1))}`)
+    const includes = globs.map((g) => `--include=${quote(g.slice(g.lastIndexOf('/') + 1))}`)
     const match = args.glob ? globMatcher(args.glob) : null
     const command = [
       'grep -rnHIZE --color=never --exclude-dir=.git --exclude-dir=node_modules',
       ...includes,
-      `-e ${q(args.pattern)}`,
+      `-e ${quote(args.pattern)}`,
       // No operand searches the working folder and prints names without a `./` prefix.
-      ...(rel === '' ? [] : ['--', q(rel)]),
+      ...(rel === '' ? [] : ['--', quote(rel)]),
     ].join(' ')
     const lines: string[] = []
     let chars = 0
