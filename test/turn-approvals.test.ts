@@ -84,6 +84,28 @@ forEachDialect('turn approvals and permissions', (dialect) => {
     expectError(await org.call('POST', `/v1/sessions/${s.id}/approvals/call_w2`, { approved: true }), 409, 'conflict')
   })
 
+  it('a tool-call id the model repeats (as some OpenAI-compatible servers do) never finds the earlier call’s approval', async (t) => {
+    const org = await newOrg(w(), t)
+    const s = await createSession(org, { agent: { model: 'm1', approval_mode: 'ask' } })
+    const dir = w().workspaces.workspaceDir(s.id)
+    org.fake.script(
+      { toolCalls: [{ id: 'dup', name: 'write_file', args: { path: 'a.txt', content: 'a\n' } }] },
+      { toolCalls: [{ id: 'dup', name: 'write_file', args: { path: 'b.txt', content: 'b\n' } }] },
+      { text: 'done' },
+    )
+    const turn = await send(org, s.id, 'write a then b')
+    await waitForEvent(org, s.id, 'approval.requested', (d) => d.toolCallId === 'dup')
+    assert.equal((await org.call('POST', `/v1/sessions/${s.id}/approvals/dup`, { approved: true })).statusCode, 200)
+    const second = await waitForEvent(org, s.id, 'approval.requested', (d) => d.toolCallId !== 'dup')
+    assert.equal(fs.existsSync(path.join(dir, 'b.txt')), false, 'the repeated id asked again instead of reusing the first approval')
+    assert.deepEqual(second.args, { path: 'b.txt', content: 'b\n' })
+    assert.equal((await org.call('POST', `/v1/sessions/${s.id}/approvals/${second.toolCallId}`, { approved: true })).statusCode, 200)
+    assert.equal((await settledTurn(org, s.id, turn.id)).status, 'completed')
+    assert.equal(fs.readFileSync(path.join(dir, 'b.txt'), 'utf8'), 'b\n')
+    // The model is handed back the id it is answered under.
+    assert.ok(resultOf(org.fake.modelRequests[2]!, second.toolCallId as string))
+  })
+
   it('read_only: writing tools are refused with denied_read_only without asking; reads run', async (t) => {
     const org = await newOrg(w(), t)
     const s = await createSession(org, { agent: { model: 'm1', approval_mode: 'read_only' }, environment: { files: [{ path: 'seed.txt', content: b64('seeded line\n') }] } })

@@ -11,7 +11,7 @@ import { agentInstructions } from './instructions.ts'
 import { contextWindow, languageModel, maxOutputTokens } from './language-model.ts'
 import { ProviderFailure, runModelStep, type StepResult } from './model-step.ts'
 import { recordStep } from './record-step.ts'
-import { usedCallIds, withFreshCallIds } from './call-ids.ts'
+import { takenCallIds, withFreshCallIds } from './call-ids.ts'
 import type { TurnScope } from './run-calls.ts'
 
 type Ctx = Pick<Deps, 'store' | 'bus' | 'config' | 'box'>
@@ -96,7 +96,7 @@ export async function agentStep(ctx: Ctx, scope: TurnScope): Promise<StepResult>
     const messages = (await loadConversation(db, turn.session_id)).map((e) => e.message)
     try {
       const raw = await runModelStep({ model, instructions, messages, tools, maxOutputTokens: maxOutputTokens(credential.provider, agent.model), signal, stallMs: ctx.config.modelStallMs, onText: transient('agent.text'), onThinking: transient('agent.thinking') })
-      const step = withFreshCallIds(raw, await usedCallIds(db, turn.session_id))
+      const step = withFreshCallIds(raw, await takenCallIds(db, turn.session_id, raw.toolCalls.map((c) => c.toolCallId)))
       await recordStep(ctx, turn, step, { model: agent.model, credentialId: credential.id, isSandboxTool: (n) => toolKind(n, functions) === 'builtin' })
       return step
     } catch (caught) {

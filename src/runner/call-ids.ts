@@ -1,43 +1,54 @@
 import type { Db } from '../db/database.ts'
 import { randomText } from '../shared/ids.ts'
-import { fromJson } from '../shared/json.ts'
 import type { StepResult } from './model-step.ts'
 
-/** Every tool-call id the session's model has used: answers and approvals are keyed by them. */
-export async function usedCallIds(db: Db, sessionId: string): Promise<Set<string>> {
-  const used = new Set<string>()
-  const pending = await db.selectFrom('pending_calls').select('call_id').where('session_id', '=', sessionId).execute()
-  for (const p of pending) used.add(p.call_id)
-  const rows = await db.selectFrom('conversation').select('message').where('session_id', '=', sessionId).where('role', '=', 'assistant').execute()
-  for (const r of rows) {
-    const m = fromJson<{ content?: unknown }>(r.message, {})
-    if (Array.isArray(m.content)) for (const p of m.content as { type?: string; toolCallId?: string }[]) if (p.type === 'tool-call' && p.toolCallId) used.add(p.toolCallId)
-  }
-  return used
+/**
+ * Which of these tool-call ids the session already holds a row for (an approval, a question, a
+ * caller's function): those rows are keyed by the id, so a repeated id would find the earlier
+ * call's answer. Elsewhere a repeat is harmless: a step's results are matched only after its own
+ * assistant message.
+ */
+export async function takenCallIds(db: Db, sessionId: string, ids: string[]): Promise<Set<string>> {
+  if (ids.length === 0) return new Set()
+  const rows = await db.selectFrom('pending_calls').select('call_id').where('session_id', '=', sessionId).where('call_id', 'in', ids).execute()
+  return new Set(rows.map((r) => r.call_id))
 }
 
 /**
- * Some OpenAI-compatible servers number their tool calls `call_0`, `call_1` … on every step. An id
- * used before in the session would find the earlier call's approval or answer, so a repeated one
- * is replaced, in the message sent back to the model too (providers accept whatever id they are
- * given back). Ids the provider made unique pass unchanged.
+ * Some OpenAI-compatible servers number their tool calls `call_0`, `call_1` … on every step. A
+ * call whose id is taken, or repeats an earlier call of the same step, gets a fresh one, in the
+ * message sent back to the model too (providers accept whatever id they are given back). Ids the
+ * provider made unique pass unchanged.
  */
-export function withFreshCallIds(step: StepResult, used: Set<string>): StepResult {
-  const renamed = new Map<string, string>()
+export function withFreshCallIds(step: StepResult, taken: Set<string>): StepResult {
+  const used = new Set(taken)
+  // The final id of each occurrence, in order: the message's tool-call parts come in the same order.
+  const finalIds = new Map<string, string[]>()
+  let renamed = false
   for (const c of step.toolCalls) {
-    if (!used.has(c.toolCallId) && !renamed.has(c.toolCallId)) {
-      used.add(c.toolCallId)
-      continue
+    let id = c.toolCallId
+    if (used.has(id)) {
+      id = `call_${randomText(20)}`
+      renamed = true
     }
-    renamed.set(c.toolCallId, `call_${randomText(20)}`)
+    used.add(id)
+    finalIds.set(c.toolCallId, [...(finalIds.get(c.toolCallId) ?? []), id])
   }
-  if (renamed.size === 0) return step
-  const rename = (id: string) => renamed.get(id) ?? id
+  if (!renamed) return step
+  const next = (original: string, seen: Map<string, number>) => {
+    const n = seen.get(original) ?? 0
+    seen.set(original, n + 1)
+    return finalIds.get(original)?.[n] ?? original
+  }
+  const inCalls = new Map<string, number>()
+  const inMessages = new Map<string, number>()
   return {
     ...step,
-    toolCalls: step.toolCalls.map((c) => ({ ...c, toolCallId: rename(c.toolCallId) })),
+    toolCalls: step.toolCalls.map((c) => ({ ...c, toolCallId: next(c.toolCallId, inCalls) })),
     messages: step.messages.map((m) =>
-      m.role === 'assistant' && Array.isArray(m.content) ? { ...m, content: m.content.map((p) => (p.type === 'tool-call' ? { ...p, toolCallId: rename(p.toolCallId) } : p)) } : m,
+      m.role === 'assistant' && Array.isArray(m.content)
+        ? { ...m, content: m.content.map((p) => (p.type === 'tool-call' ? { ...p, toolCallId: next(p.toolCallId, inMessages) } : p)) }
+        : m,
     ),
   }
 }
