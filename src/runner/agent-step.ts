@@ -1,6 +1,8 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import type { Deps } from '../deps.ts'
 import { withEvents } from '../events/record-event.ts'
 import { getCredential, getCredentialKey } from '../models/models.store.ts'
+import type { ModelMessage } from 'ai'
 import { appendConversation, compactConversation, estimateTokens, loadConversation } from '../turns/conversation.store.ts'
 import { markSteersDelivered, undeliveredSteers } from '../turns/steers.store.ts'
 import type { TurnError } from '../turns/turns.schema.ts'
@@ -24,20 +26,6 @@ export class TurnFailure extends Error {
     this.error = error
   }
 }
-
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason)
-    const t = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort)
-      resolve()
-    }, ms)
-    const onAbort = () => {
-      clearTimeout(t)
-      reject(signal.reason)
-    }
-    signal.addEventListener('abort', onAbort, { once: true })
-  })
 
 /**
  * One model step of a turn: steered text joins the conversation, the conversation is compacted
@@ -72,12 +60,14 @@ export async function agentStep(ctx: Ctx, scope: TurnScope): Promise<StepResult>
   const overhead = estimateTokens(instructions) + estimateTokens(Object.entries(tools).map(([n, t]) => [n, t.description, t.inputSchema]))
   const model = languageModel(credential, key, agent.model)
 
-  const compact = async (budget: number, force: boolean): Promise<void> => {
+  /** The conversation to send, compacted first when it nears the window (or when `force`d). */
+  const compact = async (budget: number, force: boolean): Promise<ModelMessage[]> => {
     const convo = await loadConversation(db, turn.session_id)
     const total = convo.reduce((n, e) => n + e.tokens, 0)
-    if (!force && total + overhead <= window * 0.8) return
+    const asIs = () => convo.map((e) => e.message)
+    if (!force && total + overhead <= window * 0.8) return asIs()
     const plan = planCompaction(convo, budget - overhead)
-    if (!plan && total + overhead <= window && !force) return
+    if (!plan && total + overhead <= window && !force) return asIs()
     if (!plan || plan.after + overhead > window) {
       throw new TurnFailure({ code: 'context_length_exceeded', message: `The conversation (about ${total + overhead} tokens) does not fit the context window of ${agent.model} (${window} tokens), even compacted.` })
     }
@@ -85,15 +75,15 @@ export async function agentStep(ctx: Ctx, scope: TurnScope): Promise<StepResult>
       await compactConversation(trx, turn.session_id, plan.upTo, plan.summary, Date.now())
       await record({ orgId: turn.org_id, sessionId: turn.session_id, turnId: turn.id, type: 'agent.compaction', payload: { before: plan.before + overhead, after: plan.after + overhead } })
     })
+    return (await loadConversation(db, turn.session_id)).map((e) => e.message)
   }
 
-  await compact(Math.floor(window * 0.5), false)
+  let messages = await compact(Math.floor(window * 0.5), false)
   const transient = (type: string) => (delta: string) =>
     ctx.bus.publish({ orgId: turn.org_id, sessionId: turn.session_id, turnId: turn.id, type, createdAt: Date.now(), payload: { delta } })
   const delays = ctx.config.providerRetryDelaysMs
   let compactedForProvider = false
   for (let attempt = 0; ; attempt++) {
-    const messages = (await loadConversation(db, turn.session_id)).map((e) => e.message)
     try {
       const raw = await runModelStep({ model, instructions, messages, tools, maxOutputTokens: maxOutputTokens(credential.provider, agent.model), signal, stallMs: ctx.config.modelStallMs, onText: transient('agent.text'), onThinking: transient('agent.thinking') })
       const step = withFreshCallIds(raw, await takenCallIds(db, turn.session_id, raw.toolCalls.map((c) => c.toolCallId)))
@@ -108,14 +98,14 @@ export async function agentStep(ctx: Ctx, scope: TurnScope): Promise<StepResult>
         // The provider counts better than the estimate: compact harder, once.
         if (compactedForProvider) throw new TurnFailure({ code: 'context_length_exceeded', message: err.message })
         compactedForProvider = true
-        await compact(Math.floor(window * 0.3), true)
+        messages = await compact(Math.floor(window * 0.3), true)
         continue
       }
       if (err.kind === 'fatal' || attempt >= delays.length) {
         const tries = attempt + 1
         throw new TurnFailure({ code: 'provider_error', message: `${err.message}${err.kind === 'retryable' ? ` (gave up after ${tries} attempt${tries === 1 ? '' : 's'})` : ''}` })
       }
-      await sleep(delays[attempt]!, signal)
+      await sleep(delays[attempt]!, undefined, { signal })
     }
   }
 }
