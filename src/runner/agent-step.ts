@@ -6,6 +6,7 @@ import type { ModelMessage } from 'ai'
 import { appendConversation, compactConversation, estimateTokens, loadConversation } from '../turns/conversation.store.ts'
 import { markSteersDelivered, undeliveredSteers } from '../turns/steers.store.ts'
 import type { TurnError } from '../turns/turns.schema.ts'
+import { turnEventScope } from '../turns/turns.store.ts'
 import { WORKSPACE_MOUNT } from '../workspaces/workspace-manager.ts'
 import { functionEntries, offeredTools, toolKind } from './agent-tools.ts'
 import { planCompaction } from './compaction.ts'
@@ -73,14 +74,14 @@ export async function agentStep(ctx: Ctx, scope: TurnScope): Promise<StepResult>
     }
     await withEvents(ctx.store, ctx.bus, async (trx, record) => {
       await compactConversation(trx, turn.session_id, plan.upTo, plan.summary, Date.now())
-      await record({ orgId: turn.org_id, sessionId: turn.session_id, turnId: turn.id, type: 'agent.compaction', payload: { before: plan.before + overhead, after: plan.after + overhead } })
+      await record({ ...turnEventScope(turn), type: 'agent.compaction', payload: { before: plan.before + overhead, after: plan.after + overhead } })
     })
     return (await loadConversation(db, turn.session_id)).map((e) => e.message)
   }
 
   let messages = await compact(Math.floor(window * 0.5), false)
   const transient = (type: string) => (delta: string) =>
-    ctx.bus.publish({ orgId: turn.org_id, sessionId: turn.session_id, turnId: turn.id, type, createdAt: Date.now(), payload: { delta } })
+    ctx.bus.publish({ ...turnEventScope(turn), type, createdAt: Date.now(), payload: { delta } })
   const delays = ctx.config.providerRetryDelaysMs
   let compactedForProvider = false
   for (let attempt = 0; ; attempt++) {

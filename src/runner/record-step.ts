@@ -3,11 +3,10 @@ import type { Deps } from '../deps.ts'
 import { withEvents } from '../events/record-event.ts'
 import type { FileChange } from '../tools/builtin/builtin-tool.ts'
 import { appendConversation } from '../turns/conversation.store.ts'
-import { countStep, isWorking, setRunningCall, type TurnRow } from '../turns/turns.store.ts'
+import { countStep, isWorking, setRunningCall, turnEventScope, type TurnRow } from '../turns/turns.store.ts'
 import type { StepResult, ToolCallRequest } from './model-step.ts'
 
 type Ctx = Pick<Deps, 'store' | 'bus'>
-const base = (turn: TurnRow) => ({ orgId: turn.org_id, sessionId: turn.session_id, turnId: turn.id })
 
 /**
  * Persists a model step before anything acts on it: the assistant message for the next step,
@@ -39,9 +38,9 @@ export async function recordStep(
         created_at: now,
       })
       .execute()
-    if (step.text.trim()) await record({ ...base(turn), type: 'agent.message', payload: { text: step.text } })
+    if (step.text.trim()) await record({ ...turnEventScope(turn), type: 'agent.message', payload: { text: step.text } })
     for (const c of step.toolCalls) {
-      if (meta.isSandboxTool(c.toolName)) await record({ ...base(turn), type: 'agent.tool_call', payload: { toolCallId: c.toolCallId, toolName: c.toolName, args: c.input } })
+      if (meta.isSandboxTool(c.toolName)) await record({ ...turnEventScope(turn), type: 'agent.tool_call', payload: { toolCallId: c.toolCallId, toolName: c.toolName, args: c.input } })
     }
   })
 }
@@ -67,16 +66,16 @@ export async function recordCallResult(ctx: Ctx, turn: TurnRow, call: ToolCallRe
   await withEvents(ctx.store, ctx.bus, async (trx, record) => {
     // The turn may have been settled meanwhile (its session deleted): a settled turn never changes.
     if (!(await isWorking(trx, turn.id))) return
-    for (const e of r.events ?? []) await record({ ...base(turn), type: e.type, payload: e.payload })
+    for (const e of r.events ?? []) await record({ ...turnEventScope(turn), type: e.type, payload: e.payload })
     await appendConversation(trx, turn.session_id, turn.id, [message], Date.now())
     await setRunningCall(trx, turn.id, null)
     if (r.summary !== undefined) {
       await record({
-        ...base(turn),
+        ...turnEventScope(turn),
         type: 'agent.tool_result',
         payload: { toolCallId: call.toolCallId, toolName: call.toolName, isError: r.isError, cancelled: r.cancelled ?? false, summary: r.summary },
       })
     }
-    for (const ch of r.changes ?? []) await record({ ...base(turn), type: 'file.changed', payload: { path: ch.path, kind: ch.kind, ...(ch.diff !== undefined ? { diff: ch.diff } : {}) } })
+    for (const ch of r.changes ?? []) await record({ ...turnEventScope(turn), type: 'file.changed', payload: { path: ch.path, kind: ch.kind, ...(ch.diff !== undefined ? { diff: ch.diff } : {}) } })
   })
 }

@@ -4,7 +4,7 @@ import type { PermissionRule } from '../sessions/sessions.schema.ts'
 import { builtinTool, ruleSubject } from '../tools/builtin/index.ts'
 import { WORKSPACE_MOUNT } from '../workspaces/workspace-manager.ts'
 import { callsOfTurn, insertPendingCall, type PendingCall } from '../turns/pending-calls.store.ts'
-import { setRunningCall, type TurnRow } from '../turns/turns.store.ts'
+import { setRunningCall, turnEventScope, type TurnRow } from '../turns/turns.store.ts'
 import { functionEntries, toolKind, type ToolKind } from './agent-tools.ts'
 import type { ToolCallRequest } from './model-step.ts'
 import { decide, type ApprovalMode } from './permissions.ts'
@@ -23,7 +23,6 @@ export type TurnScope = {
 }
 
 const asObject = (v: unknown): Record<string, unknown> => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {})
-const base = (turn: TurnRow) => ({ orgId: turn.org_id, sessionId: turn.session_id, turnId: turn.id })
 
 /**
  * Works through the tool calls of the turn's last model step that have no result yet, in order.
@@ -85,10 +84,8 @@ async function requireFunctions(ctx: Ctx, turn: TurnRow, calls: ToolCallRequest[
   await withEvents(ctx.store, ctx.bus, async (trx, record) => {
     for (const c of calls) {
       await insertPendingCall(trx, {
-        sessionId: turn.session_id,
+        ...turnEventScope(turn),
         callId: c.toolCallId,
-        turnId: turn.id,
-        orgId: turn.org_id,
         kind: 'function',
         name: c.toolName,
         args: c.input,
@@ -97,7 +94,7 @@ async function requireFunctions(ctx: Ctx, turn: TurnRow, calls: ToolCallRequest[
         // workspace's current run can last; processes the turn started may be gone after it.
         expiresAt: now + ctx.config.workspaceLifetimeMs,
       })
-      await record({ ...base(turn), type: 'tool.required', payload: { toolCallId: c.toolCallId, name: c.toolName, arguments: c.input } })
+      await record({ ...turnEventScope(turn), type: 'tool.required', payload: { toolCallId: c.toolCallId, name: c.toolName, arguments: c.input } })
     }
     const first = calls[0]!
     await moveSession(trx, record, { id: turn.session_id, orgId: turn.org_id }, 'requires_action', {
@@ -115,9 +112,9 @@ async function askQuestion(ctx: Ctx, turn: TurnRow, call: ToolCallRequest): Prom
   }
   const options = Array.isArray(args.options) ? args.options.filter((o): o is string => typeof o === 'string') : undefined
   await withEvents(ctx.store, ctx.bus, async (trx, record) => {
-    await insertPendingCall(trx, { sessionId: turn.session_id, callId: call.toolCallId, turnId: turn.id, orgId: turn.org_id, kind: 'question', name: call.toolName, args: call.input, createdAt: Date.now(), expiresAt: null })
+    await insertPendingCall(trx, { ...turnEventScope(turn), callId: call.toolCallId, kind: 'question', name: call.toolName, args: call.input, createdAt: Date.now(), expiresAt: null })
     await record({
-      ...base(turn),
+      ...turnEventScope(turn),
       type: 'question.asked',
       payload: {
         toolCallId: call.toolCallId,
@@ -155,8 +152,8 @@ async function permit(ctx: Ctx, scope: TurnScope, call: ToolCallRequest, kind: T
   }
   await withEvents(ctx.store, ctx.bus, async (trx, record) => {
     const now = Date.now()
-    await insertPendingCall(trx, { sessionId: turn.session_id, callId: call.toolCallId, turnId: turn.id, orgId: turn.org_id, kind: 'approval', name: call.toolName, args: call.input, createdAt: now, expiresAt: now + ctx.config.approvalTimeoutMs })
-    await record({ ...base(turn), type: 'approval.requested', payload: { toolCallId: call.toolCallId, name: call.toolName, args: call.input, sensitive: writes } })
+    await insertPendingCall(trx, { ...turnEventScope(turn), callId: call.toolCallId, kind: 'approval', name: call.toolName, args: call.input, createdAt: now, expiresAt: now + ctx.config.approvalTimeoutMs })
+    await record({ ...turnEventScope(turn), type: 'approval.requested', payload: { toolCallId: call.toolCallId, name: call.toolName, args: call.input, sensitive: writes } })
   })
   return 'parked'
 }

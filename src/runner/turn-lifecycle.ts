@@ -5,7 +5,7 @@ import { openToolCalls } from './open-calls.ts'
 import { undeliveredSteers } from '../turns/steers.store.ts'
 import { cancelPendingCalls } from '../turns/pending-calls.store.ts'
 import type { TurnError } from '../turns/turns.schema.ts'
-import { markTurnStarted, setRunningCall, settleTurnRow, workingTurns, type TurnRow } from '../turns/turns.store.ts'
+import { markTurnStarted, setRunningCall, settleTurnRow, turnEventScope, workingTurns, type TurnRow } from '../turns/turns.store.ts'
 import { moveSession } from './session-status.ts'
 
 type Ctx = Pick<Deps, 'store' | 'bus'>
@@ -20,7 +20,7 @@ export async function beginTurn(ctx: Ctx, turn: TurnRow): Promise<void> {
   await withEvents(ctx.store, ctx.bus, async (trx, record) => {
     if (!(await markTurnStarted(trx, turn.id, now))) return
     await appendConversation(trx, turn.session_id, turn.id, [{ role: 'user', content: turn.text }], now)
-    const base = { orgId: turn.org_id, sessionId: turn.session_id, turnId: turn.id }
+    const base = turnEventScope(turn)
     if (turn.queued_position !== null) await record({ ...base, type: 'message.dequeued', payload: { text: turn.text, position: turn.queued_position } })
     await record({ ...base, type: 'turn.started', payload: { turnId: turn.id } })
     await record({ ...base, type: 'user.message', payload: { text: turn.text } })
@@ -55,7 +55,7 @@ export async function settleTurn(ctx: Ctx, turn: Pick<TurnRow, 'id' | 'session_i
       })),
       now,
     )
-    const base = { orgId: turn.org_id, sessionId: turn.session_id, turnId: turn.id }
+    const base = turnEventScope(turn)
     if (s.status === 'failed') await record({ ...base, type: 'agent.error', payload: { message: s.error.message, code: s.error.code } })
     await record({ ...base, type: 'turn.ended', payload: { turnId: turn.id } })
     const data = { session_id: turn.session_id, turn_id: turn.id, status: s.status }

@@ -9,17 +9,14 @@ import { defaultToolEntries } from '../tools/default-tools.ts'
 import { createSession } from './create-session.ts'
 import { CreateSessionBody, ListSessionsQuery, Session, SessionDeleted, SessionParams, UpdateSessionBody } from './sessions.schema.ts'
 import { cancelSessionTurns } from '../turns/turns.store.ts'
-import { getSessionRow, listSessionRows, markSessionDeleted, requiredActionsOf, toSession, updateSessionRow, type SessionRow } from './sessions.store.ts'
+import { getSessionRow, listSessionRows, markSessionDeleted, toSessions, updateSessionRow, type SessionRow } from './sessions.store.ts'
 
 const sourceOf = (header: unknown): Session['source'] => (header === 'cli' ? 'cli' : header === 'console' ? 'console' : 'api')
 
 export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => {
   const { store, bus, config, workspaces, runner } = deps
   const defaults = defaultToolEntries(config)
-  const shapeAll = async (rows: SessionRow[]) => {
-    const actions = await requiredActionsOf(store.db, rows.map((r) => r.id))
-    return rows.map((r) => toSession(r, defaults, actions.get(r.id) ?? []))
-  }
+  const shapeAll = (rows: SessionRow[]) => toSessions(store.db, rows, defaults)
   const shape = async (row: SessionRow) => (await shapeAll([row]))[0]!
 
   app.post(

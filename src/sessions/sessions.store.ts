@@ -154,6 +154,12 @@ export async function getSessionRowById(db: Db, id: string): Promise<SessionRow 
   return (await db.selectFrom('sessions').selectAll().where('id', '=', id).where('deleted_at', 'is', null).executeTakeFirst()) ?? null
 }
 
+/** The wire shapes of these sessions, each with its own `required_actions` (one query for all). */
+export async function toSessions(db: Db, rows: SessionRow[], defaultTools: ToolEntry[]): Promise<Session[]> {
+  const actions = await requiredActionsOf(db, rows.map((r) => r.id))
+  return rows.map((r) => toSession(r, defaultTools, actions.get(r.id) ?? []))
+}
+
 /** The sessions' open function calls, each session's in the order they were made. */
 export async function requiredActionsOf(db: Db, sessionIds: string[]): Promise<Map<string, RequiredAction[]>> {
   const bySession = new Map<string, RequiredAction[]>()

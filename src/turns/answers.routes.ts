@@ -4,7 +4,7 @@ import { ApiError, errorResponses, notFound } from '../errors.ts'
 import { withEvents } from '../events/record-event.ts'
 import { moveSession } from '../runner/session-status.ts'
 import { Session } from '../sessions/sessions.schema.ts'
-import { getSessionRow, requiredActionsOf, toSession, type SessionRow } from '../sessions/sessions.store.ts'
+import { getSessionRow, toSessions, type SessionRow } from '../sessions/sessions.store.ts'
 import { defaultToolEntries } from '../tools/default-tools.ts'
 import type { Db } from '../db/database.ts'
 import { getPendingCall, openFunctionCalls, resolvePendingCall, type PendingCall, type PendingKind } from './pending-calls.store.ts'
@@ -56,8 +56,8 @@ export const answerRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) =
         return { session }
       })
       runner.kick(session.id)
-      const row = (await getSessionRow(store.db, req.auth.orgId, session.id))!
-      return toSession(row, defaults, (await requiredActionsOf(store.db, [row.id])).get(row.id) ?? [])
+      const [shaped] = await toSessions(store.db, [(await getSessionRow(store.db, req.auth.orgId, session.id))!], defaults)
+      return shaped!
     },
   )
 

@@ -8,6 +8,9 @@ export type TurnRow = Selectable<Tables['turns']>
 
 const sessionTurns = (db: Db, sessionId: string) => db.selectFrom('turns').selectAll().where('session_id', '=', sessionId)
 
+/** Who an event of this turn belongs to, as the event log records it. */
+export const turnEventScope = (turn: Pick<TurnRow, 'org_id' | 'session_id' | 'id'>) => ({ orgId: turn.org_id, sessionId: turn.session_id, turnId: turn.id })
+
 export function toTurn(row: TurnRow): Turn {
   return {
     object: 'turn',
