@@ -10,6 +10,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { fmt, load, type LoadResult } from './load.ts'
+import { listeningUrl } from './listening.ts'
 
 const root = path.resolve(import.meta.dirname, '..')
 const node = path.join(root, 'node_modules/.bin/node')
@@ -20,18 +21,10 @@ const ROUNDS = 3
 const canPin = os.cpus().length >= 2 && fs.existsSync('/usr/bin/taskset')
 if (canPin) execFileSync('taskset', ['-cp', '1', String(process.pid)], { stdio: 'ignore' })
 
-function start(args: string[], env: Record<string, string>): Promise<{ child: ChildProcess; url: string }> {
-  return new Promise((resolve, reject) => {
-    const [cmd, argv] = canPin ? ['taskset', ['-c', '0', node, ...args]] : [node, args]
-    const child = spawn(cmd, argv, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
-    let out = ''
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString()
-      const m = /(http:\/\/127\.0\.0\.1:\d+)/.exec(out)
-      if (m) resolve({ child, url: m[1]! })
-    })
-    child.on('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}: ${out}`)))
-  })
+async function start(args: string[], env: Record<string, string>): Promise<{ child: ChildProcess; url: string }> {
+  const [cmd, argv] = canPin ? ['taskset', ['-c', '0', node, ...args]] : [node, args]
+  const child = spawn(cmd, argv, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
+  return { child, url: await listeningUrl(child, args.join(' ')) }
 }
 
 /** User + system CPU milliseconds of a process so far. */

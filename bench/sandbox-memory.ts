@@ -2,6 +2,7 @@
 // service holding none, measured in the same run. Target: under 5 MiB of service memory each.
 // Usage: node_modules/.bin/node bench/sandbox-memory.ts [--workspaces N]
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process'
+import { listeningUrl } from './listening.ts'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -25,15 +26,7 @@ const minted = JSON.parse(execFileSync(node, ['src/main.ts', 'tokens', 'create',
 const headers = { authorization: `Bearer ${minted.token}`, 'content-type': 'application/json' }
 
 const child: ChildProcess = spawn(node, ['src/main.ts', 'serve'], { cwd: root, env, stdio: ['ignore', 'pipe', 'ignore'] })
-const url = await new Promise<string>((resolve, reject) => {
-  let out = ''
-  child.stdout!.on('data', (d: Buffer) => {
-    out += d.toString()
-    const m = /(http:\/\/127\.0\.0\.1:\d+)/.exec(out)
-    if (m) resolve(m[1]!)
-  })
-  child.on('exit', (code) => reject(new Error(`warren exited with ${code}`)))
-})
+const url = await listeningUrl(child, 'warren')
 
 /** Resident memory of the service process in MiB (what the kernel charges it). */
 const rssMiB = () => Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${child.pid}/status`, 'utf8'))![1]) / 1024

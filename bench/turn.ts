@@ -15,6 +15,7 @@ import os from 'node:os'
 import path from 'node:path'
 import type { AddressInfo } from 'node:net'
 import { createLocalProvider } from '../src/sandbox/local/create-local.ts'
+import { listeningUrl } from './listening.ts'
 
 const root = path.resolve(import.meta.dirname, '..')
 const node = path.join(root, 'node_modules/.bin/node')
@@ -77,15 +78,7 @@ const minted = JSON.parse(execFileSync(node, ['src/main.ts', 'tokens', 'create',
 const headers = { authorization: `Bearer ${minted.token}`, 'content-type': 'application/json' }
 const child: ChildProcess = spawn(node, ['src/main.ts', 'serve'], { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] })
 try {
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = ''
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString()
-      const m = /(http:\/\/127\.0\.0\.1:\d+)/.exec(out)
-      if (m) resolve(m[1]!)
-    })
-    child.on('exit', (code) => reject(new Error(`warren exited with ${code}`)))
-  })
+  const url = await listeningUrl(child, 'warren')
   const post = async (p: string, body: unknown) => {
     const r = await fetch(`${url}${p}`, { method: 'POST', headers, body: JSON.stringify(body) })
     if (!r.ok) throw new Error(`${p}: ${r.status} ${await r.text()}`)
