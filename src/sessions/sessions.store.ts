@@ -156,7 +156,10 @@ export async function getSessionRowById(db: Db, id: string): Promise<SessionRow 
 
 /** The wire shapes of these sessions, each with its own `required_actions` (one query for all). */
 export async function toSessions(db: Db, rows: SessionRow[], defaultTools: ToolEntry[]): Promise<Session[]> {
-  const actions = await requiredActionsOf(db, rows.map((r) => r.id))
+  // Open function calls exist exactly while a session is requires_action (both move in one
+  // transaction), so the others need no query: a read of a quiet session stays one lookup.
+  const waiting = rows.filter((r) => r.status === 'requires_action').map((r) => r.id)
+  const actions = await requiredActionsOf(db, waiting)
   return rows.map((r) => toSession(r, defaultTools, actions.get(r.id) ?? []))
 }
 
