@@ -69,7 +69,8 @@ export function turnRunner(deps: Pick<Deps, 'store' | 'bus' | 'config' | 'box' |
     const answered = last?.turnId === scope.turn.id && last.message.role === 'assistant'
     if (answered && (await undeliveredSteers(store.db, scope.turn.id)).length === 0) return 'done'
     const step = await agentStep(deps, scope)
-    return step.toolCalls.length === 0 && (await undeliveredSteers(store.db, scope.turn.id)).length === 0 ? 'done' : 'continue'
+    // Text steered in meanwhile is caught by settleTurn, which then leaves the turn open.
+    return step.toolCalls.length === 0 ? 'done' : 'continue'
   }
 
   async function drive(sessionId: string, d: Driver): Promise<void> {

@@ -55,7 +55,3 @@ export async function compactConversation(db: Db, sessionId: string, upTo: numbe
     .where('ordinal', '=', upTo)
     .execute()
 }
-
-export async function deleteConversation(db: Db, sessionId: string): Promise<void> {
-  await db.deleteFrom('conversation').where('session_id', '=', sessionId).execute()
-}

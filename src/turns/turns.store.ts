@@ -74,10 +74,10 @@ export async function markTurnStarted(db: Db, id: string, now: number): Promise<
   return Number(r.numUpdatedRows) > 0
 }
 
+/** Counts one more model step of the turn and returns its number. */
 export async function countStep(db: Db, id: string): Promise<number> {
-  const row = await db.selectFrom('turns').select('steps').where('id', '=', id).executeTakeFirstOrThrow()
-  await db.updateTable('turns').set({ steps: row.steps + 1 }).where('id', '=', id).execute()
-  return row.steps + 1
+  const row = await db.updateTable('turns').set((eb) => ({ steps: eb('steps', '+', 1) })).where('id', '=', id).returning('steps').executeTakeFirstOrThrow()
+  return Number(row.steps)
 }
 
 /** Settles a working turn; returns false when it had already settled (a settled turn never moves). */
@@ -95,7 +95,7 @@ export async function requestCancel(db: Db, id: string): Promise<void> {
   await db.updateTable('turns').set({ cancel_requested: 1 }).where('id', '=', id).execute()
 }
 
-/** Sessions with a started, working turn: what a restarted service has to drive on. */
+/** Sessions with a working turn (running or waiting): what a restarted service has to drive on. */
 export async function sessionsWithRunningTurns(db: Db): Promise<string[]> {
   const rows = await db.selectFrom('turns').select('session_id').distinct().where('status', '=', 'working').execute()
   return rows.map((r) => r.session_id)
