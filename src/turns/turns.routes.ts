@@ -1,16 +1,17 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { Deps } from '../deps.ts'
-import { ApiError, errorResponses, notFound } from '../errors.ts'
+import { errorResponses, notFound } from '../errors.ts'
 import { MIB } from '../http/limits.ts'
 import { ListEnvelope, listPage } from '../http/pagination.ts'
 import { SessionParams } from '../sessions/sessions.schema.ts'
 import { getSessionRow } from '../sessions/sessions.store.ts'
+import { cancelTurn } from './cancel-turn.ts'
 import { sendMessage } from './send-message.ts'
 import { ListTurnsQuery, SendMessageBody, Turn, TurnParams } from './turns.schema.ts'
 import { getTurnRow, sessionTurnsQuery, toTurn } from './turns.store.ts'
 
 export const turnRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => {
-  const { store, bus, runner } = deps
+  const { store, runner } = deps
 
   const sessionOf = async (orgId: string, id: string) => {
     const s = await getSessionRow(store.db, orgId, id)
@@ -76,25 +77,7 @@ export const turnRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => 
     },
     async (req) => {
       const s = await sessionOf(req.auth.orgId, req.params.session_id)
-      const turn = await getTurnRow(store.db, s.id, req.params.turn_id)
-      if (!turn) throw notFound('turn', req.params.turn_id)
-      if (turn.status !== 'working') throw new ApiError('conflict', `Turn "${turn.id}" has already settled (${turn.status}); a settled turn never changes.`)
-      // Answer once the turn has settled, so that the caller sees `cancelled` (bounded: a tool
-      // that ignores its kill still lets the request finish; the turn then settles shortly after).
-      const settled = new Promise<void>((resolve) => {
-        const timer = setTimeout(done, 10_000)
-        const off = bus.subscribe((n) => {
-          if (n.sessionId === s.id && n.type === 'turn.ended') void getTurnRow(store.db, s.id, turn.id).then((t) => t?.status !== 'working' && done())
-        })
-        function done() {
-          clearTimeout(timer)
-          off()
-          resolve()
-        }
-      })
-      await runner.cancel(s.id, turn.id)
-      await settled
-      return toTurn((await getTurnRow(store.db, s.id, turn.id))!)
+      return toTurn(await cancelTurn(deps, s.id, req.params.turn_id))
     },
   )
 }

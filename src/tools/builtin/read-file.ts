@@ -1,6 +1,6 @@
 import { failed } from './args.ts'
 import { defineTool } from './define.ts'
-import { shown, workspacePath } from './paths.ts'
+import { workspacePath } from './paths.ts'
 import { looksBinary, MAX_DIFF_SOURCE, plural } from './text.ts'
 import { MAX_READ_BYTES, sizeOnHost } from './host-size.ts'
 
