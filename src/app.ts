@@ -15,6 +15,7 @@ import { healthRoutes } from './tokens/health.routes.ts'
 import { tokenRoutes } from './tokens/tokens.routes.ts'
 import { sessionRoutes } from './sessions/sessions.routes.ts'
 import { itemRoutes } from './events/items.routes.ts'
+import { eventStreamRoutes } from './events/event-streams.routes.ts'
 import { usageRoutes } from './usage/usage.routes.ts'
 import { modelCredentialRoutes } from './models/models.routes.ts'
 import { agentRoutes } from './agents/agents.routes.ts'
@@ -104,6 +105,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await v1.register(tokenRoutes, opts)
       await v1.register(sessionRoutes, opts)
       await v1.register(itemRoutes, opts)
+      await v1.register(eventStreamRoutes, opts)
       await v1.register(usageRoutes, opts)
       await v1.register(fileRoutes, opts)
       await v1.register(modelCredentialRoutes, opts)

@@ -87,3 +87,23 @@ export async function getSessionEvent(db: Db, sessionId: string, seq: number): P
   const row = await db.selectFrom('events').selectAll().where('session_id', '=', sessionId).where('seq', '=', seq).executeTakeFirst()
   return row ? toStoredEvent(row) : null
 }
+
+export type StreamScope = { orgId: string; sessionId?: string }
+
+/**
+ * Up to `limit` events of the scope after `afterSeq`, oldest first, of the given internal types,
+ * with their payload left as stored text (the stream splices it into frames unparsed). The org
+ * condition is there for a session stream too: ownership is checked on every event read.
+ */
+export async function readEventsAfter(db: Db, scope: StreamScope, types: string[], afterSeq: number, limit: number) {
+  let q = db.selectFrom('events').select(['seq', 'session_id', 'type', 'created_at', 'payload'])
+  q = scope.sessionId !== undefined ? q.where('session_id', '=', scope.sessionId).where('org_id', '=', scope.orgId) : q.where('org_id', '=', scope.orgId)
+  const rows = await q.where('seq', '>', afterSeq).where('type', 'in', types).orderBy('seq', 'asc').limit(limit).execute()
+  return rows.map((r) => ({ ...r, seq: Number(r.seq), created_at: Number(r.created_at) }))
+}
+
+/** The highest seq written so far in the deployment (0 when none): where a live-only stream starts. */
+export async function lastSeq(db: Db): Promise<number> {
+  const row = await db.selectFrom('events').select((eb) => eb.fn.max('seq').as('seq')).executeTakeFirst()
+  return Number(row?.seq ?? 0)
+}

@@ -1,0 +1,96 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import type { Deps } from '../deps.ts'
+import { ApiError, errorResponses, notFound } from '../errors.ts'
+import { getSessionRow } from '../sessions/sessions.store.ts'
+import { SessionParams } from '../sessions/sessions.schema.ts'
+import { openEventStream, type OpenStream } from './event-stream.ts'
+import type { StreamScope } from './events.store.ts'
+import { streamSlots } from './stream-slots.ts'
+
+const StreamQuery = Type.Object(
+  {
+    last_event_id: Type.Optional(
+      Type.String({
+        pattern: '^[0-9]+$',
+        description: 'Resume cursor, as the Last-Event-ID header (which wins when both are sent): 0 replays everything persisted, n everything after seq n. Without either, live frames only.',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+)
+
+const EventStreamResponse = {
+  description:
+    'Server-sent events. Each frame has `event:` (the published name) and one `data:` JSON line `{object: "event", type, internal_type, session_id, seq, created_at, payload}`; `id:` (= seq) only for persisted events. `retry: 2000` on open, `: ping` comments, `service.replay_truncated` when more than the replay ceiling waited.',
+  content: { 'text/event-stream': { schema: { type: 'string' } } },
+}
+
+/** The resume cursor: the Last-Event-ID header (what a reconnecting EventSource sends) or the query. */
+function cursorOf(req: FastifyRequest<{ Querystring: { last_event_id?: string } }>): number | null {
+  const header = req.headers['last-event-id']
+  const raw = typeof header === 'string' && header.trim() !== '' ? header.trim() : req.query.last_event_id
+  if (raw === undefined) return null
+  const n = Number(raw)
+  if (!/^[0-9]+$/.test(raw) || !Number.isSafeInteger(n)) throw new ApiError('invalid_request', `Last-Event-ID "${raw}" is not a seq: send the non-negative integer of the last event received, or 0 for everything.`)
+  return n
+}
+
+export const eventStreamRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store, bus, config }) => {
+  const slots = streamSlots()
+  const open = new Set<OpenStream>()
+  // Open streams never end by themselves: the service ends them when it stops.
+  app.addHook('preClose', async () => {
+    for (const s of open) s.end()
+  })
+
+  const serve = (req: FastifyRequest<{ Querystring: { last_event_id?: string } }>, reply: FastifyReply, scope: StreamScope) => {
+    const cursor = cursorOf(req)
+    const release = slots.acquire(req.auth.tokenId, req.auth.orgId)
+    reply.hijack()
+    const stream = openEventStream({ store, bus, res: reply.raw, headers: reply.getHeaders(), scope, cursor, replayLimit: config.replayLimit, pingMs: config.ssePingMs })
+    open.add(stream)
+    void stream.closed.then(() => {
+      open.delete(stream)
+      release()
+    })
+  }
+
+  app.get(
+    '/sessions/:session_id/events',
+    {
+      config: { scope: 'sessions:read' },
+      schema: {
+        operationId: 'streamSessionEvents',
+        tags: ['events'],
+        summary: "One session's events as server-sent events, resumable by seq",
+        params: SessionParams,
+        querystring: StreamQuery,
+        headers: Type.Object({ 'last-event-id': Type.Optional(Type.String({ description: 'Resume after this seq.' })) }),
+        response: { 200: EventStreamResponse, ...errorResponses(400, 404, 429) },
+      },
+    },
+    async (req, reply) => {
+      const session = await getSessionRow(store.db, req.auth.orgId, req.params.session_id)
+      if (!session) throw notFound('session', req.params.session_id)
+      serve(req, reply, { orgId: req.auth.orgId, sessionId: session.id })
+    },
+  )
+
+  app.get(
+    '/events',
+    {
+      config: { scope: 'sessions:read' },
+      schema: {
+        operationId: 'streamEvents',
+        tags: ['events'],
+        summary: "Every session's events of the organization as server-sent events, resumable by seq",
+        querystring: StreamQuery,
+        headers: Type.Object({ 'last-event-id': Type.Optional(Type.String({ description: 'Resume after this seq.' })) }),
+        response: { 200: EventStreamResponse, ...errorResponses(400, 429) },
+      },
+    },
+    async (req, reply) => serve(req, reply, { orgId: req.auth.orgId }),
+  )
+}
