@@ -1,13 +1,14 @@
 // The event streams through real sockets: frames to the letter, resume by seq, the replay-to-live
 // hand-over under concurrent writers, the replay ceiling, the organization stream's scope, the
 // stream ceilings, back-pressure on a reader that stops reading, and pings.
-import { describe, it } from 'node:test'
+import { after, before, describe, it } from 'node:test'
 import assert from 'node:assert/strict'
 import { withEvents } from '../src/events/record-event.ts'
-import { errorOf, forEachDialect, useWarren, type Warren } from './harness.ts'
+import { errorOf, forEachDialect, onPostgres, startWarren, useWarren, type Warren } from './harness.ts'
 import { connectModel, waitFor } from './fixtures.ts'
 import { openSse, type Frame, type SseClient } from './sse-client.ts'
-import { NO_RATE_LIMITS } from './turns.helpers.ts'
+import { NO_RATE_LIMITS, client } from './turns.helpers.ts'
+import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
 
 const DATA_KEYS = ['created_at', 'internal_type', 'object', 'payload', 'seq', 'session_id', 'type']
 
@@ -337,6 +338,15 @@ forEachDialect('event streams', (dialect) => {
     await closeAll()
   })
 
+  it('ends a stream whose token is revoked while it is open', async () => {
+    const t = await w().mint()
+    const c = await sse('/v1/events', { token: t.token })
+    await c.until('open', () => c.frames.length > 0)
+    const res = await w().inject({ method: 'DELETE', url: `/v1/tokens/${t.id}`, token: t.token })
+    assert.equal(res.statusCode, 200, res.body)
+    await waitFor('the stream ends', async () => c.isEnded())
+  })
+
   it('pings every WARREN_SSE_PING_MS with a comment frame', async () => {
     const c = await sse('/v1/events')
     await waitFor('two pings', async () => c.frames.filter((f) => f.comment === 'ping').length >= 2)
@@ -355,5 +365,71 @@ describe('event streams in the OpenAPI description', () => {
       assert.equal(op.responses['200'].content['application/json'], undefined)
       assert.ok(op.responses['429'], `${p} documents the stream ceiling`)
     }
+  })
+})
+
+forEachDialect('event streams of a real turn', (dialect) => {
+  const w = useWarren(dialect, { env: NO_RATE_LIMITS })
+  let fake: FakeModelServer
+  before(async () => {
+    fake = await startModelServer({ models: ['m1'] })
+  })
+  after(() => fake.close())
+
+  it('streams a turn as it runs: its deltas live, its persisted events with ids, in order, and resumable', async () => {
+    const base = await w().listen()
+    const c = client(w(), { token: w().token, orgId: w().orgId })
+    await c.connect(fake, 'openai')
+    const sid = await c.session({})
+    const live = await openSse(base, `/v1/sessions/${sid}/events?last_event_id=0`, { token: w().token })
+    fake.script({ text: 'Hello from the stream.', delayMs: 5 })
+    const turn = await c.accept(sid, 'say hello')
+    const frames = await live.until('the turn’s end', (ev) => ev.some((f) => f.event === 'turn.ended'))
+    const names = frames.map((f) => f.event)
+    const at = (name: string) => names.indexOf(name)
+    assert.ok(at('user.message') >= 0 && at('turn.started') >= 0, `the input and the start are recorded: ${names.join(' ')}`)
+    assert.ok(at('turn.started') < at('agent.text'), 'deltas come after the start')
+    assert.ok(at('agent.text') < at('agent.message'), 'deltas come before the settled message')
+    assert.ok(at('agent.message') < at('turn.ended'))
+    assert.equal(frames.filter((f) => f.event === 'agent.text').map((f) => f.data.payload.delta).join(''), 'Hello from the stream.')
+    assert.ok(frames.filter((f) => f.event === 'agent.text').every((f) => f.id === undefined && f.data.seq === null))
+    assert.deepEqual(frames.find((f) => f.event === 'turn.ended')!.data.payload, { turnId: turn.id })
+    assert.ok(!names.includes('session.working') && !names.includes('turn.completed'), 'webhook-only events stay inside')
+    // The same persisted frames, replayed, are the items of the session, seq for seq.
+    const items = await c.items(sid)
+    assert.deepEqual(
+      frames.filter((f) => f.id !== undefined).map((f) => [Number(f.id), f.event]),
+      items.map((i) => [Number(i.id.slice(4)), i.detail.event]),
+    )
+    live.close()
+  })
+})
+
+onPostgres('event streams across two processes on one store', () => {
+  let a: Warren
+  let b: Warren
+  before(async () => {
+    a = await startWarren('postgres', { env: NO_RATE_LIMITS })
+    b = await startWarren('postgres', { env: NO_RATE_LIMITS, pgSchema: a.pgSchema })
+  })
+  after(async () => {
+    await b?.close()
+    await a?.close()
+  })
+
+  it('a stream served by one process follows events written by the other, live and transient', async () => {
+    const base = await b.listen()
+    await connectModel(a)
+    const res = await a.inject({ method: 'POST', url: '/v1/sessions', payload: {} })
+    assert.equal(res.statusCode, 201, res.body)
+    const sid = res.json().id as string
+    const stream = await openSse(base, `/v1/events`, { token: a.token })
+    await stream.until('open', () => stream.frames.length > 0)
+    const written = await emit(a, a.orgId, sid, messages(5, 'from-a'))
+    await stream.until('the events written by the other process', (ev) => written.every((s) => seqs(ev).includes(s)))
+    a.bus.publish({ orgId: a.orgId, sessionId: sid, turnId: null, type: 'agent.text', createdAt: Date.now(), payload: { delta: 'across' } })
+    const ev = await stream.until('the delta from the other process', (e) => e.some((f) => f.event === 'agent.text'))
+    assert.equal(ev.find((f) => f.event === 'agent.text')!.data.payload.delta, 'across')
+    stream.close()
   })
 })

@@ -8,6 +8,7 @@ import { buildApp } from '../src/app.ts'
 import { loadConfig, type Config } from '../src/config.ts'
 import { openStore, type DialectName, type Store } from '../src/db/database.ts'
 import { memoryEventBus, type EventBus } from '../src/events/event-bus.ts'
+import { pgEventBus } from '../src/events/pg-event-bus.ts'
 import { secretBox } from '../src/shared/secret-box.ts'
 import { createLocalProvider } from '../src/sandbox/local/create-local.ts'
 import { workspaceManager, type WorkspaceManager } from '../src/workspaces/workspace-manager.ts'
@@ -51,20 +52,23 @@ const postgresUnavailable: string | null = wantedDialects().includes('postgres')
  */
 export function forEachDialect(name: string, suite: (dialect: DialectName) => void): void {
   for (const dialect of wantedDialects()) {
-    if (dialect === 'sqlite') {
-      describe(`${name} [sqlite]`, () => suite('sqlite'))
-      continue
-    }
-    describe(`${name} [postgres]`, () => {
-      const why = postgresUnavailable
-      if (why !== null) {
-        if (process.env.CI) throw new Error(`PostgreSQL is required in CI but ${PG_URL} did not answer: ${why}`)
-        process.stdout.write(`# SKIPPED ${name} [postgres]: no PostgreSQL at ${PG_URL} (${why})\n`)
-        return
-      }
-      suite('postgres')
-    })
+    if (dialect === 'sqlite') describe(`${name} [sqlite]`, () => suite('sqlite'))
+    else onPostgres(name, () => suite('postgres'))
   }
+}
+
+/** Runs `suite` on PostgreSQL only (what concerns several processes on one store), under the same rules. */
+export function onPostgres(name: string, suite: () => void): void {
+  if (!wantedDialects().includes('postgres')) return
+  describe(`${name} [postgres]`, () => {
+    const why = postgresUnavailable
+    if (why !== null) {
+      if (process.env.CI) throw new Error(`PostgreSQL is required in CI but ${PG_URL} did not answer: ${why}`)
+      process.stdout.write(`# SKIPPED ${name} [postgres]: no PostgreSQL at ${PG_URL} (${why})\n`)
+      return
+    }
+    suite()
+  })
 }
 
 export type Warren = {
@@ -108,7 +112,9 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
   const pgSchema = opts.pgSchema ?? `t_${randomText(12)}`
   const config = loadConfig({ WARREN_DATA_DIR: dataDir, ...(dialect === 'postgres' ? { DATABASE_URL: PG_URL } : {}), ...opts.env }, opts.config)
   const store = await openStore({ dataDir, databaseUrl: config.databaseUrl, pgSchema: dialect === 'postgres' ? pgSchema : undefined })
-  const bus = memoryEventBus()
+  // As in a deployment: several processes on one PostgreSQL wake each other through it.
+  const pgBus = dialect === 'postgres' ? await pgEventBus(config.databaseUrl!, pgSchema) : null
+  const bus = pgBus ?? memoryEventBus()
   const box = secretBox(Buffer.alloc(32, 7))
   // Each instance names its host resources apart, so parallel test files never clean up each other's.
   const provider = await createLocalProvider({ prefix: opts.sandboxPrefix ?? `t${randomText(4)}`, uidBase: 300_000 + Math.floor(Math.random() * 600) * 1000 })
@@ -149,6 +155,7 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
       await app.close()
       await runner.close()
       await workspaces.close()
+      await pgBus?.close()
       await store.close()
       if (dialect === 'postgres' && !opts.pgSchema) {
         const c = new pg.Client({ connectionString: PG_URL })

@@ -29,6 +29,8 @@ export type EventStreamOptions = {
   cursor: number | null
   replayLimit: number
   pingMs: number
+  /** Asked at every ping: false (a token revoked or expired since) ends the stream. */
+  stillAllowed(): Promise<boolean>
 }
 
 export type OpenStream = { end(): void; closed: Promise<void> }
@@ -67,7 +69,16 @@ export function openEventStream(o: EventStreamOptions): OpenStream {
     else sendTransient(transientFrame(e))
   }
   const unsubscribe = [o.bus.subscribe(onNotice), o.bus.subscribeTransient(onTransient)]
-  const ping = setInterval(() => write(PING_FRAME), o.pingMs)
+  const ping = setInterval(() => {
+    write(PING_FRAME)
+    o.stillAllowed().then(
+      (ok) => ok || end(),
+      () => {},
+    )
+    // A wake-up lost between processes (the bus is only a hint) costs at most one ping.
+    dirty = true
+    wake?.()
+  }, o.pingMs)
 
   const end = () => {
     if (closed) return

@@ -8,6 +8,7 @@ import { SessionParams } from '../sessions/sessions.schema.ts'
 import { openEventStream, type OpenStream } from './event-stream.ts'
 import type { StreamScope } from './events.store.ts'
 import { streamSlots } from './stream-slots.ts'
+import { getTokenById } from '../tokens/tokens.store.ts'
 
 const StreamQuery = Type.Object(
   {
@@ -49,7 +50,12 @@ export const eventStreamRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { 
     const cursor = cursorOf(req)
     const release = slots.acquire(req.auth.tokenId, req.auth.orgId)
     reply.hijack()
-    const stream = openEventStream({ store, bus, res: reply.raw, headers: reply.getHeaders(), scope, cursor, replayLimit: config.replayLimit, pingMs: config.ssePingMs })
+    const tokenId = req.auth.tokenId
+    const stillAllowed = async () => {
+      const t = await getTokenById(store.db, tokenId)
+      return t !== null && t.revokedAt === null && t.expiresAt > Date.now()
+    }
+    const stream = openEventStream({ store, bus, res: reply.raw, headers: reply.getHeaders(), scope, cursor, replayLimit: config.replayLimit, pingMs: config.ssePingMs, stillAllowed })
     open.add(stream)
     void stream.closed.then(() => {
       open.delete(stream)

@@ -1,0 +1,100 @@
+import { randomUUID } from 'node:crypto'
+import pg from 'pg'
+import { memoryEventBus, type EventBus, type EventNotice, type TransientEvent } from './event-bus.ts'
+
+/** PostgreSQL refuses a NOTIFY payload of 8000 bytes or more. */
+const MAX_PAYLOAD = 7900
+const RECONNECT_MS = 1000
+
+type Message = { from: string; notices?: EventNotice[]; transient?: TransientEvent }
+
+export type PgEventBus = EventBus & { close(): Promise<void> }
+
+/**
+ * The bus of several service processes on one PostgreSQL: each process wakes its own listeners at
+ * once, as the memory bus does, and tells the others through LISTEN/NOTIFY (notices of one event
+ * loop turn go out in one NOTIFY). Notices stay wake-ups, never truth: a listener re-reads the
+ * store, and a stream also re-reads on every ping, so a NOTIFY lost while the connection is being
+ * re-made delays a reader by at most one ping. A transient event too large for one NOTIFY stays
+ * in the process that made it.
+ */
+export async function pgEventBus(databaseUrl: string, schema: string | undefined): Promise<PgEventBus> {
+  const local = memoryEventBus()
+  const me = randomUUID()
+  // One channel per schema: deployments (and test runs) sharing a server stay apart.
+  const channel = `warren_events_${(schema ?? 'public').replace(/[^a-z0-9_]/gi, '_')}`.slice(0, 63).toLowerCase()
+  let client: pg.Client | null = null
+  let closed = false
+  let pending: EventNotice[] = []
+  let flushing = false
+
+  const connect = async (): Promise<void> => {
+    const c = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 3000 })
+    c.on('error', () => {})
+    c.on('end', () => {
+      if (client === c) client = null
+      if (!closed) setTimeout(() => void connect().catch(() => {}), RECONNECT_MS).unref()
+    })
+    c.on('notification', (msg) => {
+      if (msg.channel !== channel || !msg.payload) return
+      let m: Message
+      try {
+        m = JSON.parse(msg.payload) as Message
+      } catch {
+        return
+      }
+      if (m.from === me) return
+      for (const n of m.notices ?? []) local.notify(n)
+      if (m.transient) local.publish(m.transient)
+    })
+    try {
+      await c.connect()
+      await c.query(`LISTEN "${channel}"`)
+      client = c
+    } catch (err) {
+      await c.end().catch(() => {})
+      throw err
+    }
+  }
+  await connect()
+
+  const send = (m: Message): void => {
+    const text = JSON.stringify(m)
+    if (text.length > MAX_PAYLOAD || !client) return
+    client.query('SELECT pg_notify($1, $2)', [channel, text]).catch(() => {})
+  }
+  const flush = () => {
+    flushing = false
+    while (pending.length > 0) {
+      // As many notices as fit in one payload.
+      let n = pending.length
+      while (n > 1 && JSON.stringify({ from: me, notices: pending.slice(0, n) }).length > MAX_PAYLOAD) n = Math.ceil(n / 2)
+      send({ from: me, notices: pending.slice(0, n) })
+      pending = pending.slice(n)
+    }
+  }
+
+  return {
+    notify(n) {
+      local.notify(n)
+      pending.push(n)
+      if (!flushing) {
+        flushing = true
+        setImmediate(flush)
+      }
+    },
+    subscribe: local.subscribe,
+    publish(e) {
+      local.publish(e)
+      send({ from: me, transient: e })
+    },
+    subscribeTransient: local.subscribeTransient,
+    async close() {
+      closed = true
+      flush()
+      const c = client
+      client = null
+      await c?.end().catch(() => {})
+    },
+  }
+}
