@@ -1,0 +1,139 @@
+// bench/events: what following a session costs.
+//   1. Replay of 50,000 persisted events through one stream (cursor 0), beside a plain SELECT of
+//      the same rows from the same store. Target: under 2 s.
+//   2. Commit-to-client latency with 20 open streams, beside a bare SSE server in this process
+//      that writes the same frames to 20 connections. Target: p99 under 50 ms.
+// Usage: node_modules/.bin/node bench/events.ts [--events N] [--fanout N]
+//
+// The service runs in this process (SQLite, the real app and routes), so that the writer can
+// commit events through the same transaction path the runner uses and stamp them just before;
+// the readers run in a child process (bench/events-reader.ts) on the other core.
+import { fork, execFileSync } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import fs from 'node:fs'
+import http from 'node:http'
+import os from 'node:os'
+import path from 'node:path'
+import type { AddressInfo } from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { buildApp } from '../src/app.ts'
+import { loadConfig } from '../src/config.ts'
+import { openStore } from '../src/db/database.ts'
+import { memoryEventBus } from '../src/events/event-bus.ts'
+import { withEvents } from '../src/events/record-event.ts'
+import { createLocalProvider } from '../src/sandbox/local/create-local.ts'
+import { secretBox } from '../src/shared/secret-box.ts'
+import { ensureOrg, insertToken } from '../src/tokens/tokens.store.ts'
+import { SCOPES } from '../src/tokens/scopes.ts'
+import { workspaceManager } from '../src/workspaces/workspace-manager.ts'
+import { turnRunner } from '../src/runner/turn-runner.ts'
+
+const arg = (name: string, def: number) => Number(process.argv[process.argv.indexOf(name) + 1]) || def
+const REPLAY = arg('--events', 50_000)
+const FANOUT_EVENTS = arg('--fanout', 300)
+const STREAMS = 20
+const root = path.resolve(import.meta.dirname, '..')
+
+const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]!
+const ms = (x: number) => `${x.toFixed(2)} ms`
+const now = () => performance.timeOrigin + performance.now()
+
+const canPin = os.cpus().length >= 2 && fs.existsSync('/usr/bin/taskset')
+if (canPin) execFileSync('taskset', ['-cp', '0', String(process.pid)], { stdio: 'ignore' })
+
+// --- the service, in this process ---------------------------------------------------------
+const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-events-'))
+const config = loadConfig({ WARREN_DATA_DIR: dataDir, PORT: '0', WARREN_RATE_GENERAL_PER_MIN: '100000000', WARREN_LOG_LEVEL: 'warn' })
+const store = await openStore({ dataDir })
+const bus = memoryEventBus()
+const box = secretBox(randomBytes(32))
+const provider = await createLocalProvider({ prefix: 'be', uidBase: 396_000 })
+const workspaces = workspaceManager({ store, bus, config, box, provider })
+const runner = turnRunner({ store, bus, config, box, workspaces })
+const app = await buildApp({ store, bus, config, box, workspaces, runner })
+const base = await app.listen({ host: '127.0.0.1', port: 0 })
+const org = await ensureOrg(store.db, 'bench-events')
+const tokens = await Promise.all([0, 1, 2, 3].map(async () => (await insertToken(store.db, { orgId: org.id, name: null, scopes: [...SCOPES], days: 7 })).secret))
+
+const reader = fork(path.join(root, 'bench/events-reader.ts'), { stdio: 'inherit' })
+if (canPin) execFileSync('taskset', ['-cp', '1', String(reader.pid)], { stdio: 'ignore' })
+const ask = <T>(job: Record<string, unknown>, onReady?: () => Promise<void>): Promise<T> =>
+  new Promise((resolve) => {
+    const on = (m: { kind: string }) => {
+      if (m.kind === 'ready') return void onReady?.()
+      reader.off('message', on)
+      resolve(m as T)
+    }
+    reader.on('message', on)
+    reader.send(job)
+  })
+
+try {
+  // --- 1. replay -----------------------------------------------------------------------------
+  const filler = 'x'.repeat(80)
+  for (let i = 0; i < REPLAY; i += 1000) {
+    const rows = Array.from({ length: Math.min(1000, REPLAY - i) }, (_, k) => ({
+      org_id: org.id,
+      session_id: 'ses_bench',
+      turn_id: null,
+      type: 'agent.message',
+      created_at: Date.now(),
+      payload: JSON.stringify({ text: `event ${i + k} ${filler}` }),
+    }))
+    await store.db.insertInto('events').values(rows).execute()
+  }
+  let t = now()
+  const raw = await store.db.selectFrom('events').selectAll().where('org_id', '=', org.id).orderBy('seq').execute()
+  const rawMs = now() - t
+  if (raw.length !== REPLAY) throw new Error(`expected ${REPLAY} rows, read ${raw.length}`)
+  const replay = await ask<{ ms: number; got: number }>({ kind: 'replay', url: `${base}/v1/events`, token: tokens[0], expect: REPLAY })
+  console.log(`bench/events on SQLite${canPin ? ', service on core 0, readers on core 1' : ''}`)
+  console.log(`replay of ${REPLAY} events through one stream   ${ms(replay.ms)}  (${Math.round((REPLAY / replay.ms) * 1000)} events/s; target < 2000 ms)`)
+  console.log(`plain SELECT of the same rows               ${ms(rawMs)}`)
+  console.log(`replay / SELECT                             ${(replay.ms / rawMs).toFixed(2)}`)
+
+  // --- 2. fan-out ----------------------------------------------------------------------------
+  const urls = Array.from({ length: STREAMS }, (_, i) => ({ url: `${base}/v1/events`, token: tokens[i % tokens.length]! }))
+  const write = async () => {
+    for (let i = 0; i < FANOUT_EVENTS; i++) {
+      const stamp = now()
+      await withEvents(store, bus, (_trx, record) => record({ orgId: org.id, sessionId: 'ses_bench', type: 'agent.message', payload: { text: 'fan-out', t: stamp } }))
+      await sleep(2)
+    }
+  }
+  const warren = await ask<{ latencies: number[] }>({ kind: 'fanout', urls, expect: STREAMS * FANOUT_EVENTS }, write)
+
+  // The baseline: a bare SSE server writing one frame to 20 connections, same events, same pace.
+  const conns: http.ServerResponse[] = []
+  const bare = http.createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' })
+    res.write('retry: 2000\n\n')
+    conns.push(res)
+  })
+  await new Promise<void>((r) => bare.listen(0, '127.0.0.1', r))
+  const bareUrl = `http://127.0.0.1:${(bare.address() as AddressInfo).port}/`
+  let seq = 0
+  const broadcast = async () => {
+    for (let i = 0; i < FANOUT_EVENTS; i++) {
+      const frame = `id: ${++seq}\nevent: agent.message\ndata: {"object":"event","type":"agent.message","seq":${seq},"payload":{"text":"fan-out","t":${now()}}}\n\n`
+      for (const c of conns) c.write(frame)
+      await sleep(2)
+    }
+  }
+  const baseline = await ask<{ latencies: number[] }>({ kind: 'fanout', urls: urls.map(() => ({ url: bareUrl, token: 'x' })), expect: STREAMS * FANOUT_EVENTS }, broadcast)
+  for (const c of conns) c.destroy()
+  bare.close()
+
+  const w = warren.latencies
+  const b = baseline.latencies
+  console.log(`commit-to-client, ${STREAMS} streams × ${FANOUT_EVENTS} events   p50 ${ms(pct(w, 0.5))}  p90 ${ms(pct(w, 0.9))}  p99 ${ms(pct(w, 0.99))}  (target p99 < 50 ms)`)
+  console.log(`bare SSE server, same frames and pace       p50 ${ms(pct(b, 0.5))}  p90 ${ms(pct(b, 0.9))}  p99 ${ms(pct(b, 0.99))}`)
+  console.log(`service / bare                              p50 ${(pct(w, 0.5) / pct(b, 0.5)).toFixed(2)}  p99 ${(pct(w, 0.99) / pct(b, 0.99)).toFixed(2)}`)
+} finally {
+  reader.kill()
+  await app.close()
+  await runner.close()
+  await workspaces.close()
+  await store.close()
+  fs.rmSync(dataDir, { recursive: true, force: true })
+}
