@@ -432,4 +432,25 @@ onPostgres('event streams across two processes on one store', () => {
     assert.equal(ev.find((f) => f.event === 'agent.text')!.data.payload.delta, 'across')
     stream.close()
   })
+
+  it('holds the stream ceilings across both processes', async () => {
+    const [baseA, baseB] = [await a.listen().catch(() => a.app.listeningOrigin), await b.listen().catch(() => b.app.listeningOrigin)]
+    const t = await a.mint()
+    const streams: SseClient[] = []
+    for (let i = 0; i < 5; i++) streams.push(await openSse(i % 2 ? baseA : baseB, '/v1/events', { token: t.token }))
+    assert.deepEqual(streams.map((s) => s.status), [200, 200, 200, 200, 200])
+    for (const base of [baseA, baseB]) {
+      const over = await openSse(base, '/v1/events', { token: t.token })
+      assert.equal(over.status, 429, `the sixth stream, on ${base === baseA ? 'the first' : 'the second'} process`)
+      assert.equal(JSON.parse(over.body).error.code, 'rate_limit_exceeded')
+    }
+    streams[0]!.close()
+    const again = await waitFor('a slot freed on the other process', async () => {
+      const c = await openSse(baseA, '/v1/events', { token: t.token })
+      if (c.status !== 200) return false
+      return c
+    })
+    again.close()
+    for (const s of streams) s.close()
+  })
 })

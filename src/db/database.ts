@@ -7,6 +7,7 @@ import { openSqlite } from './sqlite-dialect.ts'
 import type { Tables } from './tables.ts'
 import * as m001 from './migrations/001-initial.ts'
 import * as m002 from './migrations/002-turns.ts'
+import * as m003 from './migrations/003-stream-slots.ts'
 
 export type DialectName = 'sqlite' | 'postgres'
 export type Db = Kysely<Tables>
@@ -66,6 +67,7 @@ export async function openStore(opts: OpenStoreOptions): Promise<Store> {
 const migrations: Record<string, { up(db: Kysely<any>, d: DialectName): Promise<void> }> = {
   '001-initial': m001,
   '002-turns': m002,
+  '003-stream-slots': m003,
 }
 
 async function migrate(store: Store): Promise<void> {

@@ -189,4 +189,10 @@ export type Tables = {
     output_tokens: number
     created_at: number
   }
+  stream_slots: {
+    id: string
+    token_id: string
+    org_id: string
+    expires_at: number
+  }
 }

@@ -92,6 +92,8 @@ export function openEventStream(o: EventStreamOptions): OpenStream {
   }
   res.on('close', end)
   res.on('error', end)
+  // A client gone while the stream was being set up: its 'close' has already been emitted.
+  if (res.socket === null || res.socket.destroyed) queueMicrotask(end)
 
   /** Writes a frame; past the ceiling of unread bytes the connection is cut. */
   const write = (frame: string): void => {

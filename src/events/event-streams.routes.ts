@@ -39,16 +39,19 @@ function cursorOf(req: FastifyRequest<{ Querystring: { last_event_id?: string } 
 }
 
 export const eventStreamRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store, bus, config }) => {
-  const slots = streamSlots()
+  const slots = streamSlots(store)
+  // One process owns a SQLite store: slots left by a process that died are nobody's.
+  if (store.dialect === 'sqlite') await store.db.deleteFrom('stream_slots').execute()
   const open = new Set<OpenStream>()
   // Open streams never end by themselves: the service ends them when it stops.
   app.addHook('preClose', async () => {
     for (const s of open) s.end()
+    await slots.close()
   })
 
-  const serve = (req: FastifyRequest<{ Querystring: { last_event_id?: string } }>, reply: FastifyReply, scope: StreamScope) => {
+  const serve = async (req: FastifyRequest<{ Querystring: { last_event_id?: string } }>, reply: FastifyReply, scope: StreamScope) => {
     const cursor = cursorOf(req)
-    const release = slots.acquire(req.auth.tokenId, req.auth.orgId)
+    const release = await slots.acquire(req.auth.tokenId, req.auth.orgId)
     reply.hijack()
     const tokenId = req.auth.tokenId
     const stillAllowed = async () => {
@@ -80,7 +83,7 @@ export const eventStreamRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { 
     async (req, reply) => {
       const session = await getSessionRow(store.db, req.auth.orgId, req.params.session_id)
       if (!session) throw notFound('session', req.params.session_id)
-      serve(req, reply, { orgId: req.auth.orgId, sessionId: session.id })
+      await serve(req, reply, { orgId: req.auth.orgId, sessionId: session.id })
     },
   )
 
