@@ -1,7 +1,8 @@
 import type { ServerResponse } from 'node:http'
 import type { Store } from '../db/database.ts'
 import { MIB } from '../http/limits.ts'
-import type { EventBus, EventNotice, TransientEvent } from './event-bus.ts'
+import type { EventBus, TransientEvent } from './event-bus.ts'
+import type { EventTail, TailRow } from './event-tail.ts'
 import { lastSeq, readEventsAfter, type StreamScope } from './events.store.ts'
 import { PING_FRAME, RETRY_FRAME, persistedFrame, replayTruncatedFrame, transientFrame, type EventRowText } from './sse-frames.ts'
 import { persistedInternalTypes, publicName } from './vocabulary.ts'
@@ -15,12 +16,18 @@ export const CLOSE_BYTES = 8 * MIB
 
 /** Live-only frames kept while persisted ones are read; more are dropped, as a slow reader's would be. */
 const HELD_MAX = 1000
+/** Rows kept for a stream that is busy (replaying); past this it re-reads the store instead. */
+const QUEUE_MAX = 10_000
 /** Marks the end of a session: its stream closes once everything before it has been sent. */
 const SESSION_DELETED = 'session.deleted'
+/** Every internal type a stream reads: the persisted published ones, and a session's end. */
+export const STREAM_TYPES = [...persistedInternalTypes(), SESSION_DELETED]
 
 export type EventStreamOptions = {
   store: Store
   bus: EventBus
+  /** The process's shared reader of new events, which live streams follow. */
+  tail: EventTail
   res: ServerResponse
   /** Response headers already set for this request (request id, rate-limit figures). */
   headers: Record<string, string | string[] | number | undefined>
@@ -44,7 +51,8 @@ export type OpenStream = { end(): void; closed: Promise<void> }
  */
 export function openEventStream(o: EventStreamOptions): OpenStream {
   const { res, scope } = o
-  const types = scope.sessionId !== undefined ? [...persistedInternalTypes(), SESSION_DELETED] : persistedInternalTypes()
+  const types = scope.sessionId !== undefined ? STREAM_TYPES : persistedInternalTypes()
+  const typeSet = new Set(types)
   let closed = false
   let live = false
   let dirty = false
@@ -55,20 +63,25 @@ export function openEventStream(o: EventStreamOptions): OpenStream {
   const closedPromise = new Promise<void>((r) => (resolveClosed = r))
 
   const inScope = (orgId: string, sessionId: string | null) => orgId === scope.orgId && (scope.sessionId === undefined || sessionId === scope.sessionId)
-  const onNotice = (n: EventNotice) => {
-    if (!inScope(n.orgId, n.sessionId)) return
-    if (publicName(n.type) === null && n.type !== SESSION_DELETED) return
-    dirty = true
-    wake?.()
+  /** Rows of this scope handed over by the tail, not yet sent. */
+  let queue: TailRow[] = []
+  const onRows = (rows: TailRow[]) => {
+    if (closed) return
+    for (const r of rows) if (inScope(r.org_id, r.session_id) && typeSet.has(r.type)) queue.push(r)
+    // A reader far behind (a long replay) reads the store itself instead of growing the queue.
+    if (queue.length > QUEUE_MAX) {
+      queue = []
+      dirty = true
+    }
+    if (queue.length > 0 || dirty) wake?.()
   }
   const onTransient = (e: TransientEvent) => {
     if (!live || closed || !inScope(e.orgId, e.sessionId) || publicName(e.type) === null) return
-    if (dirty || wake === null) {
+    if (dirty || queue.length > 0 || wake === null) {
       if (held.length < HELD_MAX) held.push(transientFrame(e))
-    }
-    else sendTransient(transientFrame(e))
+    } else sendTransient(transientFrame(e))
   }
-  const unsubscribe = [o.bus.subscribe(onNotice), o.bus.subscribeTransient(onTransient)]
+  const unsubscribe = [o.tail.follow(onRows), o.bus.subscribeTransient(onTransient)]
   const ping = setInterval(() => {
     write(PING_FRAME)
     o.stillAllowed().then(
@@ -182,22 +195,35 @@ export function openEventStream(o: EventStreamOptions): OpenStream {
       }
     }
     live = true
+    // Everything after the cursor is read once from the store; from then on the tail hands over
+    // what is committed (it was followed before the first read, so nothing falls between).
+    dirty = true
     while (!closed) {
-      dirty = false
-      for (;;) {
-        const rows = await read(cursor, PAGE)
-        if (closed) return
+      if (dirty) {
+        dirty = false
+        for (;;) {
+          const rows = await read(cursor, PAGE)
+          if (closed) return
+          if (rows.length > 0) {
+            if (!(await sendRows(rows, false))) return end()
+            cursor = rows.at(-1)!.seq
+          }
+          if (rows.length < PAGE) break
+        }
+      }
+      if (queue.length > 0) {
+        const rows = queue.filter((r) => r.seq > cursor)
+        queue = []
         if (rows.length > 0) {
           if (!(await sendRows(rows, false))) return end()
           cursor = rows.at(-1)!.seq
         }
-        if (rows.length < PAGE) break
       }
-      if (dirty) continue
+      if (dirty || queue.length > 0) continue
       const waiting = held
       held = []
       for (const f of waiting) sendTransient(f)
-      if (dirty) continue
+      if (dirty || queue.length > 0) continue
       await new Promise<void>((r) => (wake = r))
       wake = null
     }

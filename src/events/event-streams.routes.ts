@@ -5,7 +5,8 @@ import type { Deps } from '../deps.ts'
 import { ApiError, errorResponses, notFound } from '../errors.ts'
 import { getSessionRow } from '../sessions/sessions.store.ts'
 import { SessionParams } from '../sessions/sessions.schema.ts'
-import { openEventStream, type OpenStream } from './event-stream.ts'
+import { STREAM_TYPES, openEventStream, type OpenStream } from './event-stream.ts'
+import { eventTail } from './event-tail.ts'
 import type { StreamScope } from './events.store.ts'
 import { streamSlots } from './stream-slots.ts'
 import { getTokenById } from '../tokens/tokens.store.ts'
@@ -42,10 +43,12 @@ export const eventStreamRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { 
   const slots = streamSlots(store)
   // One process owns a SQLite store: slots left by a process that died are nobody's.
   if (store.dialect === 'sqlite') await store.db.deleteFrom('stream_slots').execute()
+  const tail = eventTail(store, bus, STREAM_TYPES)
   const open = new Set<OpenStream>()
   // Open streams never end by themselves: the service ends them when it stops.
   app.addHook('preClose', async () => {
     for (const s of open) s.end()
+    tail.close()
     await slots.close()
   })
 
@@ -58,7 +61,7 @@ export const eventStreamRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { 
       const t = await getTokenById(store.db, tokenId)
       return t !== null && t.revokedAt === null && t.expiresAt > Date.now()
     }
-    const stream = openEventStream({ store, bus, res: reply.raw, headers: reply.getHeaders(), scope, cursor, replayLimit: config.replayLimit, pingMs: config.ssePingMs, stillAllowed })
+    const stream = openEventStream({ store, bus, tail, res: reply.raw, headers: reply.getHeaders(), scope, cursor, replayLimit: config.replayLimit, pingMs: config.ssePingMs, stillAllowed })
     open.add(stream)
     void stream.closed.then(() => {
       open.delete(stream)

@@ -107,3 +107,16 @@ export async function lastSeq(db: Db): Promise<number> {
   const row = await db.selectFrom('events').select((eb) => eb.fn.max('seq').as('seq')).executeTakeFirst()
   return Number(row?.seq ?? 0)
 }
+
+/** Up to `limit` events of every organization after `afterSeq`, oldest first: what the shared tail reads once for all live streams. */
+export async function readAllEventsAfter(db: Db, types: string[], afterSeq: number, limit: number) {
+  const rows = await db
+    .selectFrom('events')
+    .select(['seq', 'org_id', 'session_id', 'type', 'created_at', 'payload'])
+    .where('seq', '>', afterSeq)
+    .where('type', 'in', types)
+    .orderBy('seq', 'asc')
+    .limit(limit)
+    .execute()
+  return rows.map((r) => ({ ...r, seq: Number(r.seq), created_at: Number(r.created_at) }))
+}
