@@ -1,10 +1,13 @@
 // The client side of bench/events, in its own process so that parsing frames never shares the
 // service's event loop. Told what to do over IPC by bench/events.ts; answers with its figures.
 import http from 'node:http'
+import https from 'node:https'
+import type { AddressInfo } from 'node:net'
 
 type Job =
   | { kind: 'replay'; url: string; token: string; expect: number }
   | { kind: 'fanout'; urls: { url: string; token: string }[]; expect: number }
+  | { kind: 'receive'; cert: string; key: string; expect: number }
 
 const now = () => performance.timeOrigin + performance.now()
 
@@ -29,7 +32,28 @@ function stream(url: string, token: string, headers: Record<string, string>, onF
   })
 }
 
+let receiver: https.Server | null = null
+let receiving = { got: 0, first: 0, expect: 0 }
+
 process.on('message', async (job: Job) => {
+  if (job.kind === 'receive') {
+    // A webhook receiver: answers 204 to every POST, and reports when `expect` have arrived.
+    receiving = { got: 0, first: 0, expect: job.expect }
+    if (!receiver) {
+      receiver = https.createServer({ cert: job.cert, key: job.key, keepAliveTimeout: 30_000 }, (req, res) => {
+        req.resume()
+        req.on('end', () => {
+          res.writeHead(204).end()
+          const r = receiving
+          if (r.got++ === 0) r.first = now()
+          if (r.got === r.expect) process.send!({ kind: 'received', got: r.got, ms: now() - r.first })
+        })
+      })
+      await new Promise<void>((ok) => receiver!.listen(0, '127.0.0.1', ok))
+    }
+    process.send!({ kind: 'listening', port: (receiver.address() as AddressInfo).port })
+    return
+  }
   if (job.kind === 'replay') {
     let got = 0
     const start = now()

@@ -3,7 +3,9 @@
 //      the same rows from the same store. Target: under 2 s.
 //   2. Commit-to-client latency with 20 open streams, beside a bare SSE server in this process
 //      that writes the same frames to 20 connections. Target: p99 under 50 ms.
-// Usage: node_modules/.bin/node bench/events.ts [--events N] [--fanout N]
+//   3. Signed webhook deliveries a second from the outbox to a local HTTPS receiver, beside plain
+//      HTTPS posts of the same bodies over the same number of keep-alive sockets. Target: ≥ 500/s.
+// Usage: node_modules/.bin/node bench/events.ts [--events N] [--fanout N] [--deliveries N]
 //
 // The service runs in this process (SQLite, the real app and routes), so that the writer can
 // commit events through the same transaction path the runner uses and stamp them just before;
@@ -12,6 +14,8 @@ import { fork, execFileSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import http from 'node:http'
+import https from 'node:https'
+import tls from 'node:tls'
 import os from 'node:os'
 import path from 'node:path'
 import type { AddressInfo } from 'node:net'
@@ -27,11 +31,25 @@ import { ensureOrg, insertToken } from '../src/tokens/tokens.store.ts'
 import { SCOPES } from '../src/tokens/scopes.ts'
 import { workspaceManager } from '../src/workspaces/workspace-manager.ts'
 import { turnRunner } from '../src/runner/turn-runner.ts'
+import { DELIVERY_LIMITS, deliveryWorker } from '../src/webhooks/delivery-worker.ts'
+import { deliveryBody, signDelivery } from '../src/webhooks/delivery-body.ts'
+import { makeTestCert } from '../test/fakes/test-cert.ts'
+
+async function waitUntil(what: string, check: () => Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 400; i++) {
+    if (await check()) return
+    await sleep(25)
+  }
+  throw new Error(`gave up waiting: ${what}`)
+}
 
 const arg = (name: string, def: number) => Number(process.argv[process.argv.indexOf(name) + 1]) || def
 const REPLAY = arg('--events', 50_000)
 const FANOUT_EVENTS = arg('--fanout', 300)
+const DELIVERIES = arg('--deliveries', 3000)
 const STREAMS = 20
+/** The baseline's sockets: as many as the worker may have in flight. */
+const DELIVERIES_CONCURRENCY = DELIVERY_LIMITS.total
 const root = path.resolve(import.meta.dirname, '..')
 
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]!
@@ -43,7 +61,7 @@ if (canPin) execFileSync('taskset', ['-cp', '0', String(process.pid)], { stdio: 
 
 // --- the service, in this process ---------------------------------------------------------
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-events-'))
-const config = loadConfig({ WARREN_DATA_DIR: dataDir, PORT: '0', WARREN_RATE_GENERAL_PER_MIN: '100000000', WARREN_LOG_LEVEL: 'warn' })
+const config = loadConfig({ WARREN_DATA_DIR: dataDir, PORT: '0', WARREN_RATE_GENERAL_PER_MIN: '100000000', WARREN_LOG_LEVEL: 'warn', WARREN_ALLOW_PRIVATE_WEBHOOKS: '1' })
 const store = await openStore({ dataDir })
 const bus = memoryEventBus()
 const box = secretBox(randomBytes(32))
@@ -57,6 +75,16 @@ const tokens = await Promise.all([0, 1, 2, 3].map(async () => (await insertToken
 
 const reader = fork(path.join(root, 'bench/events-reader.ts'), { stdio: 'inherit' })
 if (canPin) execFileSync('taskset', ['-cp', '1', String(reader.pid)], { stdio: 'ignore' })
+/** The reader's next message of this kind. */
+const next = <T>(kind: string): Promise<T> =>
+  new Promise((resolve) => {
+    const on = (m: { kind: string }) => {
+      if (m.kind !== kind) return
+      reader.off('message', on)
+      resolve(m as T)
+    }
+    reader.on('message', on)
+  })
 const ask = <T>(job: Record<string, unknown>, onReady?: () => Promise<void>): Promise<T> =>
   new Promise((resolve) => {
     const on = (m: { kind: string }) => {
@@ -129,6 +157,77 @@ try {
   console.log(`commit-to-client, ${STREAMS} streams × ${FANOUT_EVENTS} events   p50 ${ms(pct(w, 0.5))}  p90 ${ms(pct(w, 0.9))}  p99 ${ms(pct(w, 0.99))}  (target p99 < 50 ms)`)
   console.log(`bare SSE server, same frames and pace       p50 ${ms(pct(b, 0.5))}  p90 ${ms(pct(b, 0.9))}  p99 ${ms(pct(b, 0.99))}`)
   console.log(`service / bare                              p50 ${(pct(w, 0.5) / pct(b, 0.5)).toFixed(2)}  p99 ${(pct(w, 0.99) / pct(b, 0.99)).toFixed(2)}`)
+
+  // --- 3. webhook deliveries ------------------------------------------------------------------
+  const cert = makeTestCert()
+  const listening = next<{ port: number }>('listening')
+  reader.send({ kind: 'receive', cert: cert.cert, key: cert.key, expect: DELIVERIES })
+  const { port } = await listening
+  const hook = `https://127.0.0.1:${port}/hook`
+  const created = await fetch(`${base}/v1/webhooks`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${tokens[0]}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ url: hook, events: ['session.idle'] }),
+  })
+  if (created.status !== 201) throw new Error(`subscribing: ${created.status} ${await created.text()}`)
+  const secret = ((await created.json()) as { secret: string }).secret
+
+  // The baseline: the same bodies, signed the same way, posted over the same number of keep-alive sockets.
+  // One secure context for the agent, as the worker makes it: a `ca` option would be re-read on every request.
+  const agent = new https.Agent({ keepAlive: true, maxSockets: DELIVERY_LIMITS.total, secureContext: tls.createSecureContext({ ca: [...tls.rootCertificates, cert.cert] }) })
+  const body = deliveryBody({ type: 'session.idle', createdAt: Date.now(), sessionId: 'ses_bench', turnId: null, payload: { session_id: 'ses_bench' } })
+  const post = () =>
+    new Promise<void>((resolve, reject) => {
+      const ts = String(Date.now())
+      const req = https.request(hook, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'x-service-timestamp': ts, 'x-service-signature': signDelivery(secret, ts, body) } }, (res) => {
+        res.resume()
+        res.on('end', resolve)
+      })
+      req.on('error', reject)
+      req.end(body)
+    })
+  const postAll = async () => {
+    const received = next<{ ms: number }>('received')
+    const start = now()
+    let left = DELIVERIES
+    await Promise.all(Array.from({ length: DELIVERIES_CONCURRENCY }, async () => {
+      while (left-- > 0) await post()
+    }))
+    await received
+    return now() - start
+  }
+  // Once to warm the sockets and the JIT, as the worker's run below is warm from the first part.
+  await postAll()
+  reader.send({ kind: 'receive', cert: cert.cert, key: cert.key, expect: DELIVERIES })
+  const plainMs = await postAll()
+  agent.destroy()
+
+  // The service: the deliveries wait in the outbox (one per committed event), then the worker starts.
+  for (let i = 0; i < DELIVERIES; i += 500) {
+    await withEvents(store, bus, async (_trx, record) => {
+      for (let k = i; k < Math.min(DELIVERIES, i + 500); k++) await record({ orgId: org.id, sessionId: 'ses_bench', type: 'session.idle', payload: { session_id: 'ses_bench', status: 'idle' } })
+    })
+  }
+  const listening2 = next<{ port: number }>('listening')
+  reader.send({ kind: 'receive', cert: cert.cert, key: cert.key, expect: DELIVERIES })
+  await listening2
+  const workerReceived = next<{ ms: number }>('received')
+  const worker = deliveryWorker({ store, bus, config, box, ca: cert.cert })
+  t = now()
+  worker.start()
+  await workerReceived
+  const workerMs = now() - t
+  // Every delivery was recorded as delivered, not only sent.
+  await waitUntil('every delivery recorded as delivered', async () => {
+    const row = await store.db.selectFrom('webhook_deliveries').select((eb) => eb.fn.countAll<number>().as('n')).where('status', '=', 'delivered').executeTakeFirst()
+    return Number(row?.n) === DELIVERIES
+  })
+  await worker.close()
+  cert.remove()
+  const rate = (n: number, ms: number) => Math.round((n / ms) * 1000)
+  console.log(`webhook deliveries, outbox to HTTPS receiver  ${rate(DELIVERIES, workerMs)}/s  (${DELIVERIES} in ${ms(workerMs)}; target ≥ 500/s)`)
+  console.log(`plain signed HTTPS posts, ${DELIVERIES_CONCURRENCY} sockets          ${rate(DELIVERIES, plainMs)}/s  (${ms(plainMs)})`)
+  console.log(`service / plain                             ${(plainMs / workerMs).toFixed(2)}`)
 } finally {
   reader.kill()
   await app.close()

@@ -3,6 +3,7 @@ import { buildApp } from './app.ts'
 import type { Config } from './config.ts'
 import { openStore } from './db/database.ts'
 import { memoryEventBus } from './events/event-bus.ts'
+import { pgEventBus } from './events/pg-event-bus.ts'
 import { loadEncryptionKey } from './shared/encryption-key.ts'
 import { secretBox } from './shared/secret-box.ts'
 import { purgeIdempotencyKeys } from './http/idempotency.ts'
@@ -10,6 +11,7 @@ import { createLocalProvider } from './sandbox/local/create-local.ts'
 import type { HostReport } from './sandbox/sandbox.ts'
 import { workspaceManager } from './workspaces/workspace-manager.ts'
 import { turnRunner } from './runner/turn-runner.ts'
+import { deliveryWorker } from './webhooks/delivery-worker.ts'
 
 /** Says plainly, at start, what this host allows the sandboxes and what is missing. */
 function reportHost(r: HostReport): void {
@@ -20,7 +22,8 @@ function reportHost(r: HostReport): void {
 /** Opens the store, builds the app and listens; returns the app so the caller can close it. */
 export async function startServer(config: Config): Promise<FastifyInstance> {
   const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl })
-  const bus = memoryEventBus()
+  // Several processes on one PostgreSQL wake each other's streams and workers through it.
+  const bus = config.databaseUrl ? await pgEventBus(config.databaseUrl, undefined) : memoryEventBus()
   const box = secretBox(loadEncryptionKey(config))
   const provider = await createLocalProvider({ prefix: config.sandboxPrefix })
   reportHost(provider.report())
@@ -36,16 +39,21 @@ export async function startServer(config: Config): Promise<FastifyInstance> {
     workspaces,
     logger: { level: config.logLevel, redact: ['req.headers.authorization'] },
   })
+  const webhooks = deliveryWorker({ store, bus, config, box })
   const purge = setInterval(() => void purgeIdempotencyKeys(store).catch(() => {}), 3_600_000)
   purge.unref()
   app.addHook('onClose', async () => {
     clearInterval(purge)
+    await webhooks.close()
     await runner.close()
     await workspaces.close()
+    await bus.close()
     await store.close()
   })
   await app.listen({ host: config.host, port: config.port })
   // Turns that were working when the service stopped go on once it can answer for them.
   await runner.recover()
+  // Deliveries owed from before a stop (or enqueued by another process) go out from here on.
+  webhooks.start()
   return app
 }

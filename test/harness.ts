@@ -113,8 +113,7 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
   const config = loadConfig({ WARREN_DATA_DIR: dataDir, ...(dialect === 'postgres' ? { DATABASE_URL: PG_URL } : {}), ...opts.env }, opts.config)
   const store = await openStore({ dataDir, databaseUrl: config.databaseUrl, pgSchema: dialect === 'postgres' ? pgSchema : undefined })
   // As in a deployment: several processes on one PostgreSQL wake each other through it.
-  const pgBus = dialect === 'postgres' ? await pgEventBus(config.databaseUrl!, pgSchema) : null
-  const bus = pgBus ?? memoryEventBus()
+  const bus = dialect === 'postgres' ? await pgEventBus(config.databaseUrl!, pgSchema) : memoryEventBus()
   const box = secretBox(Buffer.alloc(32, 7))
   // Each instance names its host resources apart, so parallel test files never clean up each other's.
   const provider = await createLocalProvider({ prefix: opts.sandboxPrefix ?? `t${randomText(4)}`, uidBase: 300_000 + Math.floor(Math.random() * 600) * 1000 })
@@ -155,7 +154,7 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
       await app.close()
       await runner.close()
       await workspaces.close()
-      await pgBus?.close()
+      await bus.close()
       await store.close()
       if (dialect === 'postgres' && !opts.pgSchema) {
         const c = new pg.Client({ connectionString: PG_URL })

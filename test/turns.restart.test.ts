@@ -8,17 +8,13 @@
 // test/workspaces.restart.test.ts (forEachDialect); what is tested here is the process dying.
 import { after, before, describe, it } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn, execFile, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import readline from 'node:readline'
 import { startModelServer, type FakeModelServer, type ModelRequest } from './fakes/model-server.ts'
 import { waitFor } from './fixtures.ts'
-
-const ROOT = path.join(import.meta.dirname, '..')
-const NODE = path.join(ROOT, 'node_modules', '.bin', 'node')
+import { serviceProcess, type Exit } from './service-process.ts'
 
 type Item = { object: 'item'; id: string; type: string; turn_id: string | null; created_at: number; detail: { event: string; [k: string]: unknown } }
 type Turn = { object: 'turn'; id: string; session_id: string; status: string; created_at: number; started_at: number | null; completed_at: number | null; error: unknown }
@@ -26,80 +22,34 @@ type Turn = { object: 'turn'; id: string; session_id: string; status: string; cr
 /** 'k' and four lowercase letters or digits: this file run's sandboxes, the same on every restart. */
 const sandboxPrefix = 'k' + Array.from(randomBytes(4), (b) => 'abcdefghijklmnopqrstuvwxyz0123456789'[b % 36]).join('')
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-turns-restart-'))
-const serviceEnv: Record<string, string> = {
+const service = serviceProcess({
   WARREN_DATA_DIR: dataDir,
-  PORT: '0',
-  HOST: '127.0.0.1',
   WARREN_SANDBOX_PREFIX: sandboxPrefix,
   WARREN_PROVIDER_RETRY_DELAYS_MS: '50,50',
   WARREN_LOG_LEVEL: 'warn',
   // The test polls the child over HTTP; the default of 120 requests a minute would refuse it.
   WARREN_RATE_GENERAL_PER_MIN: '100000',
-}
-/** The test process's environment without anything that would point the child elsewhere (another store, other knobs). */
-const childEnv = (): NodeJS.ProcessEnv => {
-  const env: NodeJS.ProcessEnv = {}
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('WARREN_') && k !== 'DATABASE_URL' && k !== 'PORT' && k !== 'HOST') env[k] = v
-  return { ...env, ...serviceEnv }
-}
+})
 
-type Child = { proc: ChildProcess; url: string; exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>; output: string[] }
-let child: Child | null = null
 /** A SIGKILL left sandboxes behind that no started service has cleaned yet. */
 let orphansLeft = false
 let fake: FakeModelServer
-let token = ''
 
-/** Starts `warren serve` and resolves once it says where it listens. */
-async function startChild(): Promise<Child> {
-  assert.equal(child, null, 'a child is already running')
-  const proc = spawn(NODE, ['src/main.ts', 'serve'], { cwd: ROOT, env: childEnv(), stdio: ['ignore', 'pipe', 'pipe'] })
-  const output: string[] = []
-  const keep = (line: string) => {
-    output.push(line)
-    if (output.length > 200) output.shift()
-  }
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => proc.once('exit', (code, signal) => resolve({ code, signal })))
-  readline.createInterface({ input: proc.stderr! }).on('line', (l) => keep(`stderr: ${l}`))
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`warren serve did not say it listens within 30 s:\n${output.join('\n')}`)), 30_000)
-    readline.createInterface({ input: proc.stdout! }).on('line', (l) => {
-      keep(`stdout: ${l}`)
-      const m = /^warren: listening on (http:\/\/127\.0\.0\.1:\d+)$/.exec(l)
-      if (m) {
-        clearTimeout(timer)
-        resolve(m[1]!)
-      }
-    })
-    void exited.then(({ code, signal }) => {
-      clearTimeout(timer)
-      reject(new Error(`warren serve exited (code ${code}, signal ${signal}) before listening:\n${output.join('\n')}`))
-    })
-  })
-  child = { proc, url, exited, output }
+async function startChild(): Promise<void> {
+  await service.start()
   // Its start-up removed what the killed process left (same prefix).
   orphansLeft = false
-  return child
 }
 
-/** Stops the running child with `signal` and waits until it is gone; resolves with how it ended. */
-async function stopChild(signal: NodeJS.Signals, ms = 20_000): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
-  const c = child
-  assert.ok(c, 'no child is running')
-  c.proc.kill(signal)
-  let timer: NodeJS.Timeout | undefined
-  const ended = await Promise.race([c.exited, new Promise<null>((r) => (timer = setTimeout(() => r(null), ms)))])
-  clearTimeout(timer)
-  if (ended === null) {
-    c.proc.kill('SIGKILL')
-    await c.exited
-    child = null
+async function stopChild(signal: NodeJS.Signals): Promise<Exit> {
+  try {
+    const ended = await service.stop(signal)
+    if (signal === 'SIGKILL') orphansLeft = true
+    return ended
+  } catch (err) {
     orphansLeft = true
-    throw new Error(`warren serve did not exit within ${ms} ms of ${signal}; killed:\n${c.output.join('\n')}`)
+    throw err
   }
-  child = null
-  if (signal === 'SIGKILL') orphansLeft = true
-  return ended
 }
 
 /** The crash: SIGKILL, nothing gets to run in the service. */
@@ -108,25 +58,8 @@ async function crash(): Promise<void> {
   assert.equal(how.signal, 'SIGKILL', `the child ended otherwise: ${JSON.stringify(how)}`)
 }
 
-const ensureChild = async () => child ?? startChild()
-
-type Res = { status: number; body: any; text: string }
-async function api(method: string, url: string, body?: unknown): Promise<Res> {
-  assert.ok(child, 'no child is running')
-  const res = await fetch(child.url + url, {
-    method,
-    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  })
-  const text = await res.text()
-  let parsed: unknown = null
-  try {
-    parsed = text ? JSON.parse(text) : null
-  } catch {
-    parsed = null
-  }
-  return { status: res.status, body: parsed, text }
-}
+const ensureChild = async () => service.running || (await startChild())
+const api = (method: string, url: string, body?: unknown) => service.api(method, url, body)
 
 /** Every item of the session, oldest first, walking the pages. */
 async function allItems(sessionId: string): Promise<Item[]> {
@@ -226,15 +159,7 @@ const mentions = (m: unknown, text: string) => JSON.stringify(m).includes(text)
 describe('turns across a SIGKILL of the service [sqlite, child process]', () => {
   before(async () => {
     fake = await startModelServer({ models: ['m1'] })
-    const minted = await new Promise<string>((resolve, reject) =>
-      execFile(NODE, ['src/main.ts', 'tokens', 'create', '--org', 'restart-test'], { cwd: ROOT, env: childEnv(), timeout: 30_000 }, (err, stdout, stderr) =>
-        err ? reject(new Error(`tokens create failed: ${err.message}\n${stderr}`)) : resolve(stdout),
-      ),
-    )
-    const lines = minted.split('\n').filter((l) => l.trim() !== '')
-    assert.equal(lines.length, 1, minted)
-    token = JSON.parse(lines[0]!).token
-    assert.ok(token, minted)
+    service.token = await service.mint('restart-test')
     await startChild()
     const mc = await api('POST', '/v1/model-credentials', { provider: 'openai', api_key: fake.key, base_url: fake.url, models: ['m1'] })
     assert.equal(mc.status, 201, mc.text)
@@ -242,24 +167,18 @@ describe('turns across a SIGKILL of the service [sqlite, child process]', () => 
 
   after(async () => {
     try {
-      if (child) await stopChild('SIGTERM').catch(() => {})
+      if (service.running) await stopChild('SIGTERM').catch(() => {})
       // A test that failed after a SIGKILL leaves sandboxes: a service on the same prefix removes them at start.
       if (orphansLeft) {
         await startChild()
         await stopChild('SIGTERM').catch(() => {})
       }
     } finally {
-      if (child) {
-        child.proc.kill('SIGKILL')
-        await child.exited
-        child = null
-      }
+      if (service.running) await service.stop('SIGKILL').catch(() => {})
       await fake?.close()
       fs.rmSync(dataDir, { recursive: true, force: true })
     }
   })
-  // Whatever happens to the test process, the service it started goes with it.
-  process.once('exit', () => child?.proc.kill('SIGKILL'))
 
   it('killed during a model stream: the same turn asks the model again, completes, and says it once', async () => {
     await ensureChild()

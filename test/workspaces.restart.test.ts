@@ -58,6 +58,7 @@ forEachDialect('workspaces across a crash of the service', (dialect) => {
     } finally {
       // The crashed run's provider object still lives in this test process: let it go.
       await first.workspaces.close().catch(() => {})
+      await first.bus.close()
       await second.close()
       fs.rmSync(dataDir, { recursive: true, force: true })
       if (dialect === 'postgres') {

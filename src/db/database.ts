@@ -78,8 +78,19 @@ async function migrate(store: Store): Promise<void> {
   const migrationTableSchema =
     store.dialect === 'postgres' ? (await sql<{ schema: string }>`SELECT current_schema() AS schema`.execute(store.db)).rows[0]!.schema : undefined
   const migrator = new Migrator({ db: store.db, provider: { getMigrations: async () => list }, ...(migrationTableSchema ? { migrationTableSchema } : {}) })
-  const { error } = await migrator.migrateToLatest()
-  if (error) throw error
+  for (let attempt = 1; ; attempt++) {
+    const { error } = await migrator.migrateToLatest()
+    if (!error) return
+    // Kysely's introspection reads the catalog of every schema on the server: another schema
+    // dropped in the middle of it (another deployment, another test run) fails the read, not
+    // our migration. Applied migrations are skipped, so trying again is safe.
+    if (attempt >= 3 || !isVanishedObject(error)) throw error
+  }
+}
+
+function isVanishedObject(err: unknown): boolean {
+  const e = err as { code?: string; message?: string } | null
+  return e?.code === '3F000' || e?.code === '42P01' || /cache lookup failed|does not exist/.test(e?.message ?? '')
 }
 
 /** Serializes event-seq assignment on PostgreSQL so no reader sees seq n+1 before n commits. */

@@ -17,6 +17,8 @@ export type EventBus = {
   subscribe(listener: (notice: EventNotice) => void): () => void
   publish(event: TransientEvent): void
   subscribeTransient(listener: (event: TransientEvent) => void): () => void
+  /** Lets go of what the bus holds open (a PostgreSQL connection); the in-memory bus holds nothing. */
+  close(): Promise<void>
 }
 
 export function memoryEventBus(): EventBus {
@@ -31,5 +33,6 @@ export function memoryEventBus(): EventBus {
     subscribe: (listener) => on('event', listener),
     publish: (e) => emitter.emit('transient', e),
     subscribeTransient: (listener) => on('transient', listener),
+    close: async () => {},
   }
 }

@@ -8,8 +8,6 @@ const RECONNECT_MS = 1000
 
 type Message = { from: string; notices?: EventNotice[]; transient?: TransientEvent }
 
-export type PgEventBus = EventBus & { close(): Promise<void> }
-
 /**
  * The bus of several service processes on one PostgreSQL: each process wakes its own listeners at
  * once, as the memory bus does, and tells the others through LISTEN/NOTIFY (notices of one event
@@ -18,7 +16,7 @@ export type PgEventBus = EventBus & { close(): Promise<void> }
  * re-made delays a reader by at most one ping. A transient event too large for one NOTIFY stays
  * in the process that made it.
  */
-export async function pgEventBus(databaseUrl: string, schema: string | undefined): Promise<PgEventBus> {
+export async function pgEventBus(databaseUrl: string, schema: string | undefined): Promise<EventBus> {
   const local = memoryEventBus()
   const me = randomUUID()
   // One channel per schema: deployments (and test runs) sharing a server stay apart.

@@ -1,0 +1,95 @@
+import { sql } from 'kysely'
+import type { Db, DialectName } from '../db/database.ts'
+import { toStoredEvent, type StoredEvent } from '../events/events.store.ts'
+import type { SecretBox } from '../shared/secret-box.ts'
+
+export type DeliveryCandidate = { id: string; subscriptionId: string; attempts: number; nextAttemptAt: number }
+
+/**
+ * The earliest pending deliveries, due or not, of every subscription but `skip` (those already at
+ * their share of attempts): the worker picks the due ones and learns from the rest when to look
+ * again. Skipping in the query keeps one subscription's backlog from filling the window.
+ */
+export async function pendingDeliveries(db: Db, skip: string[], limit: number): Promise<DeliveryCandidate[]> {
+  let q = db.selectFrom('webhook_deliveries').select(['id', 'subscription_id', 'attempts', 'next_attempt_at']).where('status', '=', 'pending')
+  if (skip.length > 0) q = q.where('subscription_id', 'not in', skip)
+  const rows = await q.orderBy('next_attempt_at').limit(limit).execute()
+  return rows.map((r) => ({ id: r.id, subscriptionId: r.subscription_id, attempts: Number(r.attempts), nextAttemptAt: Number(r.next_attempt_at) }))
+}
+
+export type ClaimedDelivery = { id: string; subscriptionId: string; eventSeq: number; attempts: number }
+
+/** Which deliveries to claim: these (picked from pendingDeliveries), or up to `limit` due ones of one subscription. */
+export type ClaimTarget = { ids: string[] } | { subscriptionId: string; limit: number }
+
+/**
+ * Takes deliveries that are still due by moving them to `leaseUntil`, in one statement: a delivery
+ * another process took meanwhile is no longer due and is left out, and one whose taker died is due
+ * again once its lease runs out. PostgreSQL skips rows another claim is locking instead of waiting
+ * on them; SQLite has a single writer.
+ */
+export async function claimDeliveries(db: Db, dialect: DialectName, which: ClaimTarget, now: number, leaseUntil: number): Promise<ClaimedDelivery[]> {
+  let due = db.selectFrom('webhook_deliveries').select('id').where('status', '=', 'pending')
+  if ('ids' in which) {
+    if (which.ids.length === 0) return []
+    due = due.where('id', 'in', which.ids).where('next_attempt_at', '<=', now)
+  } else {
+    // Through the subscription's index, unordered (deliveries may arrive out of order anyway): the
+    // `+ 0` keeps the planner off the due-time index, which would walk every other subscription's
+    // due backlog to find this one's.
+    due = due.where('subscription_id', '=', which.subscriptionId).where(sql<number>`next_attempt_at + 0`, '<=', now).limit(which.limit)
+  }
+  const rows = await db
+    .updateTable('webhook_deliveries')
+    .set({ next_attempt_at: leaseUntil })
+    .where('id', 'in', dialect === 'postgres' ? due.forUpdate().skipLocked() : due)
+    .returning(['id', 'subscription_id', 'event_seq', 'attempts'])
+    .execute()
+  return rows.map((r) => ({ id: r.id, subscriptionId: r.subscription_id, eventSeq: Number(r.event_seq), attempts: Number(r.attempts) }))
+}
+
+export async function deliveryEvents(db: Db, seqs: number[]): Promise<Map<number, StoredEvent>> {
+  if (seqs.length === 0) return new Map()
+  const rows = await db.selectFrom('events').selectAll().where('seq', 'in', [...new Set(seqs)]).execute()
+  return new Map(rows.map((r) => [Number(r.seq), toStoredEvent(r)]))
+}
+
+export type DeliveryTarget = { url: string; secret: string }
+
+/** Where and with which secret each subscription's deliveries go; a deleted subscription is absent. */
+export async function deliveryTargets(db: Db, box: SecretBox, subscriptionIds: string[]): Promise<Map<string, DeliveryTarget>> {
+  if (subscriptionIds.length === 0) return new Map()
+  const rows = await db.selectFrom('webhook_subscriptions').select(['id', 'url', 'secret_enc']).where('id', 'in', [...new Set(subscriptionIds)]).execute()
+  return new Map(rows.map((r) => [r.id, { url: r.url, secret: box.open(r.secret_enc) }]))
+}
+
+/** Which of these turns are still publishing their artifacts. */
+export async function turnsPublishing(db: Db, turnIds: string[]): Promise<Set<string>> {
+  if (turnIds.length === 0) return new Set()
+  const rows = await db.selectFrom('turns').select('id').where('id', 'in', [...new Set(turnIds)]).where('artifacts', '=', 'pending').execute()
+  return new Set(rows.map((r) => r.id))
+}
+
+/** A 2xx answer: final, whoever holds the lease now. */
+export async function markDelivered(db: Db, id: string, attempts: number): Promise<void> {
+  await db.updateTable('webhook_deliveries').set({ status: 'delivered', attempts, next_attempt_at: null }).where('id', '=', id).where('status', '=', 'pending').execute()
+}
+
+/**
+ * A failed attempt, recorded only while this worker still holds the lease: `nextAttemptAt` null
+ * makes the delivery dead, keeping the reason.
+ */
+export async function markFailed(db: Db, id: string, lease: number, f: { attempts: number; error: string; at: number; nextAttemptAt: number | null }): Promise<void> {
+  await db
+    .updateTable('webhook_deliveries')
+    .set({ attempts: f.attempts, last_error: f.error, last_failed_at: f.at, status: f.nextAttemptAt === null ? 'dead' : 'pending', next_attempt_at: f.nextAttemptAt })
+    .where('id', '=', id)
+    .where('status', '=', 'pending')
+    .where('next_attempt_at', '=', lease)
+    .execute()
+}
+
+/** Gives a claimed delivery back without counting an attempt: due again at `at`. */
+export async function rescheduleDelivery(db: Db, id: string, lease: number, at: number): Promise<void> {
+  await db.updateTable('webhook_deliveries').set({ next_attempt_at: at }).where('id', '=', id).where('status', '=', 'pending').where('next_attempt_at', '=', lease).execute()
+}

@@ -1,0 +1,326 @@
+import type { Db } from '../db/database.ts'
+import type { Deps } from '../deps.ts'
+import type { StoredEvent } from '../events/events.store.ts'
+import { WEBHOOK_EVENT_TYPES } from '../events/vocabulary.ts'
+import type { SecretBox } from '../shared/secret-box.ts'
+import { deliveryBody, signDelivery } from './delivery-body.ts'
+import {
+  claimDeliveries,
+  deliveryEvents,
+  deliveryTargets,
+  markDelivered,
+  markFailed,
+  pendingDeliveries,
+  rescheduleDelivery,
+  turnsPublishing,
+  type ClaimedDelivery,
+  type DeliveryTarget,
+} from './deliveries.store.ts'
+import { deliverySender } from './send-delivery.ts'
+
+export type DeliveryWorker = {
+  /** Starts sending what is due, and keeps doing so; calling it again does nothing. */
+  start(): void
+  /** Stops claiming, gives in-flight attempts a moment, then aborts them uncounted; resolves once all have let go of the store. */
+  close(): Promise<void>
+}
+
+export type DeliveryWorkerDeps = Pick<Deps, 'store' | 'bus' | 'config' | 'box'> & {
+  /** Extra certificates to trust (tests' self-signed receivers); deployments use NODE_EXTRA_CA_CERTS. */
+  ca?: string
+  log?: (line: string) => void
+}
+
+export type DeliveryWorkerLimits = {
+  /** Attempts in flight per subscription: a slow receiver holds at most this many. */
+  perSubscription: number
+  /** Attempts in flight in this process. */
+  total: number
+  /** Look for work this often even without a wake-up: another process may have enqueued it. */
+  pollMs: number
+}
+
+export const DELIVERY_LIMITS: DeliveryWorkerLimits = { perSubscription: 4, total: 64, pollMs: 2000 }
+
+/** How often a held `turn.completed` looks again at its turn's artifacts. */
+const HOLD_RECHECK_MS = 250
+/** A claim outlives the attempt's time-out by this much, so only a dead process's claim runs out. */
+const LEASE_MARGIN_MS = 15_000
+const CANDIDATES = 256
+const MAX_ROUNDS = 32
+const CLOSE_GRACE_MS = 1000
+
+const webhookTypes = new Set<string>(WEBHOOK_EVENT_TYPES)
+
+/**
+ * Sends the webhook outbox. Deliveries are claimed from the store with a lease, so any number of
+ * processes on one store share the work and a crashed one's claims are taken up after the lease;
+ * everything about a delivery's schedule lives in its row, so a restart resumes it.
+ */
+export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerLimits = DELIVERY_LIMITS): DeliveryWorker {
+  const { store, bus, config, box } = deps
+  const db = store.db
+  const delays = config.webhookRetryDelaysMs
+  const log = deps.log ?? ((line: string) => process.stderr.write(`warren: webhooks: ${line}\n`))
+  const sender = deliverySender({ allowPrivate: config.allowPrivateWebhooks, timeoutMs: config.webhookTimeoutMs, maxSockets: limits.total, ca: deps.ca })
+  const targets = targetCache(db, box)
+
+  // Attempts in flight, claims being made counted in advance, so that the caps hold while they run.
+  const bySubscription = new Map<string, number>()
+  let inFlight = 0
+  /** Attempts and claims under way: what close() waits for. */
+  const running = new Set<Promise<void>>()
+  const aborts = new Set<AbortController>()
+  let started = false
+  let closing = false
+  let unsubscribe: (() => void) | null = null
+  let timer: NodeJS.Timeout | null = null
+  let timerAt = Infinity
+  let pumping: Promise<void> | null = null
+  let again = false
+  /** The last pump stopped at the overall cap: a freed slot goes to whatever is due first, not back to its subscription. */
+  let crowded = false
+
+  const hold = (subscriptionId: string, n: number) => {
+    inFlight += n
+    const left = (bySubscription.get(subscriptionId) ?? 0) + n
+    if (left === 0) bySubscription.delete(subscriptionId)
+    else bySubscription.set(subscriptionId, left)
+  }
+  const held = (subscriptionId: string) => bySubscription.get(subscriptionId) ?? 0
+  const track = (p: Promise<void>) => {
+    running.add(p)
+    void p.finally(() => running.delete(p))
+  }
+  const leaseFrom = (now: number) => now + config.webhookTimeoutMs + LEASE_MARGIN_MS
+  const failed = (what: string) => (err: unknown) => log(`${what}: ${(err as Error)?.message ?? String(err)}`)
+
+  /** Runs the pump now, or once more after the running one: wake-ups coalesce. */
+  const kick = () => {
+    if (closing) return
+    if (pumping) {
+      again = true
+      return
+    }
+    pumping = pump()
+      .catch((err: unknown) => {
+        failed('looking for due deliveries failed, trying again shortly')(err)
+        arm(Date.now() + limits.pollMs)
+      })
+      .finally(() => {
+        pumping = null
+        if (again) {
+          again = false
+          kick()
+        }
+      })
+  }
+
+  /** Makes sure the pump wakes by `at`, and never later than one poll from now. */
+  const arm = (at: number) => {
+    if (closing) return
+    const now = Date.now()
+    const when = Math.min(at, now + limits.pollMs)
+    if (timer && timerAt <= when) return
+    if (timer) clearTimeout(timer)
+    timerAt = when
+    timer = setTimeout(() => {
+      timer = null
+      timerAt = Infinity
+      kick()
+    }, Math.max(0, when - now))
+    timer.unref()
+  }
+
+  const dueAt = (c: { attempts: number; nextAttemptAt: number }) => c.nextAttemptAt + (c.attempts === 0 ? delays[0]! : 0)
+
+  /** Claims what is due, earliest first, up to the caps; then sleeps until the next due delivery. */
+  async function pump(): Promise<void> {
+    for (let round = 0; round < MAX_ROUNDS; round++) {
+      if (closing) return
+      const free = limits.total - inFlight
+      crowded = free <= 0
+      // A finishing attempt pumps again; the poll is a backstop.
+      if (crowded) return arm(Infinity)
+      const full = [...bySubscription].filter(([, n]) => n >= limits.perSubscription).map(([id]) => id)
+      const now = Date.now()
+      const window = Math.min(CANDIDATES, free + 4 * limits.perSubscription)
+      const candidates = await pendingDeliveries(db, full, window)
+      const picked = new Map<string, string[]>()
+      let count = 0
+      let next = Infinity
+      for (const c of candidates) {
+        const due = dueAt(c)
+        if (due > now) {
+          next = Math.min(next, due)
+          continue
+        }
+        const mine = picked.get(c.subscriptionId) ?? []
+        if (count >= free || held(c.subscriptionId) + mine.length >= limits.perSubscription) continue
+        picked.set(c.subscriptionId, [...mine, c.id])
+        count++
+      }
+      if (count === 0) return arm(next)
+      for (const [sub, ids] of picked) hold(sub, ids.length)
+      const lease = leaseFrom(now)
+      const claimed = await claimDeliveries(db, store.dialect, { ids: [...picked.values()].flat() }, now, lease).catch((err: unknown) => {
+        for (const [sub, ids] of picked) hold(sub, -ids.length)
+        throw err
+      })
+      const won = new Set(claimed.map((c) => c.id))
+      for (const [sub, ids] of picked) hold(sub, -ids.filter((id) => !won.has(id)).length)
+      await launch(claimed, lease)
+      // Another look when the window may have hidden more, or another process took some: the
+      // subscriptions that just filled up are left out of it, so others get their turn.
+      if (candidates.length < window && claimed.length === count) return arm(next)
+    }
+    arm(Date.now())
+  }
+
+  /** After an attempt: the subscription's next due deliveries take its free slots, found through its index. */
+  function refill(subscriptionId: string): void {
+    const n = Math.min(limits.perSubscription - held(subscriptionId), limits.total - inFlight)
+    if (closing || n <= 0) return
+    hold(subscriptionId, n)
+    const now = Date.now()
+    const lease = leaseFrom(now)
+    track(
+      claimDeliveries(db, store.dialect, { subscriptionId, limit: n }, now, lease)
+        .then(
+          (claimed) => {
+            hold(subscriptionId, claimed.length - n)
+            return launch(claimed, lease)
+          },
+          (err: unknown) => {
+            hold(subscriptionId, -n)
+            throw err
+          },
+        )
+        .catch(failed('claiming deliveries failed; the next look finds them')),
+    )
+  }
+
+  /** Starts an attempt for each claimed delivery (already counted in flight), or gives it back. */
+  async function launch(claimed: ClaimedDelivery[], lease: number): Promise<void> {
+    if (claimed.length === 0) return
+    let events: Map<number, StoredEvent>
+    let publishing: Set<string>
+    let where: Map<string, DeliveryTarget>
+    try {
+      events = await deliveryEvents(db, claimed.map((c) => c.eventSeq))
+      where = await targets(claimed.map((c) => c.subscriptionId))
+      const now = Date.now()
+      const waiting = [...events.values()].filter((e) => e.type === 'turn.completed' && now < e.createdAt + config.turnCompletedWaitMs)
+      publishing = await turnsPublishing(db, waiting.map(turnOf).filter((t): t is string => t !== null))
+    } catch (err) {
+      // Their leases run out and they are claimed again.
+      for (const row of claimed) hold(row.subscriptionId, -1)
+      throw err
+    }
+    for (const row of claimed) {
+      const event = events.get(row.eventSeq)
+      const target = where.get(row.subscriptionId)
+      if (event && target && !closing && !isHeld(event, publishing)) {
+        track(attempt(row, event, target, lease))
+        continue
+      }
+      hold(row.subscriptionId, -1)
+      // Gone with its subscription (its deliveries went in the same transaction).
+      if (target) await giveBack(row, event, lease).catch(failed(`giving delivery ${row.id} back failed; it is claimed again once its claim runs out`))
+    }
+  }
+
+  /** A claimed delivery that is not attempted now: its event is gone (dead), or it is given back uncounted. */
+  async function giveBack(row: ClaimedDelivery, event: StoredEvent | undefined, lease: number): Promise<void> {
+    if (!event) return markFailed(db, row.id, lease, { attempts: row.attempts, error: `event ${row.eventSeq} is no longer stored`, at: Date.now(), nextAttemptAt: null })
+    // The service stops, or the turn still publishes its artifacts (turn.completed waits for them).
+    const at = closing ? Date.now() : Math.min(Date.now() + HOLD_RECHECK_MS, event.createdAt + config.turnCompletedWaitMs)
+    await rescheduleDelivery(db, row.id, lease, at)
+    arm(at)
+  }
+
+  async function attempt(row: ClaimedDelivery, event: StoredEvent, target: DeliveryTarget, lease: number): Promise<void> {
+    const abort = new AbortController()
+    aborts.add(abort)
+    try {
+      const body = deliveryBody(event)
+      const timestamp = String(Date.now())
+      const headers = {
+        'content-type': 'application/json',
+        'user-agent': 'warren-webhooks/0.1',
+        'x-service-timestamp': timestamp,
+        'x-service-signature': signDelivery(target.secret, timestamp, body),
+        'x-warren-delivery': row.id,
+      }
+      const result = await sender.send({ url: target.url, headers, body }, abort.signal)
+      const at = Date.now()
+      const k = row.attempts + 1
+      if ('aborted' in result) await rescheduleDelivery(db, row.id, lease, at)
+      else if (result.ok) await markDelivered(db, row.id, k)
+      else {
+        const next = k >= delays.length ? null : at + delays[k]!
+        await markFailed(db, row.id, lease, { attempts: k, error: result.reason, at, nextAttemptAt: next })
+        if (next !== null) arm(next)
+      }
+    } catch (err) {
+      failed(`recording delivery ${row.id} failed; it is tried again once its claim runs out`)(err)
+    } finally {
+      aborts.delete(abort)
+      hold(row.subscriptionId, -1)
+      if (crowded) kick()
+      else refill(row.subscriptionId)
+    }
+  }
+
+  return {
+    start() {
+      if (started || closing) return
+      started = true
+      // Committed webhook events are due at once; record-event notifies after the commit.
+      unsubscribe = bus.subscribe((n) => {
+        if (webhookTypes.has(n.type)) kick()
+      })
+      kick()
+    },
+    async close() {
+      closing = true
+      unsubscribe?.()
+      if (timer) clearTimeout(timer)
+      await pumping
+      if (running.size > 0) {
+        let grace: NodeJS.Timeout | undefined
+        await Promise.race([Promise.allSettled([...running]), new Promise((r) => (grace = setTimeout(r, Math.min(CLOSE_GRACE_MS, config.webhookTimeoutMs))))])
+        clearTimeout(grace)
+      }
+      for (const a of aborts) a.abort()
+      while (running.size > 0) await Promise.allSettled([...running])
+      sender.close()
+    },
+  }
+}
+
+/**
+ * Where each subscription's deliveries go, remembered: a subscription never changes, and a deleted
+ * one takes its deliveries with it, so nothing is claimed for it afterwards.
+ */
+function targetCache(db: Db, box: SecretBox) {
+  const known = new Map<string, DeliveryTarget>()
+  return async (subscriptionIds: string[]): Promise<Map<string, DeliveryTarget>> => {
+    const missing = [...new Set(subscriptionIds)].filter((id) => !known.has(id))
+    if (missing.length > 0) {
+      if (known.size > 10_000) known.clear()
+      for (const [id, t] of await deliveryTargets(db, box, missing)) known.set(id, t)
+    }
+    return new Map(subscriptionIds.flatMap((id) => (known.has(id) ? [[id, known.get(id)!] as const] : [])))
+  }
+}
+
+function turnOf(e: StoredEvent): string | null {
+  return (e.payload.turn_id as string | undefined) ?? e.turnId
+}
+
+/** `turn.completed` waits until its turn's artifacts are published (`publishing` holds only turns still within the wait). */
+function isHeld(e: StoredEvent, publishing: Set<string>): boolean {
+  const turn = turnOf(e)
+  return e.type === 'turn.completed' && turn !== null && publishing.has(turn)
+}
