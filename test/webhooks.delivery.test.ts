@@ -6,7 +6,7 @@
 // workers on one PostgreSQL store are covered in-process by webhooks.worker.test.ts.
 import { after, before, describe, it } from 'node:test'
 import assert from 'node:assert/strict'
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import dns from 'node:dns/promises'
 import fs from 'node:fs'
 import os from 'node:os'
@@ -92,11 +92,22 @@ const deliveryWhen = (svc: ServiceProcess, id: string, what: string, ok: (d: Del
     return ok(d) && d
   })
 
-/** What a receiver does: recompute the signature over the timestamp digits and raw body, compare in constant time. */
+/**
+ * What a receiver does, as the README shows it: its `verify` is taken from README.md (the code up
+ * to the example server) and run here, so the documented receiver is checked against real deliveries.
+ */
+const readmeVerify = await (async () => {
+  const readme = fs.readFileSync(path.join(import.meta.dirname, '..', 'README.md'), 'utf8')
+  const block = /A receiver that verifies a delivery[^]*?```ts\n([^]*?)```/.exec(readme)?.[1]
+  assert.ok(block, 'README.md shows a receiver that verifies a delivery')
+  const code = block.slice(0, block.indexOf('http.createServer'))
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'warren-readme-')), 'verify.ts')
+  fs.writeFileSync(file, code)
+  return ((await import(file)) as { verify: (secret: string, ts: string, body: Buffer, sig: string, now?: number) => boolean }).verify
+})()
+
 function verifies(r: Received, secret: string): boolean {
-  const expected = createHmac('sha256', secret).update(`${r.headers['x-service-timestamp']}.${r.body}`).digest()
-  const got = Buffer.from(String(r.headers['x-service-signature']), 'hex')
-  return got.length === expected.length && timingSafeEqual(got, expected)
+  return readmeVerify(secret, String(r.headers['x-service-timestamp']), Buffer.from(r.body, 'utf8'), String(r.headers['x-service-signature']), r.at)
 }
 
 describe('webhook deliveries from warren serve [sqlite, child process]', () => {
@@ -149,6 +160,7 @@ describe('webhook deliveries from warren serve [sqlite, child process]', () => {
       assert.equal(verifies(r, sub.secret), true, `${type}: the signature verifies with the subscription secret`)
       assert.equal(verifies(r, sub.secret.slice(0, -1) + (sub.secret.endsWith('A') ? 'B' : 'A')), false, `${type}: and not with another`)
       assert.equal(verifies({ ...r, body: r.body.replace(sessionId, sessionId.slice(0, -1) + '0') }, sub.secret), false, `${type}: and not over another body`)
+      assert.equal(verifies({ ...r, at: r.at + 10 * 60_000 }, sub.secret), false, `${type}: and not ten minutes later (a replayed delivery)`)
     }
     const ids = got.map((r) => String(r.headers['x-warren-delivery']))
     assert.ok(ids.every((id) => /^dlv_[0-9a-z]{24}$/.test(id)), ids.join())
