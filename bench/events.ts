@@ -34,14 +34,8 @@ import { turnRunner } from '../src/runner/turn-runner.ts'
 import { DELIVERY_LIMITS, deliveryWorker } from '../src/webhooks/delivery-worker.ts'
 import { deliveryBody, signDelivery } from '../src/webhooks/delivery-body.ts'
 import { makeTestCert } from '../test/fakes/test-cert.ts'
+import { waitFor } from '../test/fixtures.ts'
 
-async function waitUntil(what: string, check: () => Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 400; i++) {
-    if (await check()) return
-    await sleep(25)
-  }
-  throw new Error(`gave up waiting: ${what}`)
-}
 
 const arg = (name: string, def: number) => Number(process.argv[process.argv.indexOf(name) + 1]) || def
 const REPLAY = arg('--events', 50_000)
@@ -218,7 +212,7 @@ try {
   await workerReceived
   const workerMs = now() - t
   // Every delivery was recorded as delivered, not only sent.
-  await waitUntil('every delivery recorded as delivered', async () => {
+  await waitFor('every delivery recorded as delivered', async () => {
     const row = await store.db.selectFrom('webhook_deliveries').select((eb) => eb.fn.countAll<number>().as('n')).where('status', '=', 'delivered').executeTakeFirst()
     return Number(row?.n) === DELIVERIES
   })

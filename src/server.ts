@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from './app.ts'
 import type { Config } from './config.ts'
-import { openStore } from './db/database.ts'
+import { currentSchema, openStore } from './db/database.ts'
 import { memoryEventBus } from './events/event-bus.ts'
 import { pgEventBus } from './events/pg-event-bus.ts'
 import { loadEncryptionKey } from './shared/encryption-key.ts'
@@ -23,7 +23,7 @@ function reportHost(r: HostReport): void {
 export async function startServer(config: Config): Promise<FastifyInstance> {
   const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl })
   // Several processes on one PostgreSQL wake each other's streams and workers through it.
-  const bus = config.databaseUrl ? await pgEventBus(config.databaseUrl, undefined) : memoryEventBus()
+  const bus = config.databaseUrl ? await pgEventBus(config.databaseUrl, await currentSchema(store)) : memoryEventBus()
   const box = secretBox(loadEncryptionKey(config))
   const provider = await createLocalProvider({ prefix: config.sandboxPrefix })
   reportHost(provider.report())

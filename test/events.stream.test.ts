@@ -26,7 +26,9 @@ const seqs = (frames: Frame[]) => frames.filter((f) => f.id !== undefined).map((
 const texts = (frames: Frame[]) => frames.filter((f) => f.event === 'agent.message').map((f) => f.data.payload.text as string)
 
 forEachDialect('event streams', (dialect) => {
-  const w = useWarren(dialect, { env: { ...NO_RATE_LIMITS, WARREN_SSE_PING_MS: '100' } })
+  // A stream re-reads the store at every ping, which would hide a live hand-over that lost a
+  // wake-up: the ping here is longer than any wait.
+  const w = useWarren(dialect, { env: { ...NO_RATE_LIMITS, WARREN_SSE_PING_MS: '120000' } })
   let base = ''
   const open: SseClient[] = []
   const sse = async (path: string, opts: { token?: string; lastEventId?: string } = {}) => {
@@ -338,9 +340,32 @@ forEachDialect('event streams', (dialect) => {
     await closeAll()
   })
 
+  it('takes no account of slots a dead process left behind once they lapse', async () => {
+    const t = await w().mint()
+    // Five slots of a process that died a minute ago without giving them back.
+    await w().store.db.insertInto('stream_slots').values([1, 2, 3, 4, 5].map((i) => ({ id: `stm_dead${i}`, token_id: t.id, org_id: t.orgId, expires_at: Date.now() - 60_000 }))).execute()
+    const c = await sse('/v1/events', { token: t.token })
+    assert.equal(c.status, 200)
+    // Fresh ones count: five live slots of another process fill the token.
+    await w().store.db.insertInto('stream_slots').values([1, 2, 3, 4].map((i) => ({ id: `stm_live${i}`, token_id: t.id, org_id: t.orgId, expires_at: Date.now() + 60_000 }))).execute()
+    const over = await sse('/v1/events', { token: t.token })
+    assert.equal(over.status, 429)
+    await w().store.db.deleteFrom('stream_slots').where('id', 'like', 'stm_live%').execute()
+    await closeAll()
+  })
+})
+
+forEachDialect('event streams: pings and token checks', (dialect) => {
+  const w = useWarren(dialect, { env: { ...NO_RATE_LIMITS, WARREN_SSE_PING_MS: '100' } })
+  let base = ''
+  const sse = (path: string, token = w().token) => openSse(base, path, { token })
+  before(async () => {
+    base = await w().listen()
+  })
+
   it('ends a stream whose token is revoked while it is open', async () => {
     const t = await w().mint()
-    const c = await sse('/v1/events', { token: t.token })
+    const c = await sse('/v1/events', t.token)
     await c.until('open', () => c.frames.length > 0)
     const res = await w().inject({ method: 'DELETE', url: `/v1/tokens/${t.id}`, token: t.token })
     assert.equal(res.statusCode, 200, res.body)
@@ -351,7 +376,7 @@ forEachDialect('event streams', (dialect) => {
     const c = await sse('/v1/events')
     await waitFor('two pings', async () => c.frames.filter((f) => f.comment === 'ping').length >= 2)
     assert.ok(c.frames.filter((f) => f.comment === 'ping').every((f) => f.raw === ': ping'))
-    await closeAll()
+    c.close()
   })
 })
 
@@ -409,8 +434,10 @@ onPostgres('event streams across two processes on one store', () => {
   let a: Warren
   let b: Warren
   before(async () => {
-    a = await startWarren('postgres', { env: NO_RATE_LIMITS })
-    b = await startWarren('postgres', { env: NO_RATE_LIMITS, pgSchema: a.pgSchema })
+    // Pings longer than any wait: a wake-up that did not cross between the processes would show.
+    const env = { ...NO_RATE_LIMITS, WARREN_SSE_PING_MS: '120000' }
+    a = await startWarren('postgres', { env })
+    b = await startWarren('postgres', { env, pgSchema: a.pgSchema })
   })
   after(async () => {
     await b?.close()

@@ -119,7 +119,7 @@ describe('webhook deliveries from warren serve [sqlite, child process]', () => {
     await fake?.close()
   })
   const { svc } = useService(
-    { WARREN_ALLOW_PRIVATE_WEBHOOKS: '1', WARREN_WEBHOOK_RETRY_DELAYS_MS: '0,300,300,300,300,300', WARREN_WEBHOOK_TIMEOUT_MS: '500' },
+    { WARREN_ALLOW_PRIVATE_WEBHOOKS: '1', WARREN_WEBHOOK_RETRY_DELAYS_MS: '0,300,300,300,300,300', WARREN_WEBHOOK_TIMEOUT_MS: '2000' },
     () => fake.url,
   )
 
@@ -193,7 +193,7 @@ describe('webhook deliveries from warren serve [sqlite, child process]', () => {
     // The first attempt was abandoned at the time-out, and is what the second answers.
     await receiver.waitFor('/dead', 2)
     const meanwhile = await deliveryOf(svc, sub.id)
-    assert.deepEqual({ ...meanwhile, last_failed_at: null }, { pending: 1, dead: 0, last_error: 'timed out after 500 ms', last_failed_at: null })
+    assert.deepEqual({ ...meanwhile, last_failed_at: null }, { pending: 1, dead: 0, last_error: 'timed out after 2000 ms', last_failed_at: null })
     const d = await deliveryWhen(svc, sub.id, 'dead', (x) => x.dead === 1)
     const got = receiver.received('/dead')
     assert.equal(got.length, 6, 'six attempts, no more')
@@ -206,7 +206,8 @@ describe('webhook deliveries from warren serve [sqlite, child process]', () => {
 })
 
 describe('webhook deliveries across a SIGKILL, and a stuck receiver [sqlite, child process]', () => {
-  const { svc, dataDir } = useService({ WARREN_ALLOW_PRIVATE_WEBHOOKS: '1', WARREN_WEBHOOK_RETRY_DELAYS_MS: '0,3000,300,300,300,300' })
+  // A receiver time-out far longer than the test: the stuck receiver's four attempts stay open.
+  const { svc, dataDir } = useService({ WARREN_ALLOW_PRIVATE_WEBHOOKS: '1', WARREN_WEBHOOK_RETRY_DELAYS_MS: '0,3000,300,300,300,300', WARREN_WEBHOOK_TIMEOUT_MS: '60000' })
 
   it('a receiver that never answers holds four attempts at most and delays no other subscription', async () => {
     receiver.script('/stuck', ['hang'])

@@ -75,8 +75,7 @@ async function migrate(store: Store): Promise<void> {
   for (const [name, mod] of Object.entries(migrations)) list[name] = { up: (db) => mod.up(db, store.dialect) }
   // Kysely looks for its migration tables in every schema unless told which one: a PostgreSQL
   // shared with other schemas (or other test runs) would make it skip creating them here.
-  const migrationTableSchema =
-    store.dialect === 'postgres' ? (await sql<{ schema: string }>`SELECT current_schema() AS schema`.execute(store.db)).rows[0]!.schema : undefined
+  const migrationTableSchema = await currentSchema(store)
   const migrator = new Migrator({ db: store.db, provider: { getMigrations: async () => list }, ...(migrationTableSchema ? { migrationTableSchema } : {}) })
   for (let attempt = 1; ; attempt++) {
     const { error } = await migrator.migrateToLatest()
@@ -91,6 +90,12 @@ async function migrate(store: Store): Promise<void> {
 function isVanishedObject(err: unknown): boolean {
   const e = err as { code?: string; message?: string } | null
   return e?.code === '3F000' || e?.code === '42P01' || /cache lookup failed|does not exist/.test(e?.message ?? '')
+}
+
+/** The PostgreSQL schema the store lives in (from search_path); undefined on SQLite. */
+export async function currentSchema(store: Store): Promise<string | undefined> {
+  if (store.dialect !== 'postgres') return undefined
+  return (await sql<{ schema: string }>`SELECT current_schema() AS schema`.execute(store.db)).rows[0]!.schema
 }
 
 /** Serializes event-seq assignment on PostgreSQL so no reader sees seq n+1 before n commits. */

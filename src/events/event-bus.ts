@@ -3,6 +3,9 @@ import { EventEmitter } from 'node:events'
 /** A committed event, as much as a listener needs to decide whether to re-read the log. */
 export type EventNotice = { seq: number; orgId: string; sessionId: string | null; type: string }
 
+/** A notice that names no event: listeners should look at the store again (a bus reconnected after notices may have been lost). */
+export const RESYNC = 'bus.resync'
+
 /** A live-only event (token deltas, progress): never stored, never replayed, `seq` null on the wire. */
 export type TransientEvent = { orgId: string; sessionId: string; turnId: string | null; type: string; createdAt: number; payload: Record<string, unknown> }
 

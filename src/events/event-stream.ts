@@ -4,15 +4,16 @@ import { MIB } from '../http/limits.ts'
 import type { EventBus, TransientEvent } from './event-bus.ts'
 import type { EventTail, TailRow } from './event-tail.ts'
 import { lastSeq, readEventsAfter, type StreamScope } from './events.store.ts'
+import { isSessionDeleted } from '../sessions/sessions.store.ts'
 import { PING_FRAME, RETRY_FRAME, persistedFrame, replayTruncatedFrame, transientFrame, type EventRowText } from './sse-frames.ts'
 import { persistedInternalTypes, publicName } from './vocabulary.ts'
 
 /** Rows read from the store at a time, in a replay and when catching up live. */
 const PAGE = 1000
 /** Unread bytes past which live-only frames are dropped (rule 4). */
-export const TRANSIENT_DROP_BYTES = MIB
+const TRANSIENT_DROP_BYTES = MIB
 /** Unread bytes past which the connection is closed; the client resumes from its last seq (rule 4). */
-export const CLOSE_BYTES = 8 * MIB
+const CLOSE_BYTES = 8 * MIB
 
 /** Live-only frames kept while persisted ones are read; more are dropped, as a slow reader's would be. */
 const HELD_MAX = 1000
@@ -43,11 +44,11 @@ export type EventStreamOptions = {
 export type OpenStream = { end(): void; closed: Promise<void> }
 
 /**
- * One SSE connection. The store is the only source of persisted frames: a notice from the bus
- * just says "read again after your cursor", so the hand-over from replay to live can neither lose
- * nor repeat an event (the subscription exists before the first read, and every read starts
- * exactly after the last seq sent). Seq order is commit order (see withEvents), so a read after
- * `cursor` never skips a lower seq that commits later.
+ * One SSE connection. Persisted frames come only from the store: first read from the cursor (a
+ * replay, page by page), then handed over by the process's shared tail, which the stream follows
+ * before its first read, so the hand-over from replay to live can neither lose nor repeat an
+ * event (the stream keeps its own cursor and drops what it has sent). Seq order is commit order
+ * (see withEvents), so a read after `cursor` never skips a lower seq that commits later.
  */
 export function openEventStream(o: EventStreamOptions): OpenStream {
   const { res, scope } = o
@@ -73,15 +74,17 @@ export function openEventStream(o: EventStreamOptions): OpenStream {
       queue = []
       dirty = true
     }
-    if (queue.length > 0 || dirty) wake?.()
+    // Rows to send, or the tail caught up and live-only frames wait for it.
+    if (queue.length > 0 || dirty || held.length > 0) wake?.()
   }
   const onTransient = (e: TransientEvent) => {
     if (!live || closed || !inScope(e.orgId, e.sessionId) || publicName(e.type) === null) return
-    if (dirty || queue.length > 0 || wake === null) {
+    // Sent after whatever was committed before it, which may still be being read.
+    if (dirty || queue.length > 0 || wake === null || o.tail.reading()) {
       if (held.length < HELD_MAX) held.push(transientFrame(e))
     } else sendTransient(transientFrame(e))
   }
-  const unsubscribe = [o.tail.follow(onRows), o.bus.subscribeTransient(onTransient)]
+  const unsubscribe = [o.bus.subscribeTransient(onTransient)]
   const ping = setInterval(() => {
     write(PING_FRAME)
     o.stillAllowed().then(
@@ -155,6 +158,8 @@ export function openEventStream(o: EventStreamOptions): OpenStream {
     return true
   }
   const read = (after: number, limit: number) => readEventsAfter(o.store.db, scope, types, after, limit)
+  /** A session deleted before a cursor taken from the log's end: its end will not be read. */
+  const sessionEnded = async () => scope.sessionId !== undefined && (await isSessionDeleted(o.store.db, scope.sessionId))
 
   const run = async () => {
     res.socket?.setKeepAlive(true, 10_000)
@@ -168,9 +173,14 @@ export function openEventStream(o: EventStreamOptions): OpenStream {
       'x-accel-buffering': 'no',
     })
     write(RETRY_FRAME)
+    // Followed before the first read of the store, so nothing committed falls between the two.
+    const unfollow = await o.tail.follow(onRows)
+    if (closed) return unfollow()
+    unsubscribe.push(unfollow)
     let cursor: number
     if (o.cursor === null) {
       cursor = await lastSeq(o.store.db)
+      if (await sessionEnded()) return end()
     } else {
       cursor = o.cursor
       let sent = 0
@@ -189,6 +199,7 @@ export function openEventStream(o: EventStreamOptions): OpenStream {
         if (rows.length > room) {
           write(replayTruncatedFrame(cursor, o.replayLimit))
           cursor = await lastSeq(o.store.db)
+          if (await sessionEnded()) return end()
           break
         }
         if (rows.length < want) break

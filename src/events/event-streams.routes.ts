@@ -40,9 +40,7 @@ function cursorOf(req: FastifyRequest<{ Querystring: { last_event_id?: string } 
 }
 
 export const eventStreamRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store, bus, config }) => {
-  const slots = streamSlots(store)
-  // One process owns a SQLite store: slots left by a process that died are nobody's.
-  if (store.dialect === 'sqlite') await store.db.deleteFrom('stream_slots').execute()
+  const slots = await streamSlots(store)
   const tail = eventTail(store, bus, STREAM_TYPES)
   const open = new Set<OpenStream>()
   // Open streams never end by themselves: the service ends them when it stops.

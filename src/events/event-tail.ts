@@ -1,12 +1,18 @@
 import type { Store } from '../db/database.ts'
-import type { EventBus } from './event-bus.ts'
+import { RESYNC, type EventBus } from './event-bus.ts'
 import { lastSeq, readAllEventsAfter } from './events.store.ts'
 import type { EventRowText } from './sse-frames.ts'
 
 export type TailRow = EventRowText & { org_id: string }
 export type EventTail = {
-  /** Hands every event committed from now on (of the tail's types) to `deliver`, in seq order. */
-  follow(deliver: (rows: TailRow[]) => void): () => void
+  /**
+   * Hands every event committed after the returned promise resolves (of the tail's types) to
+   * `deliver`, in seq order, possibly with some already committed before; the follower reads the
+   * store itself for what came before and drops what it has already sent. Resolves to the unfollow.
+   */
+  follow(deliver: (rows: TailRow[]) => void): Promise<() => void>
+  /** True while a wake-up is being read: a live-only frame waits for what was committed before it. */
+  reading(): boolean
   close(): void
 }
 
@@ -15,22 +21,20 @@ const PAGE = 1000
 /**
  * Reads the newest events once for every live stream of this process: a commit wakes the tail,
  * which reads what follows its head and hands the rows to each follower, instead of twenty
- * streams each running the same query. Followers keep their own cursor and drop what they have
- * already sent, so a head that lags only costs a read; it never runs ahead of a committed event,
- * because seq order is commit order (withEvents), so every seq below a notice's has committed.
+ * streams each running the same query. The head is taken from the store when the first follower
+ * arrives, before that follower reads the store itself, so nothing committed falls between the
+ * two; it moves only by what the tail has read (a notice is a reason to read, never a position:
+ * one from another process or deployment can say nothing wrong). With no follower the tail
+ * forgets its head and reads nothing.
  */
 export function eventTail(store: Store, bus: EventBus, types: string[]): EventTail {
   const wanted = new Set(types)
   const followers = new Set<(rows: TailRow[]) => void>()
   let head: number | null = null
+  let starting: Promise<void> | null = null
   let pumping = false
   let again = false
   let closed = false
-  const init = lastSeq(store.db)
-    .then((seq) => {
-      head = Math.max(head ?? 0, seq)
-    })
-    .catch(() => {})
 
   const pump = async () => {
     if (pumping) {
@@ -39,7 +43,7 @@ export function eventTail(store: Store, bus: EventBus, types: string[]): EventTa
     }
     pumping = true
     try {
-      await init
+      await starting
       do {
         again = false
         for (;;) {
@@ -55,24 +59,32 @@ export function eventTail(store: Store, bus: EventBus, types: string[]): EventTa
       // The store failed: each follower's own periodic re-read (at its ping) catches up.
     } finally {
       pumping = false
+      // Caught up: followers holding live-only frames for this read may send them now.
+      for (const f of followers) f([])
     }
   }
 
   const unsubscribe = bus.subscribe((n) => {
-    if (!wanted.has(n.type)) return
-    // With nobody following there is nothing to read; everything up to n.seq has committed.
-    if (followers.size === 0 && !pumping) {
-      if (head !== null) head = Math.max(head, n.seq)
-      return
-    }
-    void pump()
+    if ((wanted.has(n.type) || n.type === RESYNC) && followers.size > 0) void pump()
   })
 
   return {
-    follow(deliver) {
+    async follow(deliver) {
       followers.add(deliver)
-      return () => void followers.delete(deliver)
+      if (head === null) {
+        starting ??= lastSeq(store.db)
+          .then((seq) => {
+            if (followers.size > 0) head = Math.max(head ?? 0, seq)
+          })
+          .finally(() => (starting = null))
+        await starting
+      }
+      return () => {
+        followers.delete(deliver)
+        if (followers.size === 0) head = null
+      }
     },
+    reading: () => pumping,
     close() {
       closed = true
       unsubscribe()

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import pg from 'pg'
-import { memoryEventBus, type EventBus, type EventNotice, type TransientEvent } from './event-bus.ts'
+import { RESYNC, memoryEventBus, type EventBus, type EventNotice, type TransientEvent } from './event-bus.ts'
 
 /** PostgreSQL refuses a NOTIFY payload of 8000 bytes or more. */
 const MAX_PAYLOAD = 7900
@@ -19,15 +19,19 @@ type Message = { from: string; notices?: EventNotice[]; transient?: TransientEve
 export async function pgEventBus(databaseUrl: string, schema: string | undefined): Promise<EventBus> {
   const local = memoryEventBus()
   const me = randomUUID()
-  // One channel per schema: deployments (and test runs) sharing a server stay apart.
+  // NOTIFY is per database; one channel per schema keeps deployments (and test runs) sharing a
+  // database apart, so that no notice of theirs ever wakes a reader here.
   const channel = `warren_events_${(schema ?? 'public').replace(/[^a-z0-9_]/gi, '_')}`.slice(0, 63).toLowerCase()
   let client: pg.Client | null = null
   let closed = false
+  /** NOTIFYs go out one at a time on the listening connection (pg runs one query at a time). */
+  let sending: Promise<unknown> = Promise.resolve()
   let pending: EventNotice[] = []
   let flushing = false
 
   const connect = async (): Promise<void> => {
-    const c = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 3000 })
+    // Keep-alive: a half-open connection would otherwise never end, and never be made again.
+    const c = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 3000, keepAlive: true, keepAliveInitialDelayMillis: 10_000 })
     c.on('error', () => {})
     c.on('end', () => {
       if (client === c) client = null
@@ -49,17 +53,27 @@ export async function pgEventBus(databaseUrl: string, schema: string | undefined
       await c.connect()
       await c.query(`LISTEN "${channel}"`)
       client = c
+      // Notices sent while no connection listened are lost: local readers look again now.
+      if (reconnecting) local.notify({ seq: 0, orgId: '', sessionId: null, type: RESYNC })
+      reconnecting = true
     } catch (err) {
       await c.end().catch(() => {})
       throw err
     }
   }
-  await connect()
+  let reconnecting = false
+  try {
+    await connect()
+  } catch (err) {
+    closed = true
+    throw err
+  }
 
   const send = (m: Message): void => {
     const text = JSON.stringify(m)
-    if (text.length > MAX_PAYLOAD || !client) return
-    client.query('SELECT pg_notify($1, $2)', [channel, text]).catch(() => {})
+    const c = client
+    if (text.length > MAX_PAYLOAD || !c) return
+    sending = sending.then(() => c.query('SELECT pg_notify($1, $2)', [channel, text])).catch(() => {})
   }
   const flush = () => {
     flushing = false

@@ -173,3 +173,9 @@ export async function requiredActionsOf(db: Db, sessionIds: string[]): Promise<M
   }
   return bySession
 }
+
+/** True when the session is gone (deleted, or never stored). */
+export async function isSessionDeleted(db: Db, id: string): Promise<boolean> {
+  const row = await db.selectFrom('sessions').select('deleted_at').where('id', '=', id).executeTakeFirst()
+  return !row || row.deleted_at !== null
+}

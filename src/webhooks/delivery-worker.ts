@@ -1,6 +1,7 @@
 import type { Db } from '../db/database.ts'
 import type { Deps } from '../deps.ts'
 import type { StoredEvent } from '../events/events.store.ts'
+import { RESYNC } from '../events/event-bus.ts'
 import { WEBHOOK_EVENT_TYPES } from '../events/vocabulary.ts'
 import type { SecretBox } from '../shared/secret-box.ts'
 import { deliveryBody, signDelivery } from './delivery-body.ts'
@@ -46,6 +47,8 @@ export const DELIVERY_LIMITS: DeliveryWorkerLimits = { perSubscription: 4, total
 const HOLD_RECHECK_MS = 250
 /** A claim outlives the attempt's time-out by this much, so only a dead process's claim runs out. */
 const LEASE_MARGIN_MS = 15_000
+/** An attempt ends at least this long before its claim's lease, leaving time to record it. */
+const LEASE_GUARD_MS = 5_000
 const CANDIDATES = 256
 const MAX_ROUNDS = 32
 const CLOSE_GRACE_MS = 1000
@@ -225,7 +228,8 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
         continue
       }
       hold(row.subscriptionId, -1)
-      // Gone with its subscription (its deliveries went in the same transaction).
+      // Not attempted now: held (turn.completed), the worker is closing, or its event is gone. A
+      // delivery without a target went with its subscription (deleted in the same transaction).
       if (target) await giveBack(row, event, lease).catch(failed(`giving delivery ${row.id} back failed; it is claimed again once its claim runs out`))
     }
   }
@@ -252,7 +256,8 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
         'x-service-signature': signDelivery(target.secret, timestamp, body),
         'x-warren-delivery': row.id,
       }
-      const result = await sender.send({ url: target.url, headers, body }, abort.signal)
+      // Done before the claim runs out, so that no other process takes it while it is on the wire.
+      const result = await sender.send({ url: target.url, headers, body }, abort.signal, lease - LEASE_GUARD_MS)
       const at = Date.now()
       const k = row.attempts + 1
       if ('aborted' in result) await rescheduleDelivery(db, row.id, lease, at)
@@ -268,7 +273,10 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
       aborts.delete(abort)
       hold(row.subscriptionId, -1)
       if (crowded) kick()
-      else refill(row.subscriptionId)
+      // A subscription's next deliveries are claimed straight away only when first attempts are
+      // due at once; with a first delay the pump, which applies it, decides.
+      else if (delays[0] === 0) refill(row.subscriptionId)
+      else kick()
     }
   }
 
@@ -278,7 +286,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
       started = true
       // Committed webhook events are due at once; record-event notifies after the commit.
       unsubscribe = bus.subscribe((n) => {
-        if (webhookTypes.has(n.type)) kick()
+        if (webhookTypes.has(n.type) || n.type === RESYNC) kick()
       })
       kick()
     },

@@ -8,7 +8,7 @@ export type Resolver = (host: string, options: dns.LookupAllOptions, callback: (
 const REFUSED = 'deliveries to loopback, private and link-local addresses are refused unless WARREN_ALLOW_PRIVATE_WEBHOOKS is set'
 
 /** A delivery the SSRF guard stopped before any connection; its message is the recorded reason. */
-export class RefusedAddressError extends Error {
+class RefusedAddressError extends Error {
   readonly code = 'EWARRENREFUSED'
 }
 

@@ -10,7 +10,8 @@ export type SendResult = { ok: true } | { ok: false; reason: string } | { aborte
 
 export type DeliverySender = {
   /** Resolves, never rejects: any non-2xx answer, error or time-out is `ok: false` with a reason. */
-  send(d: OutgoingDelivery, signal: AbortSignal): Promise<SendResult>
+  /** `notAfter`: the attempt ends by then whatever the time-out (the claim's lease runs out soon after). */
+  send(d: OutgoingDelivery, signal: AbortSignal, notAfter?: number): Promise<SendResult>
   close(): void
 }
 
@@ -32,7 +33,7 @@ const STALE = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED'])
 const TLS_CODE = /CERT|SSL|TLS|SELF_SIGNED|UNABLE_TO_|ALTNAME|SIGNATURE|HOSTNAME/
 
 /** The recorded reason of a failed attempt: plain words, the error code where there is one. */
-export function failureReason(err: unknown, timeoutMs: number): string {
+function failureReason(err: unknown, timeoutMs: number): string {
   if (err instanceof TimedOut) return `timed out after ${timeoutMs} ms`
   const e = err as NodeJS.ErrnoException
   const code = e?.code ?? ''
@@ -99,13 +100,13 @@ export function deliverySender(opts: SenderOptions): DeliverySender {
     })
 
   return {
-    async send(d, signal) {
+    async send(d, signal, notAfter = Infinity) {
       if (!opts.allowPrivate) {
         // Sockets never look up an address literal, so the guard's lookup would not see it.
         const why = refusedHost(new URL(d.url).hostname)
         if (why) return { ok: false, reason: why }
       }
-      const deadline = Date.now() + opts.timeoutMs
+      const deadline = Math.min(Date.now() + opts.timeoutMs, notAfter)
       for (let tries = 1; ; tries++) {
         if (signal.aborted) return { aborted: true }
         const { result, stale } = await once(d, deadline, signal)
