@@ -16,6 +16,7 @@ import { tokenRoutes } from './tokens/tokens.routes.ts'
 import { sessionRoutes } from './sessions/sessions.routes.ts'
 import { itemRoutes } from './events/items.routes.ts'
 import { eventStreamRoutes } from './events/event-streams.routes.ts'
+import { artifactRoutes } from './artifacts/artifacts.routes.ts'
 import { usageRoutes } from './usage/usage.routes.ts'
 import { modelCredentialRoutes } from './models/models.routes.ts'
 import { agentRoutes } from './agents/agents.routes.ts'
@@ -98,7 +99,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     async () => app.swagger(),
   )
 
-  const opts = { store: deps.store, bus: deps.bus, config: deps.config, box: deps.box, workspaces: deps.workspaces, runner: deps.runner }
+  const opts = { store: deps.store, bus: deps.bus, config: deps.config, box: deps.box, workspaces: deps.workspaces, runner: deps.runner, blobs: deps.blobs }
   await app.register(
     async (v1) => {
       await v1.register(healthRoutes, opts)
@@ -106,6 +107,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await v1.register(sessionRoutes, opts)
       await v1.register(itemRoutes, opts)
       await v1.register(eventStreamRoutes, opts)
+      await v1.register(artifactRoutes, opts)
       await v1.register(usageRoutes, opts)
       await v1.register(fileRoutes, opts)
       await v1.register(modelCredentialRoutes, opts)

@@ -4,6 +4,7 @@ import type { EventBus } from './events/event-bus.ts'
 import type { SecretBox } from './shared/secret-box.ts'
 import type { WorkspaceManager } from './workspaces/workspace-manager.ts'
 import type { TurnRunner } from './runner/turn-runner.ts'
+import type { BlobStore } from './artifacts/blob-store.ts'
 
 /** What a domain's routes may be handed. Each plugin uses only the parts it needs. */
-export type Deps = { store: Store; bus: EventBus; config: Config; box: SecretBox; workspaces: WorkspaceManager; runner: TurnRunner }
+export type Deps = { store: Store; bus: EventBus; config: Config; box: SecretBox; workspaces: WorkspaceManager; runner: TurnRunner; blobs: BlobStore }

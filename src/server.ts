@@ -1,3 +1,4 @@
+import path from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from './app.ts'
 import type { Config } from './config.ts'
@@ -12,6 +13,8 @@ import type { HostReport } from './sandbox/sandbox.ts'
 import { workspaceManager } from './workspaces/workspace-manager.ts'
 import { turnRunner } from './runner/turn-runner.ts'
 import { deliveryWorker } from './webhooks/delivery-worker.ts'
+import { localBlobStore } from './artifacts/blob-store.ts'
+import { artifactPublisher } from './artifacts/publisher.ts'
 
 /** Says plainly, at start, what this host allows the sandboxes and what is missing. */
 function reportHost(r: HostReport): void {
@@ -30,8 +33,11 @@ export async function startServer(config: Config): Promise<FastifyInstance> {
   const workspaces = workspaceManager({ store, bus, config, box, provider })
   await workspaces.recover()
   const runner = turnRunner({ store, bus, config, box, workspaces })
+  const blobs = localBlobStore(path.join(config.dataDir, 'artifacts'))
+  const publisher = artifactPublisher({ store, bus, workspaces, blobs })
   const app = await buildApp({
     runner,
+    blobs,
     config,
     store,
     bus,
@@ -46,6 +52,7 @@ export async function startServer(config: Config): Promise<FastifyInstance> {
     clearInterval(purge)
     await webhooks.close()
     await runner.close()
+    await publisher.close()
     await workspaces.close()
     await bus.close()
     await store.close()
@@ -53,6 +60,8 @@ export async function startServer(config: Config): Promise<FastifyInstance> {
   await app.listen({ host: config.host, port: config.port })
   // Turns that were working when the service stopped go on once it can answer for them.
   await runner.recover()
+  // Files of turns that settled before a stop, and from now on of every turn that settles.
+  publisher.start()
   // Deliveries owed from before a stop (or enqueued by another process) go out from here on.
   webhooks.start()
   return app

@@ -13,6 +13,8 @@ import { secretBox } from '../src/shared/secret-box.ts'
 import { createLocalProvider } from '../src/sandbox/local/create-local.ts'
 import { workspaceManager, type WorkspaceManager } from '../src/workspaces/workspace-manager.ts'
 import { turnRunner, type TurnRunner } from '../src/runner/turn-runner.ts'
+import { localBlobStore } from '../src/artifacts/blob-store.ts'
+import { artifactPublisher } from '../src/artifacts/publisher.ts'
 import { randomText } from '../src/shared/ids.ts'
 import { ensureOrg, insertToken } from '../src/tokens/tokens.store.ts'
 import { SCOPES, type Scope } from '../src/tokens/scopes.ts'
@@ -120,9 +122,12 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
   const workspaces = workspaceManager({ store, bus, config, box, provider })
   await workspaces.recover()
   const runner = turnRunner({ store, bus, config, box, workspaces })
-  const app = await buildApp({ config, store, bus, box, workspaces, runner })
+  const blobs = localBlobStore(path.join(dataDir, 'artifacts'))
+  const publisher = artifactPublisher({ store, bus, workspaces, blobs, log: () => {} })
+  const app = await buildApp({ config, store, bus, box, workspaces, runner, blobs })
   await app.ready()
   await runner.recover()
+  publisher.start()
   const mint: Warren['mint'] = async (org = `org-${randomText(8)}`, scopes = [...SCOPES], days = 30) => {
     const o = await ensureOrg(store.db, org)
     const { record, secret } = await insertToken(store.db, { orgId: o.id, name: null, scopes, days })
@@ -153,6 +158,7 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
     close: async () => {
       await app.close()
       await runner.close()
+      await publisher.close()
       await workspaces.close()
       await bus.close()
       await store.close()

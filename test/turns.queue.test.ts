@@ -57,7 +57,12 @@ forEachDialect('turns: the run, the queue, cancel and steer', (dialect) => {
       assert.equal(typeof done.started_at, 'number')
       assert.ok(done.started_at! >= done.created_at)
       assert.ok(done.completed_at! >= done.started_at!)
-      assert.ok([null, 'pending', 'ready', 'partial', 'failed'].includes(done.artifacts))
+      assert.ok(['pending', 'ready'].includes(String(done.artifacts)), `publication begins when the turn settles: ${done.artifacts}`)
+      const published = await waitFor('publication ends', async () => {
+        const t = await c.turn(sid, accepted.id)
+        return t.artifacts !== 'pending' && t
+      })
+      assert.equal(published.artifacts, 'ready')
 
       const all = await c.items(sid)
       const seqs = all.map((i) => seqOf(i.id))
@@ -65,8 +70,9 @@ forEachDialect('turns: the run, the queue, cancel and steer', (dialect) => {
       const mine = all.filter((i) => i.turn_id === accepted.id)
       assert.deepEqual(
         mine.map((i) => i.detail.event),
-        ['turn.started', 'user.message', 'agent.tool_call', 'agent.tool_result', 'file.changed', 'agent.message', 'turn.ended'],
+        ['turn.started', 'user.message', 'agent.tool_call', 'agent.tool_result', 'file.changed', 'agent.message', 'turn.ended', 'artifact.created'],
       )
+      assert.deepEqual({ ...mine.at(-1)!.detail, id: null }, { event: 'artifact.created', id: null, path: 'made.txt', size_bytes: 3, turn_id: accepted.id })
       const [started, user, call, result, changed, message, ended] = mine.map((i) => i.detail)
       assert.deepEqual(started, { event: 'turn.started', turnId: accepted.id })
       assert.deepEqual(user, { event: 'user.message', text: 'make a file' })
@@ -110,7 +116,7 @@ forEachDialect('turns: the run, the queue, cancel and steer', (dialect) => {
       fake.script({ text: 'Second reply.' })
       const second = await c.accept(sid, 'and again')
       assert.equal((await c.settled(sid, second.id)).status, 'completed')
-      assert.deepEqual(await c.turn(sid, accepted.id), done)
+      assert.deepEqual(await c.turn(sid, accepted.id), published, "the settled turn never moves again (publication moved only artifacts)")
       assert.deepEqual((await c.turns(sid)).map((t) => t.id), [accepted.id, second.id])
       assert.equal(fake.unconsumed, 0)
     })

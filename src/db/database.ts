@@ -8,6 +8,7 @@ import type { Tables } from './tables.ts'
 import * as m001 from './migrations/001-initial.ts'
 import * as m002 from './migrations/002-turns.ts'
 import * as m003 from './migrations/003-stream-slots.ts'
+import * as m004 from './migrations/004-artifacts.ts'
 
 export type DialectName = 'sqlite' | 'postgres'
 export type Db = Kysely<Tables>
@@ -68,6 +69,7 @@ const migrations: Record<string, { up(db: Kysely<any>, d: DialectName): Promise<
   '001-initial': m001,
   '002-turns': m002,
   '003-stream-slots': m003,
+  '004-artifacts': m004,
 }
 
 async function migrate(store: Store): Promise<void> {

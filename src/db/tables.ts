@@ -195,4 +195,16 @@ export type Tables = {
     org_id: string
     expires_at: number
   }
+  artifacts: {
+    id: string
+    org_id: string
+    session_id: string
+    turn_id: string
+    path: string
+    size_bytes: number
+    sha256: string
+    content_type: string
+    blob_key: string
+    created_at: number
+  }
 }

@@ -84,7 +84,8 @@ export async function countStep(db: Db, id: string): Promise<number> {
 export async function settleTurnRow(db: Db, id: string, status: Exclude<TurnStatus, 'working'>, error: TurnError | null, now: number): Promise<boolean> {
   const r = await db
     .updateTable('turns')
-    .set({ status, completed_at: now, error: error ? toJson(error) : null })
+    // Publication of its files begins with the settle (the artifact publisher takes it from here).
+    .set({ status, completed_at: now, error: error ? toJson(error) : null, artifacts: 'pending' })
     .where('id', '=', id)
     .where('status', '=', 'working')
     .executeTakeFirst()
@@ -108,7 +109,8 @@ export async function setRunningCall(db: Db, id: string, callId: string | null):
 /** Deleting a session cancels its turns; nothing is left working on a session that is gone. */
 export async function cancelSessionTurns(db: Db, sessionId: string, now: number): Promise<TurnRow[]> {
   const working = await workingTurns(db, sessionId)
-  await db.updateTable('turns').set({ status: 'cancelled', completed_at: now, running_call: null }).where('session_id', '=', sessionId).where('status', '=', 'working').execute()
+  // The session's files go with it, so nothing of these turns can be published.
+  await db.updateTable('turns').set({ status: 'cancelled', completed_at: now, running_call: null, artifacts: 'failed' }).where('session_id', '=', sessionId).where('status', '=', 'working').execute()
   await db.updateTable('pending_calls').set({ status: 'cancelled', resolved_at: now }).where('session_id', '=', sessionId).where('status', '=', 'pending').execute()
   return working
 }

@@ -83,6 +83,20 @@ async function openParent(root: string, parts: string[], create: { uid: number }
 }
 
 export async function readWorkspaceFile(root: string, p: string): Promise<Buffer | null> {
+  const fh = await openWorkspaceFile(root, p)
+  if (!fh) return null
+  try {
+    return await fh.readFile()
+  } finally {
+    await fh.close()
+  }
+}
+
+/**
+ * Opens a regular file of the workspace for reading, refusing links anywhere in its path; null
+ * when it does not exist. The caller closes the handle.
+ */
+export async function openWorkspaceFile(root: string, p: string): Promise<FileHandle | null> {
   const parts = splitPath(p)
   const dir = await openParent(root, parts, null)
   if (!dir) return null
@@ -103,9 +117,10 @@ export async function readWorkspaceFile(root: string, p: string): Promise<Buffer
     const st = await fh.stat()
     if (st.isDirectory()) throw new SandboxPathError(`${p} is a folder`)
     if (!st.isFile()) throw new SandboxPathError(`${p} is not a regular file`)
-    return await fh.readFile()
-  } finally {
+    return fh
+  } catch (err) {
     await fh.close()
+    throw err
   }
 }
 

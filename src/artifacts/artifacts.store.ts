@@ -1,0 +1,68 @@
+import type { Selectable } from 'kysely'
+import type { Db } from '../db/database.ts'
+import type { Tables } from '../db/tables.ts'
+import { fromJson, toJson } from '../shared/json.ts'
+
+export type ArtifactRow = Selectable<Tables['artifacts']>
+export type Skipped = { path: string; reason: string }
+
+export function toArtifact(r: ArtifactRow) {
+  return {
+    object: 'artifact' as const,
+    id: r.id,
+    session_id: r.session_id,
+    turn_id: r.turn_id,
+    path: r.path,
+    size_bytes: Number(r.size_bytes),
+    sha256: r.sha256,
+    content_type: r.content_type,
+    created_at: Number(r.created_at),
+  }
+}
+
+/** Turns whose files still wait to be published, oldest first (all of them, or one session's). */
+export async function turnsToPublish(db: Db, sessionId?: string) {
+  let q = db.selectFrom('turns').select(['id', 'session_id', 'org_id']).where('artifacts', '=', 'pending').where('status', '!=', 'working')
+  if (sessionId !== undefined) q = q.where('session_id', '=', sessionId)
+  return q.orderBy('completed_at').execute()
+}
+
+/**
+ * What the turn last did to each path, from its file.changed events in order: the paths whose last
+ * change left a file (created or modified).
+ */
+export async function changedPaths(db: Db, turnId: string): Promise<string[]> {
+  const rows = await db.selectFrom('events').select('payload').where('turn_id', '=', turnId).where('type', '=', 'file.changed').orderBy('seq').execute()
+  const last = new Map<string, string>()
+  for (const r of rows) {
+    const p = fromJson<{ path?: string; kind?: string }>(r.payload, {})
+    if (typeof p.path === 'string' && typeof p.kind === 'string') last.set(p.path, p.kind)
+  }
+  return [...last].filter(([, kind]) => kind !== 'deleted').map(([p]) => p).sort()
+}
+
+export async function insertArtifacts(db: Db, rows: ArtifactRow[]): Promise<void> {
+  if (rows.length > 0) await db.insertInto('artifacts').values(rows).execute()
+}
+
+/** Ends publication; false when another process ended it first (nothing of ours may then be kept). */
+export async function finishPublication(db: Db, turnId: string, state: 'ready' | 'partial' | 'failed', skipped: Skipped[]): Promise<boolean> {
+  const r = await db.updateTable('turns').set({ artifacts: state, artifacts_skipped: toJson(skipped) }).where('id', '=', turnId).where('artifacts', '=', 'pending').executeTakeFirst()
+  return Number(r.numUpdatedRows) > 0
+}
+
+export async function getArtifactRow(db: Db, sessionId: string, id: string): Promise<ArtifactRow | null> {
+  return (await db.selectFrom('artifacts').selectAll().where('session_id', '=', sessionId).where('id', '=', id).executeTakeFirst()) ?? null
+}
+
+/** The collection of a session's artifacts (or one turn's), for a list page. */
+export function artifactRows(db: Db, sessionId: string, turnId?: string) {
+  let q = db.selectFrom('artifacts').selectAll().where('session_id', '=', sessionId)
+  if (turnId !== undefined) q = q.where('turn_id', '=', turnId)
+  return q
+}
+
+/** Every artifact of the session (or of one turn), oldest first: what the archive holds. */
+export function sessionArtifacts(db: Db, sessionId: string, turnId?: string) {
+  return artifactRows(db, sessionId, turnId).orderBy('created_at').orderBy('id').execute()
+}

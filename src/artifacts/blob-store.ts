@@ -1,0 +1,71 @@
+import { createHash, randomBytes } from 'node:crypto'
+import fs from 'node:fs'
+import fsp from 'node:fs/promises'
+import path from 'node:path'
+import { Transform, type Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+
+export type StoredBlob = { key: string; size: number; sha256: string }
+
+/**
+ * Where artifact bytes live, apart from the workspace that made them (they outlive it). Local
+ * files under the data folder today; an S3-compatible store implements the same three calls.
+ */
+export type BlobStore = {
+  /** Stores the bytes of `source`; refuses (BlobTooLarge) past `maxBytes` and keeps nothing then. */
+  put(source: Readable, maxBytes: number): Promise<StoredBlob>
+  /** The bytes of a stored blob, or null when its copy is gone. */
+  open(key: string): Promise<Readable | null>
+  exists(key: string): Promise<boolean>
+}
+
+export class BlobTooLarge extends Error {}
+
+/**
+ * Content-addressed files: a blob's key is its sha256, so the same bytes published twice are
+ * stored once, and a copy is written under a temporary name and renamed into place, so a reader
+ * never sees half of one.
+ */
+export function localBlobStore(root: string): BlobStore {
+  const tmp = path.join(root, 'tmp')
+  fs.mkdirSync(tmp, { recursive: true })
+  const fileOf = (key: string) => {
+    if (!/^[0-9a-f]{64}$/.test(key)) throw new Error(`not a blob key: ${key}`)
+    return path.join(root, key.slice(0, 2), key)
+  }
+  return {
+    async put(source, maxBytes) {
+      const hash = createHash('sha256')
+      let size = 0
+      const count = new Transform({
+        transform(chunk: Buffer, _enc, done) {
+          size += chunk.length
+          if (size > maxBytes) return done(new BlobTooLarge(`over ${maxBytes} bytes`))
+          hash.update(chunk)
+          done(null, chunk)
+        },
+      })
+      const part = path.join(tmp, randomBytes(12).toString('hex'))
+      try {
+        await pipeline(source, count, fs.createWriteStream(part, { flags: 'wx', mode: 0o600 }))
+        const sha256 = hash.digest('hex')
+        const file = fileOf(sha256)
+        await fsp.mkdir(path.dirname(file), { recursive: true })
+        await fsp.rename(part, file)
+        return { key: sha256, size, sha256 }
+      } finally {
+        await fsp.rm(part, { force: true })
+      }
+    },
+    async open(key) {
+      try {
+        const fh = await fsp.open(fileOf(key), 'r')
+        return fh.createReadStream()
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null
+        throw err
+      }
+    },
+    exists: (key) => fsp.access(fileOf(key)).then(() => true, () => false),
+  }
+}

@@ -1,0 +1,174 @@
+// Artifacts through HTTP: what a turn leaves is published when it settles (real sandbox, the
+// agent's own bash), listed, served byte for byte, and kept after the workspace loses it.
+import { after, before, it } from 'node:test'
+import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { errorOf, forEachDialect, useWarren } from './harness.ts'
+import { waitFor } from './fixtures.ts'
+import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
+import { NO_RATE_LIMITS, client, details, newOrg, type TurnJson } from './turns.helpers.ts'
+
+const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('hex')
+const MIB = 1024 * 1024
+
+forEachDialect('artifacts', (dialect) => {
+  const w = useWarren(dialect, { env: NO_RATE_LIMITS })
+  let fake: FakeModelServer
+  before(async () => {
+    fake = await startModelServer({ models: ['m1'] })
+  })
+  after(() => fake.close())
+
+  /** Runs one turn whose agent runs `command` with bash, and returns the turn once publication ended. */
+  const runBash = async (c: ReturnType<typeof client>, sid: string, command: string): Promise<TurnJson> => {
+    fake.script({ toolCalls: [{ name: 'bash', args: { command } }] }, { text: 'Done.' })
+    const turn = await c.accept(sid, 'make files')
+    await c.settled(sid, turn.id, 60_000)
+    return waitFor('publication ends', async () => {
+      const t = await c.turn(sid, turn.id)
+      return t.artifacts !== 'pending' && t
+    }, 60_000)
+  }
+
+  it('publishes the regular files a turn created or modified, byte for byte; never links, .git, node_modules or deleted files', async () => {
+    const org = await newOrg(w())
+    const c = client(w(), org)
+    await c.connect(fake, 'openai')
+    const sid = await c.session()
+    const turn = await runBash(
+      c,
+      sid,
+      [
+        'mkdir -p out .git node_modules/x',
+        'printf "hello artifacts\\n" > out/hello.txt',
+        'head -c 70000 /dev/urandom > out/noise.bin',
+        'echo "{}" > data.json',
+        'ln -s /etc/passwd out/passwd-link',
+        'echo ref > .git/HEAD',
+        'echo module > node_modules/x/index.js',
+        'echo gone > temp.txt && rm temp.txt',
+      ].join(' && '),
+    )
+    assert.equal(turn.status, 'completed')
+    assert.equal(turn.artifacts, 'ready')
+    assert.deepEqual(turn.artifacts_skipped, [])
+
+    const list = await c.call('GET', `/v1/sessions/${sid}/artifacts?order=asc&limit=100`)
+    assert.equal(list.statusCode, 200, list.body)
+    const arts = list.json().data as { id: string; path: string; size_bytes: number; sha256: string; content_type: string; turn_id: string; session_id: string; object: string; created_at: number }[]
+    assert.deepEqual(arts.map((a) => a.path).sort(), ['data.json', 'out/hello.txt', 'out/noise.bin'])
+    const byPath = new Map(arts.map((a) => [a.path, a]))
+    const hello = byPath.get('out/hello.txt')!
+    assert.deepEqual(Object.keys(hello).sort(), ['content_type', 'created_at', 'id', 'object', 'path', 'session_id', 'sha256', 'size_bytes', 'turn_id'])
+    assert.equal(hello.object, 'artifact')
+    assert.match(hello.id, /^art_/)
+    assert.equal(hello.session_id, sid)
+    assert.equal(hello.turn_id, turn.id)
+    assert.equal(hello.size_bytes, 16)
+    assert.equal(hello.sha256, sha('hello artifacts\n'))
+    assert.equal(hello.content_type, 'text/plain')
+    assert.equal(byPath.get('data.json')!.content_type, 'application/json')
+    assert.equal(byPath.get('out/noise.bin')!.content_type, 'application/octet-stream')
+
+    // The bytes, as published.
+    for (const a of arts) {
+      const res = await c.call('GET', `/v1/sessions/${sid}/artifacts/${a.id}/content`)
+      assert.equal(res.statusCode, 200)
+      assert.equal(res.headers['content-type'], 'application/octet-stream')
+      assert.equal(res.rawPayload.length, a.size_bytes)
+      assert.equal(sha(res.rawPayload), a.sha256, a.path)
+    }
+    // One artifact.created per file, in the durable record, naming the artifact.
+    const created = details(await c.items(sid), 'artifact.created')
+    assert.deepEqual(
+      created.map((d) => [d.id, d.path, d.size_bytes, d.turn_id]).sort(),
+      arts.map((a) => [a.id, a.path, a.size_bytes, turn.id]).sort(),
+    )
+    // turn_id narrows the list; another turn's id gives nothing.
+    const narrowed = await c.call('GET', `/v1/sessions/${sid}/artifacts?turn_id=${turn.id}`)
+    assert.equal(narrowed.json().data.length, 3)
+    assert.equal((await c.call('GET', `/v1/sessions/${sid}/artifacts?turn_id=trn_other`)).json().data.length, 0)
+
+    // The archive of the turn: a POSIX tar whose entries are named as in the workspace.
+    const tarOf = async (url: string) => {
+      const res = await c.call('GET', url)
+      assert.equal(res.statusCode, 200, res.body)
+      assert.equal(res.headers['content-type'], 'application/x-tar')
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-archive-'))
+      fs.writeFileSync(path.join(dir, 'a.tar'), res.rawPayload)
+      const names = execFileSync('tar', ['-tf', 'a.tar'], { cwd: dir }).toString().trim().split('\n').sort()
+      execFileSync('mkdir', ['x'], { cwd: dir })
+      execFileSync('tar', ['-xf', '../a.tar'], { cwd: path.join(dir, 'x') })
+      return { names, read: (name: string) => fs.readFileSync(path.join(dir, 'x', name)), done: () => fs.rmSync(dir, { recursive: true, force: true }) }
+    }
+    const one = await tarOf(`/v1/sessions/${sid}/artifacts/archive?turn_id=${turn.id}`)
+    assert.deepEqual(one.names, ['data.json', 'out/hello.txt', 'out/noise.bin'])
+    for (const a of arts) assert.equal(sha(one.read(a.path)), a.sha256, a.path)
+    one.done()
+    const unknownTurn = await c.call('GET', `/v1/sessions/${sid}/artifacts/archive?turn_id=trn_nope`)
+    assert.equal(unknownTurn.statusCode, 404)
+
+    // Published copies survive the workspace losing the files, and a later turn publishes only what it changed.
+    const second = await runBash(c, sid, 'rm -rf out && echo again > data.json')
+    assert.equal(second.artifacts, 'ready')
+    const res = await c.call('GET', `/v1/sessions/${sid}/artifacts/${hello.id}/content`)
+    assert.equal(res.statusCode, 200)
+    assert.equal(res.body, 'hello artifacts\n')
+    const secondList = (await c.call('GET', `/v1/sessions/${sid}/artifacts?turn_id=${second.id}`)).json().data
+    assert.deepEqual(secondList.map((a: { path: string }) => a.path), ['data.json'])
+    assert.equal(secondList[0].sha256, sha('again\n'))
+
+    // The whole session: every artifact under its turn's id. A stored copy that is gone is left
+    // out of the archive, and its bytes are a 404.
+    const all = await tarOf(`/v1/sessions/${sid}/artifacts/archive`)
+    assert.deepEqual(all.names, [`${second.id}/data.json`, `${turn.id}/data.json`, `${turn.id}/out/hello.txt`, `${turn.id}/out/noise.bin`].sort())
+    assert.equal(all.read(`${second.id}/data.json`).toString(), 'again\n')
+    all.done()
+    const noise = byPath.get('out/noise.bin')!
+    fs.rmSync(path.join(w().dataDir, 'artifacts', noise.sha256.slice(0, 2), noise.sha256))
+    const without = await tarOf(`/v1/sessions/${sid}/artifacts/archive?turn_id=${turn.id}`)
+    assert.deepEqual(without.names, ['data.json', 'out/hello.txt'])
+    without.done()
+    const gone = await c.call('GET', `/v1/sessions/${sid}/artifacts/${noise.id}/content`)
+    assert.equal(gone.statusCode, 404)
+    assert.match(errorOf(gone).message, /stored copy/)
+  })
+
+  it('skips files over the ceilings with a reason naming it, and the turn still succeeds (partial)', async () => {
+    const org = await newOrg(w())
+    const c = client(w(), org)
+    await c.connect(fake, 'openai')
+    const sid = await c.session()
+    // Sparse files: sizes without the disk. 201 MiB is over the one-file ceiling; three of
+    // 180 MiB pass it one by one but not together (500 MiB for a turn).
+    const turn = await runBash(c, sid, 'truncate -s 201M huge.bin && truncate -s 180M a.bin && truncate -s 180M b.bin && truncate -s 180M c.bin && echo small > small.txt')
+    assert.equal(turn.status, 'completed')
+    assert.equal(turn.artifacts, 'partial')
+    const skipped = new Map(turn.artifacts_skipped.map((s) => [(s as { path: string }).path, (s as { reason: string }).reason]))
+    assert.match(skipped.get('huge.bin') ?? '', /200 MiB ceiling for one artifact/)
+    assert.equal(skipped.size, 2, JSON.stringify(turn.artifacts_skipped))
+    const turnCeiling = [...skipped].find(([p]) => p !== 'huge.bin')!
+    assert.match(turnCeiling[1], /500 MiB ceiling for one turn/)
+    const arts = (await c.call('GET', `/v1/sessions/${sid}/artifacts?limit=100`)).json().data as { path: string; size_bytes: number }[]
+    assert.equal(arts.length, 3)
+    assert.ok(arts.some((a) => a.path === 'small.txt'))
+    assert.equal(arts.filter((a) => a.size_bytes === 180 * MIB).length, 2)
+  })
+
+  it('refuses what is not there: another organization, an unknown artifact, an unknown query field', async () => {
+    const org = await newOrg(w())
+    const c = client(w(), org)
+    await c.connect(fake, 'openai')
+    const sid = await c.session()
+    const other = client(w(), await newOrg(w()))
+    assert.equal((await other.call('GET', `/v1/sessions/${sid}/artifacts`)).statusCode, 404)
+    const missing = await c.call('GET', `/v1/sessions/${sid}/artifacts/art_nope/content`)
+    assert.equal(missing.statusCode, 404)
+    assert.equal(errorOf(missing).code, 'not_found')
+    assert.equal((await c.call('GET', `/v1/sessions/${sid}/artifacts?nope=1`)).statusCode, 400)
+  })
+})
