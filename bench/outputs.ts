@@ -4,7 +4,7 @@
 //   transaction) beside a plain copy of the same files with fs.copyFile in the same run.
 // Usage: node_modules/.bin/node bench/outputs.ts [--mib N] [--files N]
 // (The preview proxy half of this benchmark comes with previews.)
-import { randomBytes } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -31,7 +31,7 @@ const workspaces = { workspaceDir: (id: string) => path.join(workspaceRoot, id) 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 const mibps = (ms: number) => (MIB_TOTAL / ms) * 1000
 
-const times = { publish: [] as number[], copy: [] as number[] }
+const times = { publish: [] as number[], copy: [] as number[], hash: [] as number[] }
 try {
   for (let round = 0; round < ROUNDS; round++) {
     // Fresh random files each round, so content addressing never finds them already stored.
@@ -63,13 +63,25 @@ try {
     t = performance.now()
     for (let i = 0; i < FILES; i++) await fs.promises.copyFile(path.join(dir, 'out', `f${i}.bin`), path.join(plain, `f${i}.bin`))
     times.copy.push(performance.now() - t)
+
+    // What any publication must do at least: read every byte once through sha256.
+    t = performance.now()
+    for (let i = 0; i < FILES; i++) {
+      const h = createHash('sha256')
+      for await (const chunk of fs.createReadStream(path.join(dir, 'out', `f${i}.bin`), { highWaterMark: MIB })) h.update(chunk)
+      h.digest()
+    }
+    times.hash.push(performance.now() - t)
   }
   const p = median(times.publish)
   const c = median(times.copy)
   console.log(`bench/outputs: publication of ${FILES} files, ${MIB_TOTAL} MiB in all, median of ${ROUNDS} rounds`)
   console.log(`publishTurn (open, sha256, blob copy, records)   ${p.toFixed(1)} ms  ${mibps(p).toFixed(0)} MiB/s`)
   console.log(`plain fs.copyFile of the same files              ${c.toFixed(1)} ms  ${mibps(c).toFixed(0)} MiB/s`)
+  const h = median(times.hash)
+  console.log(`sha256 of the same files, nothing written         ${h.toFixed(1)} ms  ${mibps(h).toFixed(0)} MiB/s`)
   console.log(`publication / plain copy (speed)                 ${(c / p).toFixed(2)}`)
+  console.log(`publication / sha256 alone (speed)               ${(h / p).toFixed(2)}`)
 } finally {
   await store.close()
   fs.rmSync(dataDir, { recursive: true, force: true })

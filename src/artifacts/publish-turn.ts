@@ -60,7 +60,7 @@ export async function publishTurn(deps: PublishDeps, turn: Turn): Promise<void> 
       // Read through the handle: the bytes are the file that was checked, whatever the path is now.
       const room = Math.min(MAX_ARTIFACT_BYTES, MAX_TURN_ARTIFACT_BYTES - total)
       ceiling = room === MAX_ARTIFACT_BYTES ? 'the 200 MiB ceiling for one artifact' : "the 500 MiB ceiling for one turn's artifacts"
-      const blob = await deps.blobs.put(fh.createReadStream({ autoClose: false }), room)
+      const blob = await deps.blobs.put(fh.createReadStream({ autoClose: false, highWaterMark: MIB }), room)
       total += blob.size
       published.push({
         id: newId('art'),
