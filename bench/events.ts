@@ -32,6 +32,7 @@ import { SCOPES } from '../src/tokens/scopes.ts'
 import { workspaceManager } from '../src/workspaces/workspace-manager.ts'
 import { turnRunner } from '../src/runner/turn-runner.ts'
 import { localBlobStore } from '../src/artifacts/blob-store.ts'
+import { publishTurn } from '../src/artifacts/publish-turn.ts'
 import { DELIVERY_LIMITS, deliveryWorker } from '../src/webhooks/delivery-worker.ts'
 import { deliveryBody, signDelivery } from '../src/webhooks/delivery-body.ts'
 import { makeTestCert } from '../test/fakes/test-cert.ts'
@@ -62,8 +63,9 @@ const bus = memoryEventBus()
 const box = secretBox(randomBytes(32))
 const provider = await createLocalProvider({ prefix: 'be', uidBase: 396_000 })
 const workspaces = workspaceManager({ store, bus, config, box, provider })
-const runner = turnRunner({ store, bus, config, box, workspaces })
-const app = await buildApp({ store, bus, config, box, workspaces, runner, blobs: localBlobStore(path.join(dataDir, 'artifacts')) })
+const blobs = localBlobStore(path.join(dataDir, 'artifacts'))
+const runner = turnRunner({ store, bus, config, box, workspaces, publish: (turn) => publishTurn({ store, bus, workspaces, blobs }, turn) })
+const app = await buildApp({ store, bus, config, box, workspaces, runner, blobs })
 const base = await app.listen({ host: '127.0.0.1', port: 0 })
 const org = await ensureOrg(store.db, 'bench-events')
 const tokens = await Promise.all([0, 1, 2, 3].map(async () => (await insertToken(store.db, { orgId: org.id, name: null, scopes: [...SCOPES], days: 7 })).secret))

@@ -14,7 +14,8 @@ import { workspaceManager } from './workspaces/workspace-manager.ts'
 import { turnRunner } from './runner/turn-runner.ts'
 import { deliveryWorker } from './webhooks/delivery-worker.ts'
 import { localBlobStore } from './artifacts/blob-store.ts'
-import { artifactPublisher } from './artifacts/publisher.ts'
+import { publishPending } from './artifacts/publisher.ts'
+import { publishTurn } from './artifacts/publish-turn.ts'
 
 /** Says plainly, at start, what this host allows the sandboxes and what is missing. */
 function reportHost(r: HostReport): void {
@@ -32,9 +33,9 @@ export async function startServer(config: Config): Promise<FastifyInstance> {
   reportHost(provider.report())
   const workspaces = workspaceManager({ store, bus, config, box, provider })
   await workspaces.recover()
-  const runner = turnRunner({ store, bus, config, box, workspaces })
   const blobs = localBlobStore(path.join(config.dataDir, 'artifacts'))
-  const publisher = artifactPublisher({ store, bus, workspaces, blobs })
+  const publishing = { store, bus, workspaces, blobs }
+  const runner = turnRunner({ store, bus, config, box, workspaces, publish: (turn) => publishTurn(publishing, turn) })
   const app = await buildApp({
     runner,
     blobs,
@@ -52,16 +53,15 @@ export async function startServer(config: Config): Promise<FastifyInstance> {
     clearInterval(purge)
     await webhooks.close()
     await runner.close()
-    await publisher.close()
     await workspaces.close()
     await bus.close()
     await store.close()
   })
   await app.listen({ host: config.host, port: config.port })
+  // Files of turns that settled before a stop, before any queued turn may change them.
+  await publishPending(publishing)
   // Turns that were working when the service stopped go on once it can answer for them.
   await runner.recover()
-  // Files of turns that settled before a stop, and from now on of every turn that settles.
-  publisher.start()
   // Deliveries owed from before a stop (or enqueued by another process) go out from here on.
   webhooks.start()
   return app

@@ -13,7 +13,6 @@ import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
 import { NO_RATE_LIMITS, client, details, newOrg, type TurnJson } from './turns.helpers.ts'
 
 const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('hex')
-const MIB = 1024 * 1024
 
 forEachDialect('artifacts', (dialect) => {
   const w = useWarren(dialect, { env: NO_RATE_LIMITS })
@@ -23,16 +22,20 @@ forEachDialect('artifacts', (dialect) => {
   })
   after(() => fake.close())
 
-  /** Runs one turn whose agent runs `command` with bash, and returns the turn once publication ended. */
-  const runBash = async (c: ReturnType<typeof client>, sid: string, command: string): Promise<TurnJson> => {
-    fake.script({ toolCalls: [{ name: 'bash', args: { command } }] }, { text: 'Done.' })
-    const turn = await c.accept(sid, 'make files')
-    await c.settled(sid, turn.id, 60_000)
-    return waitFor('publication ends', async () => {
-      const t = await c.turn(sid, turn.id)
-      return t.artifacts !== 'pending' && t
+  /** The turn once its publication ended. */
+  const published = (c: ReturnType<typeof client>, sid: string, turnId: string) =>
+    waitFor('publication ends', async () => {
+      const t = await c.turn(sid, turnId)
+      return t.status !== 'working' && t.artifacts !== 'pending' && t
     }, 60_000)
+
+  /** Runs one turn whose agent makes these tool calls, one step each, and returns it once published. */
+  const runTools = async (c: ReturnType<typeof client>, sid: string, ...calls: { name: string; args: unknown }[]): Promise<TurnJson> => {
+    fake.script(...calls.map((call) => ({ toolCalls: [call] })), { text: 'Done.' })
+    const turn = await c.accept(sid, 'make files')
+    return published(c, sid, turn.id)
   }
+  const runBash = (c: ReturnType<typeof client>, sid: string, command: string) => runTools(c, sid, { name: 'bash', args: { command } })
 
   it('publishes the regular files a turn created or modified, byte for byte; never links, .git, node_modules or deleted files', async () => {
     const org = await newOrg(w())
@@ -138,25 +141,32 @@ forEachDialect('artifacts', (dialect) => {
     assert.match(errorOf(gone).message, /stored copy/)
   })
 
-  it('skips files over the ceilings with a reason naming it, and the turn still succeeds (partial)', async () => {
-    const org = await newOrg(w())
-    const c = client(w(), org)
+  it('publishes what a turn left when it settled, not what the next queued turn wrote; never what a later call deleted or .git and node_modules', async () => {
+    const c = client(w(), await newOrg(w()))
     await c.connect(fake, 'openai')
     const sid = await c.session()
-    // Sparse files: sizes without the disk. 201 MiB is over the one-file ceiling; three of
-    // 180 MiB pass it one by one but not together (500 MiB for a turn).
-    const turn = await runBash(c, sid, 'truncate -s 201M huge.bin && truncate -s 180M a.bin && truncate -s 180M b.bin && truncate -s 180M c.bin && echo small > small.txt')
-    assert.equal(turn.status, 'completed')
-    assert.equal(turn.artifacts, 'partial')
-    const skipped = new Map(turn.artifacts_skipped.map((s) => [(s as { path: string }).path, (s as { reason: string }).reason]))
-    assert.match(skipped.get('huge.bin') ?? '', /200 MiB ceiling for one artifact/)
-    assert.equal(skipped.size, 2, JSON.stringify(turn.artifacts_skipped))
-    const turnCeiling = [...skipped].find(([p]) => p !== 'huge.bin')!
-    assert.match(turnCeiling[1], /500 MiB ceiling for one turn/)
-    const arts = (await c.call('GET', `/v1/sessions/${sid}/artifacts?limit=100`)).json().data as { path: string; size_bytes: number }[]
-    assert.equal(arts.length, 3)
-    assert.ok(arts.some((a) => a.path === 'small.txt'))
-    assert.equal(arts.filter((a) => a.size_bytes === 180 * MIB).length, 2)
+    fake.script(
+      { toolCalls: [{ name: 'write_file', args: { path: 'report.md', content: 'v1 from turn 1\n' } }] },
+      { toolCalls: [{ name: 'write_file', args: { path: '.git/config', content: 'x' } }] },
+      { toolCalls: [{ name: 'write_file', args: { path: 'node_modules/m/index.js', content: 'x' } }] },
+      { toolCalls: [{ name: 'bash', args: { command: 'echo temporary > scratch.txt' } }] },
+      { toolCalls: [{ name: 'bash', args: { command: 'rm scratch.txt; sleep 0.3' } }] },
+      { text: 'Turn 1 done.' },
+      { toolCalls: [{ name: 'write_file', args: { path: 'report.md', content: 'v2 from turn 2\n' } }] },
+      { text: 'Turn 2 done.' },
+    )
+    const first = await c.accept(sid, 'first')
+    const second = await c.accept(sid, 'second (queued)')
+    const one = await published(c, sid, first.id)
+    const two = await published(c, sid, second.id)
+    assert.equal(one.artifacts, 'ready')
+    assert.equal(two.artifacts, 'ready')
+    const list = async (turnId: string) => (await c.call('GET', `/v1/sessions/${sid}/artifacts?turn_id=${turnId}`)).json().data as { id: string; path: string }[]
+    const firstArts = await list(first.id)
+    assert.deepEqual(firstArts.map((a) => a.path), ['report.md'])
+    assert.equal((await c.call('GET', `/v1/sessions/${sid}/artifacts/${firstArts[0]!.id}/content`)).body, 'v1 from turn 1\n')
+    const secondArts = await list(second.id)
+    assert.equal((await c.call('GET', `/v1/sessions/${sid}/artifacts/${secondArts[0]!.id}/content`)).body, 'v2 from turn 2\n')
   })
 
   it('refuses what is not there: another organization, an unknown artifact, an unknown query field', async () => {
@@ -164,11 +174,51 @@ forEachDialect('artifacts', (dialect) => {
     const c = client(w(), org)
     await c.connect(fake, 'openai')
     const sid = await c.session()
+    await runTools(c, sid, { name: 'write_file', args: { path: 'mine.txt', content: 'private' } })
+    const [mine] = (await c.call('GET', `/v1/sessions/${sid}/artifacts`)).json().data as { id: string }[]
     const other = client(w(), await newOrg(w()))
     assert.equal((await other.call('GET', `/v1/sessions/${sid}/artifacts`)).statusCode, 404)
+    assert.equal((await other.call('GET', `/v1/sessions/${sid}/artifacts/${mine!.id}/content`)).statusCode, 404)
+    assert.equal((await other.call('GET', `/v1/sessions/${sid}/artifacts/archive`)).statusCode, 404)
+    // The other organization's own session does not lend its path to this artifact either.
+    const theirs = await other.connect(fake, 'openai').then(() => other.session())
+    assert.equal((await other.call('GET', `/v1/sessions/${theirs}/artifacts/${mine!.id}/content`)).statusCode, 404)
     const missing = await c.call('GET', `/v1/sessions/${sid}/artifacts/art_nope/content`)
     assert.equal(missing.statusCode, 404)
     assert.equal(errorOf(missing).code, 'not_found')
     assert.equal((await c.call('GET', `/v1/sessions/${sid}/artifacts?nope=1`)).statusCode, 400)
+  })
+})
+
+forEachDialect('artifacts over their ceilings', (dialect) => {
+  // The ceilings narrowed to KiB, so that the rule is tested without writing hundreds of MiB.
+  const w = useWarren(dialect, { env: NO_RATE_LIMITS, artifactLimits: { fileBytes: 64 * 1024, turnBytes: 160 * 1024 } })
+  let fake: FakeModelServer
+  before(async () => {
+    fake = await startModelServer({ models: ['m1'] })
+  })
+  after(() => fake.close())
+
+  it('skips files over the ceilings with a reason naming it, and the turn still succeeds (partial)', async () => {
+    const c = client(w(), await newOrg(w()))
+    await c.connect(fake, 'openai')
+    const sid = await c.session()
+    // 100 KiB is over the one-file ceiling; three of 60 KiB pass it one by one but not together.
+    fake.script({ toolCalls: [{ name: 'bash', args: { command: 'head -c 102400 /dev/urandom > huge.bin && for f in a b c; do head -c 61440 /dev/urandom > $f.bin; done && echo small > small.txt' } }] }, { text: 'Done.' })
+    const accepted = await c.accept(sid, 'make files')
+    const turn = await waitFor('publication ends', async () => {
+      const t = await c.turn(sid, accepted.id)
+      return t.status !== 'working' && t.artifacts !== 'pending' && t
+    })
+    assert.equal(turn.status, 'completed')
+    assert.equal(turn.artifacts, 'partial')
+    const skipped = new Map((turn.artifacts_skipped as { path: string; reason: string }[]).map((s) => [s.path, s.reason]))
+    assert.equal(skipped.size, 2, JSON.stringify(turn.artifacts_skipped))
+    assert.match(skipped.get('huge.bin') ?? '', /^102400 bytes is over the 65536 bytes ceiling for one artifact$/)
+    const turnCeiling = [...skipped].find(([p]) => p !== 'huge.bin')!
+    assert.match(turnCeiling[1], /over the 163840 bytes ceiling for one turn's artifacts/)
+    const arts = (await c.call('GET', `/v1/sessions/${sid}/artifacts?limit=100`)).json().data as { path: string; size_bytes: number }[]
+    assert.deepEqual(arts.map((a) => a.path).sort(), ['a.bin', 'b.bin', 'c.bin', 'small.txt'].filter((p) => p !== turnCeiling[0]).sort())
+    assert.ok(arts.reduce((n, a) => n + a.size_bytes, 0) <= 160 * 1024)
   })
 })

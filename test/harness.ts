@@ -14,7 +14,8 @@ import { createLocalProvider } from '../src/sandbox/local/create-local.ts'
 import { workspaceManager, type WorkspaceManager } from '../src/workspaces/workspace-manager.ts'
 import { turnRunner, type TurnRunner } from '../src/runner/turn-runner.ts'
 import { localBlobStore } from '../src/artifacts/blob-store.ts'
-import { artifactPublisher } from '../src/artifacts/publisher.ts'
+import { publishPending } from '../src/artifacts/publisher.ts'
+import { publishTurn, type ArtifactLimits } from '../src/artifacts/publish-turn.ts'
 import { randomText } from '../src/shared/ids.ts'
 import { ensureOrg, insertToken } from '../src/tokens/tokens.store.ts'
 import { SCOPES, type Scope } from '../src/tokens/scopes.ts'
@@ -106,6 +107,8 @@ export type StartOptions = {
   sandboxPrefix?: string
   /** PostgreSQL schema to reuse (a restart on the same store); it is left in place on close. */
   pgSchema?: string
+  /** Artifact ceilings in place of the specification's 200 / 500 MiB, so tests need not write that much. */
+  artifactLimits?: ArtifactLimits
 }
 
 /** Starts the real app on a fresh store of the given dialect. */
@@ -121,13 +124,13 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
   const provider = await createLocalProvider({ prefix: opts.sandboxPrefix ?? `t${randomText(4)}`, uidBase: 300_000 + Math.floor(Math.random() * 600) * 1000 })
   const workspaces = workspaceManager({ store, bus, config, box, provider })
   await workspaces.recover()
-  const runner = turnRunner({ store, bus, config, box, workspaces })
   const blobs = localBlobStore(path.join(dataDir, 'artifacts'))
-  const publisher = artifactPublisher({ store, bus, workspaces, blobs, log: () => {} })
+  const publishing = { store, bus, workspaces, blobs, limits: opts.artifactLimits }
+  const runner = turnRunner({ store, bus, config, box, workspaces, publish: (turn) => publishTurn(publishing, turn) })
   const app = await buildApp({ config, store, bus, box, workspaces, runner, blobs })
   await app.ready()
+  await publishPending(publishing)
   await runner.recover()
-  publisher.start()
   const mint: Warren['mint'] = async (org = `org-${randomText(8)}`, scopes = [...SCOPES], days = 30) => {
     const o = await ensureOrg(store.db, org)
     const { record, secret } = await insertToken(store.db, { orgId: o.id, name: null, scopes, days })
@@ -158,7 +161,6 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
     close: async () => {
       await app.close()
       await runner.close()
-      await publisher.close()
       await workspaces.close()
       await bus.close()
       await store.close()

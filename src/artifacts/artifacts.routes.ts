@@ -7,7 +7,6 @@ import { SessionParams } from '../sessions/sessions.schema.ts'
 import { artifactRows, getArtifactRow, sessionArtifacts, toArtifact } from './artifacts.store.ts'
 import { tarStream, type TarEntry } from './tar-stream.ts'
 import { getTurnRow } from '../turns/turns.store.ts'
-import { Readable } from 'node:stream'
 import { Artifact, ArchiveQuery, ArtifactParams, ListArtifactsQuery } from './artifacts.schema.ts'
 
 const bytes = (mediaType: string, description: string) => ({ description, content: { [mediaType]: { schema: { type: 'string', format: 'binary' } } } })
@@ -58,14 +57,10 @@ export const artifactRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { sto
       const rows = await sessionArtifacts(store.db, session.id, turnId)
       async function* entries(): AsyncIterable<TarEntry> {
         for (const row of rows) {
-          // A copy that is gone is left out, not an error for the rest of the archive.
-          if (!(await blobs.exists(row.blob_key))) continue
-          yield {
-            name: turnId !== undefined ? row.path : `${row.turn_id}/${row.path}`,
-            size: Number(row.size_bytes),
-            mtimeMs: Number(row.created_at),
-            open: async () => (await blobs.open(row.blob_key)) ?? Readable.from([]),
-          }
+          // Opened before its header is written: a copy that is gone is left out, not a cut archive.
+          const bytes = await blobs.open(row.blob_key)
+          if (!bytes) continue
+          yield { name: turnId !== undefined ? row.path : `${row.turn_id}/${row.path}`, size: Number(row.size_bytes), mtimeMs: Number(row.created_at), open: () => bytes }
         }
       }
       const name = turnId ?? session.id

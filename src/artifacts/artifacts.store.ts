@@ -42,7 +42,8 @@ export async function changedPaths(db: Db, turnId: string): Promise<string[]> {
 }
 
 export async function insertArtifacts(db: Db, rows: ArtifactRow[]): Promise<void> {
-  if (rows.length > 0) await db.insertInto('artifacts').values(rows).execute()
+  // In batches: one statement's parameters are bounded (SQLite: 32,766), a turn's files are not.
+  for (let i = 0; i < rows.length; i += 500) await db.insertInto('artifacts').values(rows.slice(i, i + 500)).execute()
 }
 
 /** Ends publication; false when another process ended it first (nothing of ours may then be kept). */

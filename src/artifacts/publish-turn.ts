@@ -2,6 +2,7 @@ import type { Deps } from '../deps.ts'
 import { MIB } from '../http/limits.ts'
 import { withEvents } from '../events/record-event.ts'
 import { openWorkspaceFile } from '../sandbox/local/workspace-files.ts'
+import { SandboxPathError } from '../sandbox/sandbox.ts'
 import { newId } from '../shared/ids.ts'
 import { isSessionDeleted } from '../sessions/sessions.store.ts'
 import { BlobTooLarge, type BlobStore } from './blob-store.ts'
@@ -15,7 +16,11 @@ export const MAX_TURN_ARTIFACT_BYTES = 500 * MIB
 /** Never published: version-control internals and installed dependencies (decisions §3). */
 const excluded = (p: string) => p.split('/').some((part) => part === '.git' || part === 'node_modules')
 
-export type PublishDeps = Pick<Deps, 'store' | 'bus' | 'workspaces'> & { blobs: BlobStore }
+export type ArtifactLimits = { fileBytes: number; turnBytes: number }
+export const ARTIFACT_LIMITS: ArtifactLimits = { fileBytes: MAX_ARTIFACT_BYTES, turnBytes: MAX_TURN_ARTIFACT_BYTES }
+const mib = (n: number) => (n % MIB === 0 ? `${n / MIB} MiB` : `${n} bytes`)
+
+export type PublishDeps = Pick<Deps, 'store' | 'bus' | 'workspaces'> & { blobs: BlobStore; limits?: ArtifactLimits }
 type Turn = { id: string; session_id: string; org_id: string }
 
 /**
@@ -24,10 +29,21 @@ type Turn = { id: string; session_id: string; org_id: string }
  * through the workspace's link-refusing access, so a symbolic link never makes the service read
  * outside the workspace (a link is not a regular file, and is not published). Over a ceiling a
  * file is skipped with the reason, and the turn's `artifacts` ends `partial`. The records, their
- * `artifact.created` events and the turn's final state are written in one transaction.
+ * `artifact.created` events and the turn's final state are written in one transaction. Never
+ * throws: a failure of the stores ends the publication `failed`.
  */
 export async function publishTurn(deps: PublishDeps, turn: Turn): Promise<void> {
+  try {
+    await publish(deps, turn)
+  } catch {
+    // The store or the blob store failed: the turn's publication failed, and says so.
+    await finishPublication(deps.store.db, turn.id, 'failed', []).catch(() => {})
+  }
+}
+
+async function publish(deps: PublishDeps, turn: Turn): Promise<void> {
   const { store, bus } = deps
+  const limits = deps.limits ?? ARTIFACT_LIMITS
   if (await isSessionDeleted(store.db, turn.session_id)) {
     await finishPublication(store.db, turn.id, 'failed', [])
     return
@@ -36,31 +52,36 @@ export async function publishTurn(deps: PublishDeps, turn: Turn): Promise<void> 
   const published: ArtifactRow[] = []
   const skipped: Skipped[] = []
   let total = 0
-  let failed = false
+  let unreadable = 0
   let ceiling = ''
   for (const path of await changedPaths(store.db, turn.id)) {
     if (excluded(path)) continue
     let fh
     try {
       fh = await openWorkspaceFile(root, path)
-    } catch {
-      continue // a link, a folder, a device: not a regular file, so not an artifact
+    } catch (err) {
+      // A link, a folder, a device: not a regular file, so not an artifact.
+      if (err instanceof SandboxPathError) continue
+      skipped.push({ path, reason: `could not be read: ${(err as Error).message}` })
+      unreadable++
+      continue
     }
     if (!fh) continue // gone by the time the turn settled
     try {
       const size = (await fh.stat()).size
-      if (size > MAX_ARTIFACT_BYTES) {
-        skipped.push({ path, reason: `${size} bytes is over the 200 MiB ceiling for one artifact` })
+      if (size > limits.fileBytes) {
+        skipped.push({ path, reason: `${size} bytes is over the ${mib(limits.fileBytes)} ceiling for one artifact` })
         continue
       }
-      if (total + size > MAX_TURN_ARTIFACT_BYTES) {
-        skipped.push({ path, reason: `over the 500 MiB ceiling for one turn's artifacts (${total} bytes published before it)` })
+      if (total + size > limits.turnBytes) {
+        skipped.push({ path, reason: `over the ${mib(limits.turnBytes)} ceiling for one turn's artifacts (${total} bytes published before it)` })
         continue
       }
+      const room = Math.min(limits.fileBytes, limits.turnBytes - total)
+      ceiling = room === limits.fileBytes ? `the ${mib(limits.fileBytes)} ceiling for one artifact` : `the ${mib(limits.turnBytes)} ceiling for one turn's artifacts`
       // Read through the handle: the bytes are the file that was checked, whatever the path is now.
-      const room = Math.min(MAX_ARTIFACT_BYTES, MAX_TURN_ARTIFACT_BYTES - total)
-      ceiling = room === MAX_ARTIFACT_BYTES ? 'the 200 MiB ceiling for one artifact' : "the 500 MiB ceiling for one turn's artifacts"
-      const blob = await deps.blobs.put(fh.createReadStream({ autoClose: false, highWaterMark: MIB }), room)
+      // Big reads for big files; a small file would pay for a large buffer it does not fill.
+      const blob = await deps.blobs.put(fh.createReadStream({ autoClose: false, highWaterMark: size >= MIB ? MIB : 64 * 1024 }), room)
       total += blob.size
       published.push({
         id: newId('art'),
@@ -75,20 +96,22 @@ export async function publishTurn(deps: PublishDeps, turn: Turn): Promise<void> 
         created_at: Date.now(),
       })
     } catch (err) {
-      // It grew past a ceiling while being copied, or could not be read.
       if (err instanceof BlobTooLarge) skipped.push({ path, reason: `it grew past ${ceiling} while being published` })
       else {
         skipped.push({ path, reason: `could not be read: ${(err as Error).message}` })
-        failed = true
+        unreadable++
       }
     } finally {
       await fh.close()
     }
   }
-  const state = skipped.length === 0 ? 'ready' : failed && published.length === 0 ? 'failed' : 'partial'
+  // Failed: nothing could be read at all. Partial: something was left behind, for a reason given.
+  const state = skipped.length === 0 ? 'ready' : unreadable === skipped.length && published.length === 0 ? 'failed' : 'partial'
   await withEvents(store, bus, async (trx, record) => {
+    // Deleted while its files were being copied: nothing of it is kept.
+    if (await isSessionDeleted(trx, turn.session_id)) return finishPublication(trx, turn.id, 'failed', [])
     // Another process finished this turn first: keep nothing of ours.
-    if (!(await finishPublication(trx, turn.id, state, state === 'ready' ? [] : skipped))) return
+    if (!(await finishPublication(trx, turn.id, state, state === 'partial' ? skipped : []))) return
     await insertArtifacts(trx, published)
     for (const a of published) {
       await record({ orgId: turn.org_id, sessionId: turn.session_id, turnId: turn.id, type: 'artifact.created', payload: { id: a.id, path: a.path, size_bytes: a.size_bytes, turn_id: turn.id } })

@@ -23,6 +23,8 @@ async function* archive(entries: AsyncIterable<TarEntry> | Iterable<TarEntry>): 
 async function* entryBlocks(entry: TarEntry): AsyncGenerator<Buffer> {
   const { name, size } = entry
   if (!name || name.includes('\0')) throw new Error(`tar: invalid entry name ${JSON.stringify(name)}`)
+  // An entry must never extract outside the folder it is extracted into.
+  if (name.startsWith('/') || name.split('/').includes('..')) throw new Error(`tar: entry name ${JSON.stringify(name)} would leave the archive's folder`)
   if (!Number.isSafeInteger(size) || size < 0) throw new Error(`tar: invalid size ${size} for ${name}`)
   if (!Number.isFinite(entry.mtimeMs)) throw new Error(`tar: invalid mtime for ${name}`)
   // stat().mode carries the file-type bits too; a regular-file header wants only the permission bits.

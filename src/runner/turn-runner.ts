@@ -43,7 +43,12 @@ type Driver = { controller: AbortController; again: boolean; done: Promise<void>
  * caller holds no driver at all: answering it kicks the runner again. Everything it needs to go on
  * is in the store, so a restarted service continues where the last one stopped.
  */
-export function turnRunner(deps: Pick<Deps, 'store' | 'bus' | 'config' | 'box' | 'workspaces'>): TurnRunner {
+export type RunnerDeps = Pick<Deps, 'store' | 'bus' | 'config' | 'box' | 'workspaces'> & {
+  /** Publishes a settled turn's files; the driver waits for it before the session's next turn. */
+  publish(turn: { id: string; session_id: string; org_id: string }): Promise<void>
+}
+
+export function turnRunner(deps: RunnerDeps): TurnRunner {
   const { store, config, workspaces } = deps
   const drivers = new Map<string, Driver>()
   const seen = new Map<string, Map<string, string>>()
@@ -133,6 +138,8 @@ export function turnRunner(deps: Pick<Deps, 'store' | 'bus' | 'config' | 'box' |
     if (await settleTurn(deps, turn, s)) {
       seen.delete(turn.id)
       seenBy.delete(turn.id)
+      // The files are the ones the turn left: the next turn of the session starts only after.
+      await deps.publish(turn)
     }
   }
 
