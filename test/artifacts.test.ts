@@ -8,7 +8,6 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { errorOf, forEachDialect, useWarren } from './harness.ts'
-import { waitFor } from './fixtures.ts'
 import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
 import { NO_RATE_LIMITS, client, details, newOrg, type TurnJson } from './turns.helpers.ts'
 
@@ -22,18 +21,12 @@ forEachDialect('artifacts', (dialect) => {
   })
   after(() => fake.close())
 
-  /** The turn once its publication ended. */
-  const published = (c: ReturnType<typeof client>, sid: string, turnId: string) =>
-    waitFor('publication ends', async () => {
-      const t = await c.turn(sid, turnId)
-      return t.status !== 'working' && t.artifacts !== 'pending' && t
-    }, 60_000)
 
   /** Runs one turn whose agent makes these tool calls, one step each, and returns it once published. */
   const runTools = async (c: ReturnType<typeof client>, sid: string, ...calls: { name: string; args: unknown }[]): Promise<TurnJson> => {
     fake.script(...calls.map((call) => ({ toolCalls: [call] })), { text: 'Done.' })
     const turn = await c.accept(sid, 'make files')
-    return published(c, sid, turn.id)
+    return c.settled(sid, turn.id, 60_000)
   }
   const runBash = (c: ReturnType<typeof client>, sid: string, command: string) => runTools(c, sid, { name: 'bash', args: { command } })
 
@@ -157,8 +150,8 @@ forEachDialect('artifacts', (dialect) => {
     )
     const first = await c.accept(sid, 'first')
     const second = await c.accept(sid, 'second (queued)')
-    const one = await published(c, sid, first.id)
-    const two = await published(c, sid, second.id)
+    const one = await c.settled(sid, first.id, 60_000)
+    const two = await c.settled(sid, second.id, 60_000)
     assert.equal(one.artifacts, 'ready')
     assert.equal(two.artifacts, 'ready')
     const list = async (turnId: string) => (await c.call('GET', `/v1/sessions/${sid}/artifacts?turn_id=${turnId}`)).json().data as { id: string; path: string }[]
@@ -206,10 +199,7 @@ forEachDialect('artifacts over their ceilings', (dialect) => {
     // 100 KiB is over the one-file ceiling; three of 60 KiB pass it one by one but not together.
     fake.script({ toolCalls: [{ name: 'bash', args: { command: 'head -c 102400 /dev/urandom > huge.bin && for f in a b c; do head -c 61440 /dev/urandom > $f.bin; done && echo small > small.txt' } }] }, { text: 'Done.' })
     const accepted = await c.accept(sid, 'make files')
-    const turn = await waitFor('publication ends', async () => {
-      const t = await c.turn(sid, accepted.id)
-      return t.status !== 'working' && t.artifacts !== 'pending' && t
-    })
+    const turn = await c.settled(sid, accepted.id)
     assert.equal(turn.status, 'completed')
     assert.equal(turn.artifacts, 'partial')
     const skipped = new Map((turn.artifacts_skipped as { path: string; reason: string }[]).map((s) => [s.path, s.reason]))

@@ -82,11 +82,11 @@ export async function getTurn(org: Org, sessionId: string, turnId: string): Prom
   return res.json()
 }
 
-/** Waits until the turn is no longer working and returns it. */
+/** Waits until the turn has settled and its files' publication has ended, and returns it. */
 export const settledTurn = (org: Org, sessionId: string, turnId: string, ms?: number) =>
   waitFor(`turn ${turnId} settles`, async () => {
     const t = await getTurn(org, sessionId, turnId)
-    return t.status !== 'working' && t
+    return t.status !== 'working' && t.artifacts !== 'pending' && t
   }, ms)
 
 export async function itemsOf(org: Org, sessionId: string): Promise<Item[]> {

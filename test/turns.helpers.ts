@@ -68,11 +68,11 @@ export function client(w: Warren, org: Org) {
       assert.equal(res.statusCode, 200, res.body)
       return res.json().data
     },
-    /** The turn once it has settled. */
+    /** The turn once it has settled and its files' publication has ended (the last move a turn makes). */
     settled: (sid: string, tid: string, ms = 20_000): Promise<TurnJson> =>
       waitFor(`turn ${tid} settles`, async () => {
         const t = await c.turn(sid, tid)
-        return t.status !== 'working' && t
+        return t.status !== 'working' && t.artifacts !== 'pending' && t
       }, ms),
     cancel: (sid: string, tid: string) => call('POST', `/v1/sessions/${sid}/turns/${tid}/cancel`),
     /** Every item of the session, oldest first, across pages. */

@@ -91,7 +91,8 @@ async function settledTurn(sessionId: string, turnId: string): Promise<Turn> {
   return waitFor(`turn ${turnId} settles`, async () => {
     const res = await api('GET', `/v1/sessions/${sessionId}/turns/${turnId}`)
     assert.equal(res.status, 200, res.text)
-    return res.body.status !== 'working' && (res.body as Turn)
+    // Settled, and its files' publication ended: the last move a turn makes.
+    return res.body.status !== 'working' && res.body.artifacts !== 'pending' && (res.body as Turn)
   })
 }
 
