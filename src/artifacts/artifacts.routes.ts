@@ -1,8 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { requireSession } from '../sessions/require-session.ts'
 import type { Deps } from '../deps.ts'
 import { ApiError, errorResponses, notFound } from '../errors.ts'
 import { ListEnvelope, listPage } from '../http/pagination.ts'
-import { getSessionRow } from '../sessions/sessions.store.ts'
 import { SessionParams } from '../sessions/sessions.schema.ts'
 import { artifactRows, getArtifactRow, sessionArtifacts, toArtifact } from './artifacts.store.ts'
 import { tarStream, type TarEntry } from './tar-stream.ts'
@@ -12,12 +12,6 @@ import { Artifact, ArchiveQuery, ArtifactParams, ListArtifactsQuery } from './ar
 const bytes = (mediaType: string, description: string) => ({ description, content: { [mediaType]: { schema: { type: 'string', format: 'binary' } } } })
 
 export const artifactRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store, blobs }) => {
-  const sessionOf = async (orgId: string, id: string) => {
-    const session = await getSessionRow(store.db, orgId, id)
-    if (!session) throw notFound('session', id)
-    return session
-  }
-
   app.get(
     '/sessions/:session_id/artifacts',
     {
@@ -32,7 +26,7 @@ export const artifactRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { sto
       },
     },
     async (req) => {
-      const session = await sessionOf(req.auth.orgId, req.params.session_id)
+      const session = await requireSession(store.db, req.auth.orgId, req.params.session_id)
       return listPage(artifactRows(store.db, session.id, req.query.turn_id), req.query, (rows) => rows.map(toArtifact))
     },
   )
@@ -51,7 +45,7 @@ export const artifactRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { sto
       },
     },
     async (req, reply) => {
-      const session = await sessionOf(req.auth.orgId, req.params.session_id)
+      const session = await requireSession(store.db, req.auth.orgId, req.params.session_id)
       const turnId = req.query.turn_id
       if (turnId !== undefined && !(await getTurnRow(store.db, session.id, turnId))) throw notFound('turn', turnId)
       const rows = await sessionArtifacts(store.db, session.id, turnId)
@@ -81,7 +75,7 @@ export const artifactRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { sto
       },
     },
     async (req, reply) => {
-      const session = await sessionOf(req.auth.orgId, req.params.session_id)
+      const session = await requireSession(store.db, req.auth.orgId, req.params.session_id)
       const row = await getArtifactRow(store.db, session.id, req.params.artifact_id)
       if (!row) throw notFound('artifact', req.params.artifact_id)
       const stream = await blobs.open(row.blob_key)

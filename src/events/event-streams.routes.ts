@@ -1,9 +1,9 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import { requireSession } from '../sessions/require-session.ts'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { Deps } from '../deps.ts'
-import { ApiError, errorResponses, notFound } from '../errors.ts'
-import { getSessionRow } from '../sessions/sessions.store.ts'
+import { ApiError, errorResponses } from '../errors.ts'
 import { SessionParams } from '../sessions/sessions.schema.ts'
 import { STREAM_TYPES, openEventStream, type OpenStream } from './event-stream.ts'
 import { eventTail } from './event-tail.ts'
@@ -82,8 +82,7 @@ export const eventStreamRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { 
       },
     },
     async (req, reply) => {
-      const session = await getSessionRow(store.db, req.auth.orgId, req.params.session_id)
-      if (!session) throw notFound('session', req.params.session_id)
+      const session = await requireSession(store.db, req.auth.orgId, req.params.session_id)
       await serve(req, reply, { orgId: req.auth.orgId, sessionId: session.id })
     },
   )

@@ -1,8 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { requireSession } from '../sessions/require-session.ts'
 import type { Deps } from '../deps.ts'
-import { errorResponses, notFound } from '../errors.ts'
+import { errorResponses } from '../errors.ts'
 import { ListEnvelope, emptyList, toList } from '../http/pagination.ts'
-import { getSessionRow } from '../sessions/sessions.store.ts'
 import { SessionParams } from '../sessions/sessions.schema.ts'
 import { getSessionEvent, listSessionEvents, type StoredEvent } from './events.store.ts'
 import { Item, ListItemsQuery } from './items.schema.ts'
@@ -41,8 +41,7 @@ export const itemRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store }
     },
     async (req) => {
       const q = req.query
-      const session = await getSessionRow(store.db, req.auth.orgId, req.params.session_id)
-      if (!session) throw notFound('session', req.params.session_id)
+      const session = await requireSession(store.db, req.auth.orgId, req.params.session_id)
       let afterSeq: number | undefined
       if (q.after !== undefined) {
         const seq = seqOf(q.after)

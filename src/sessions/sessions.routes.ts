@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { requireSession } from './require-session.ts'
 import type { Deps } from '../deps.ts'
-import { errorResponses, notFound } from '../errors.ts'
+import { errorResponses } from '../errors.ts'
 import { withEvents } from '../events/record-event.ts'
 import { deleteSeedFiles } from '../files/seed-files.store.ts'
 import { ListEnvelope, emptyList, toList } from '../http/pagination.ts'
@@ -70,8 +71,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
     '/sessions/:session_id',
     { config: { scope: 'sessions:read' }, schema: { operationId: 'getSession', tags: ['sessions'], params: SessionParams, response: { 200: Session, ...errorResponses(404) } } },
     async (req) => {
-      const row = await getSessionRow(store.db, req.auth.orgId, req.params.session_id)
-      if (!row) throw notFound('session', req.params.session_id)
+      const row = await requireSession(store.db, req.auth.orgId, req.params.session_id)
       return shape(row)
     },
   )
@@ -83,8 +83,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
       schema: { operationId: 'updateSession', tags: ['sessions'], summary: 'Update the title or replace the metadata', params: SessionParams, body: UpdateSessionBody, response: { 200: Session, ...errorResponses(400, 404) } },
     },
     async (req) => {
-      const row = await getSessionRow(store.db, req.auth.orgId, req.params.session_id)
-      if (!row) throw notFound('session', req.params.session_id)
+      const row = await requireSession(store.db, req.auth.orgId, req.params.session_id)
       await updateSessionRow(store.db, row.id, req.body, Date.now())
       return shape((await getSessionRow(store.db, req.auth.orgId, row.id))!)
     },
@@ -99,8 +98,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
     async (req) => {
       const id = req.params.session_id
       await withEvents(store, bus, async (trx, record) => {
-        const row = await getSessionRow(trx, req.auth.orgId, id)
-        if (!row) throw notFound('session', id)
+        await requireSession(trx, req.auth.orgId, id)
         await markSessionDeleted(trx, id, Date.now())
         for (const t of await cancelSessionTurns(trx, id, Date.now())) {
           await record({ orgId: req.auth.orgId, sessionId: id, turnId: t.id, type: 'turn.ended', payload: { turnId: t.id } })

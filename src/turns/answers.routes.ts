@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { requireSession } from '../sessions/require-session.ts'
 import type { Deps } from '../deps.ts'
-import { ApiError, errorResponses, notFound } from '../errors.ts'
+import { ApiError, errorResponses } from '../errors.ts'
 import { withEvents } from '../events/record-event.ts'
 import { moveSession } from '../runner/session-status.ts'
 import { Session } from '../sessions/sessions.schema.ts'
@@ -14,8 +15,7 @@ const WHAT: Record<PendingKind, string> = { function: 'required action', approva
 
 /** The open call a person or the caller answers; 404 when the session has none by that id, 409 when it is no longer open. */
 async function openCall(db: Db, orgId: string, sessionId: string, callId: string, kind: PendingKind): Promise<{ session: SessionRow; call: PendingCall }> {
-  const session = await getSessionRow(db, orgId, sessionId)
-  if (!session) throw notFound('session', sessionId)
+  const session = await requireSession(db, orgId, sessionId)
   const call = await getPendingCall(db, sessionId, callId)
   if (!call || call.kind !== kind) throw new ApiError('not_found', `Session "${sessionId}" has no ${WHAT[kind]} with id "${callId}".`)
   if (call.status === 'resolved') throw new ApiError('conflict', `The ${WHAT[kind]} "${callId}" has already been answered.`)

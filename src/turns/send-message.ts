@@ -1,10 +1,10 @@
 import type { Deps } from '../deps.ts'
+import { requireSession } from '../sessions/require-session.ts'
 import { lockKey } from '../db/database.ts'
-import { ApiError, notFound } from '../errors.ts'
+import { ApiError } from '../errors.ts'
 import { withEvents } from '../events/record-event.ts'
 import { decodeFiles } from '../files/decode-files.ts'
 import type { Auth } from '../http/context.ts'
-import { getSessionRow } from '../sessions/sessions.store.ts'
 import { newId } from '../shared/ids.ts'
 import { uploadFiles } from '../workspaces/upload-files.ts'
 import { insertSteer } from './steers.store.ts'
@@ -22,8 +22,7 @@ export async function sendMessage(deps: Pick<Deps, 'store' | 'bus' | 'workspaces
   const { store, bus, workspaces } = deps
   const files = decodeFiles(body.files ?? [], 'files')
   const check = async (db = store.db) => {
-    const session = await getSessionRow(db, auth.orgId, sessionId)
-    if (!session) throw notFound('session', sessionId)
+    const session = await requireSession(db, auth.orgId, sessionId)
     const working = await workingTurns(db, sessionId)
     // The first working turn runs (or is about to); the others wait behind it.
     const waiting = Math.max(0, working.length - 1)

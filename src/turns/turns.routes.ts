@@ -1,10 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { requireSession } from '../sessions/require-session.ts'
 import type { Deps } from '../deps.ts'
 import { errorResponses, notFound } from '../errors.ts'
 import { MIB } from '../http/limits.ts'
 import { ListEnvelope, listPage } from '../http/pagination.ts'
 import { SessionParams } from '../sessions/sessions.schema.ts'
-import { getSessionRow } from '../sessions/sessions.store.ts'
 import { cancelTurn } from './cancel-turn.ts'
 import { sendMessage } from './send-message.ts'
 import { ListTurnsQuery, SendMessageBody, Turn, TurnParams } from './turns.schema.ts'
@@ -12,12 +12,6 @@ import { getTurnRow, sessionTurnsQuery, toTurn } from './turns.store.ts'
 
 export const turnRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => {
   const { store, runner } = deps
-
-  const sessionOf = async (orgId: string, id: string) => {
-    const s = await getSessionRow(store.db, orgId, id)
-    if (!s) throw notFound('session', id)
-    return s
-  }
 
   app.post(
     '/sessions/:session_id/messages',
@@ -47,7 +41,7 @@ export const turnRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => 
       schema: { operationId: 'listTurns', tags: ['turns'], params: SessionParams, querystring: ListTurnsQuery, response: { 200: ListEnvelope(Turn), ...errorResponses(400, 404) } },
     },
     async (req) => {
-      const s = await sessionOf(req.auth.orgId, req.params.session_id)
+      const s = await requireSession(store.db, req.auth.orgId, req.params.session_id)
       return listPage(sessionTurnsQuery(store.db, s.id), req.query, (rows) => rows.map(toTurn))
     },
   )
@@ -56,7 +50,7 @@ export const turnRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => 
     '/sessions/:session_id/turns/:turn_id',
     { config: { scope: 'sessions:read' }, schema: { operationId: 'getTurn', tags: ['turns'], params: TurnParams, response: { 200: Turn, ...errorResponses(404) } } },
     async (req) => {
-      const s = await sessionOf(req.auth.orgId, req.params.session_id)
+      const s = await requireSession(store.db, req.auth.orgId, req.params.session_id)
       const turn = await getTurnRow(store.db, s.id, req.params.turn_id)
       if (!turn) throw notFound('turn', req.params.turn_id)
       return toTurn(turn)
@@ -76,7 +70,7 @@ export const turnRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => 
       },
     },
     async (req) => {
-      const s = await sessionOf(req.auth.orgId, req.params.session_id)
+      const s = await requireSession(store.db, req.auth.orgId, req.params.session_id)
       return toTurn(await cancelTurn(deps, s.id, req.params.turn_id))
     },
   )

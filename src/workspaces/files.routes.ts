@@ -1,10 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { requireSession } from '../sessions/require-session.ts'
 import type { Deps } from '../deps.ts'
-import { errorResponses, notFound } from '../errors.ts'
+import { errorResponses } from '../errors.ts'
 import { decodeFiles } from '../files/decode-files.ts'
 import { MIB } from '../http/limits.ts'
 import { SessionParams } from '../sessions/sessions.schema.ts'
-import { getSessionRow } from '../sessions/sessions.store.ts'
 import { UploadFilesBody, UploadedFiles } from './files.schema.ts'
 import { uploadFiles } from './upload-files.ts'
 
@@ -25,8 +25,7 @@ export const fileRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store, 
       },
     },
     async (req) => {
-      const session = await getSessionRow(store.db, req.auth.orgId, req.params.session_id)
-      if (!session) throw notFound('session', req.params.session_id)
+      const session = await requireSession(store.db, req.auth.orgId, req.params.session_id)
       const files = decodeFiles(req.body.files, 'files')
       const sandbox = await workspaces.acquire(session.id)
       const release = workspaces.hold(session.id)
