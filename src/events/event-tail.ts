@@ -1,6 +1,6 @@
 import type { Store } from '../db/database.ts'
 import { RESYNC, type EventBus } from './event-bus.ts'
-import { lastSeq, readAllEventsAfter } from './events.store.ts'
+import { lastSeq, readEventsAfter } from './events.store.ts'
 import type { EventRowText } from './sse-frames.ts'
 
 export type TailRow = EventRowText & { org_id: string }
@@ -48,7 +48,7 @@ export function eventTail(store: Store, bus: EventBus, types: string[]): EventTa
         again = false
         for (;;) {
           if (closed || followers.size === 0 || head === null) break
-          const rows = await readAllEventsAfter(store.db, types, head, PAGE)
+          const rows = await readEventsAfter(store.db, null, types, head, PAGE)
           if (rows.length === 0) break
           head = rows.at(-1)!.seq
           for (const f of followers) f(rows)

@@ -91,13 +91,15 @@ export async function getSessionEvent(db: Db, sessionId: string, seq: number): P
 export type StreamScope = { orgId: string; sessionId?: string }
 
 /**
- * Up to `limit` events of the scope after `afterSeq`, oldest first, of the given internal types,
- * with their payload left as stored text (the stream splices it into frames unparsed). The org
- * condition is there for a session stream too: ownership is checked on every event read.
+ * Up to `limit` events after `afterSeq`, oldest first, of the given internal types, with their
+ * payload left as stored text (a stream splices it into frames unparsed): the scope's, or of
+ * every organization when `scope` is null (what the shared tail reads once for all live streams).
+ * The org condition is there for a session stream too: ownership is checked on every event read.
  */
-export async function readEventsAfter(db: Db, scope: StreamScope, types: string[], afterSeq: number, limit: number) {
-  let q = db.selectFrom('events').select(['seq', 'session_id', 'type', 'created_at', 'payload'])
-  q = scope.sessionId !== undefined ? q.where('session_id', '=', scope.sessionId).where('org_id', '=', scope.orgId) : q.where('org_id', '=', scope.orgId)
+export async function readEventsAfter(db: Db, scope: StreamScope | null, types: string[], afterSeq: number, limit: number) {
+  let q = db.selectFrom('events').select(['seq', 'org_id', 'session_id', 'type', 'created_at', 'payload'])
+  if (scope !== null) q = q.where('org_id', '=', scope.orgId)
+  if (scope?.sessionId !== undefined) q = q.where('session_id', '=', scope.sessionId)
   const rows = await q.where('seq', '>', afterSeq).where('type', 'in', types).orderBy('seq', 'asc').limit(limit).execute()
   return rows.map((r) => ({ ...r, seq: Number(r.seq), created_at: Number(r.created_at) }))
 }
@@ -108,15 +110,3 @@ export async function lastSeq(db: Db): Promise<number> {
   return Number(row?.seq ?? 0)
 }
 
-/** Up to `limit` events of every organization after `afterSeq`, oldest first: what the shared tail reads once for all live streams. */
-export async function readAllEventsAfter(db: Db, types: string[], afterSeq: number, limit: number) {
-  const rows = await db
-    .selectFrom('events')
-    .select(['seq', 'org_id', 'session_id', 'type', 'created_at', 'payload'])
-    .where('seq', '>', afterSeq)
-    .where('type', 'in', types)
-    .orderBy('seq', 'asc')
-    .limit(limit)
-    .execute()
-  return rows.map((r) => ({ ...r, seq: Number(r.seq), created_at: Number(r.created_at) }))
-}
