@@ -1,13 +1,7 @@
 import type { ToolResult, Turn, WireCodec, WireError } from './model-server.ts'
+import { textOf } from './wire-text.ts'
 
 // Anthropic's messages dialect (api.anthropic.com/v1/messages, anthropic-version 2023-06-01).
-
-const textOf = (content: unknown, sep = ''): string =>
-  typeof content === 'string'
-    ? content
-    : Array.isArray(content)
-      ? content.filter((p) => p?.type === 'text' && typeof p.text === 'string').map((p) => p.text as string).join(sep)
-      : ''
 
 const event = (type: string, data: object = {}) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`
 

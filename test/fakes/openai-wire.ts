@@ -1,13 +1,7 @@
 import type { ToolResult, Turn, WireCodec, WireError } from './model-server.ts'
+import { textOf } from './wire-text.ts'
 
 // OpenAI's chat completions dialect, as api.openai.com and the openai-compatible servers speak it.
-
-const textOf = (content: unknown, sep = ''): string =>
-  typeof content === 'string'
-    ? content
-    : Array.isArray(content)
-      ? content.filter((p) => p?.type === 'text' && typeof p.text === 'string').map((p) => p.text as string).join(sep)
-      : ''
 
 const sse = (data: unknown) => `data: ${JSON.stringify(data)}\n\n`
 
