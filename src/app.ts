@@ -1,3 +1,4 @@
+import http from 'node:http'
 import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import swagger from '@fastify/swagger'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
@@ -24,13 +25,24 @@ import { webhookRoutes } from './webhooks/webhooks.routes.ts'
 import { environmentRoutes } from './environments/environments.routes.ts'
 import { turnRoutes } from './turns/turns.routes.ts'
 import { answerRoutes } from './turns/answers.routes.ts'
+import { previewRoutes } from './previews/previews.routes.ts'
+import { previewGateway } from './previews/preview-gateway.ts'
 
-export type AppDeps = Deps & { logger?: FastifyServerOptions['logger'] }
+export type AppDeps = Omit<Deps, 'previews'> & { logger?: FastifyServerOptions['logger'] }
 
 const EmptyQuery = Type.Object({}, { additionalProperties: false })
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const previews = previewGateway(deps)
   const app = Fastify({
+    // Requests for a preview host are served before the API's router sees them (preview-gateway.ts).
+    serverFactory: (handler) => {
+      const server = http.createServer((req, res) => {
+        if (!previews.handleRequest(req, res)) handler(req, res)
+      })
+      server.on('upgrade', (req, socket, head) => previews.handleUpgrade(req, socket, head))
+      return server
+    },
     logger: deps.logger ?? false,
     bodyLimit: MIB,
     genReqId: () => `req_${randomText(20)}`,
@@ -53,11 +65,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Every route gets the same guards: a token (unless public), closed query strings, a refusal of
   // any body field the route does not read, and Idempotency-Key where the route accepts it.
   app.addHook('onRoute', (route) => {
-    const cfg = (route.config ?? {}) as { public?: boolean; idempotent?: boolean }
+    const cfg = (route.config ?? {}) as { public?: boolean; idempotent?: boolean; passThrough?: boolean }
     const schema = (route.schema ??= {})
     if (!schema.querystring) schema.querystring = EmptyQuery
     if (!cfg.public) route.onRequest = [authenticate, ...[route.onRequest ?? []].flat()]
-    if (!schema.body && route.method !== 'GET' && route.method !== 'HEAD') {
+    if (cfg.passThrough) {
+      // The preview proxy's: what it carries is the site's own.
+    } else if (!schema.body && route.method !== 'GET' && route.method !== 'HEAD') {
       route.preValidation = [refuseBodyFields, ...[route.preValidation ?? []].flat()]
     } else if (route.method === 'GET') {
       // Fastify never parses a GET body, so without this one would be ignored, not refused.
@@ -99,7 +113,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     async () => app.swagger(),
   )
 
-  const opts = { store: deps.store, bus: deps.bus, config: deps.config, box: deps.box, workspaces: deps.workspaces, runner: deps.runner, blobs: deps.blobs }
+  app.addHook('onClose', async () => previews.close())
+  const opts = { store: deps.store, bus: deps.bus, config: deps.config, box: deps.box, workspaces: deps.workspaces, runner: deps.runner, blobs: deps.blobs, previews }
   await app.register(
     async (v1) => {
       await v1.register(healthRoutes, opts)
@@ -116,6 +131,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await v1.register(environmentRoutes, opts)
       await v1.register(turnRoutes, opts)
       await v1.register(answerRoutes, opts)
+      await v1.register(previewRoutes, opts)
     },
     { prefix: '/v1' },
   )

@@ -29,6 +29,8 @@ export type Config = {
   disabledTools: string[]
   allowPrivateWebhooks: boolean
   previewDomain: string
+  /** Where callers reach this service (the token-gated preview address is built on it). */
+  publicUrl: string
   gitBaseUrl: string
   logLevel: string
   /** Per-workspace ceilings: memory (MiB), processes, and CPU as a fraction of one core. */
@@ -123,7 +125,8 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
     replayLimit: int('WARREN_REPLAY_LIMIT', 50_000, 1),
     disabledTools: list('WARREN_DISABLED_TOOLS'),
     allowPrivateWebhooks: bool('WARREN_ALLOW_PRIVATE_WEBHOOKS'),
-    previewDomain: env.WARREN_PREVIEW_DOMAIN || `preview.localhost:${port}`,
+    previewDomain: (env.WARREN_PREVIEW_DOMAIN || `preview.localhost:${port}`).toLowerCase(),
+    publicUrl: (env.WARREN_PUBLIC_URL || `http://${reachableHost(env.HOST || '127.0.0.1')}:${port}`).replace(/\/+$/, ''),
     gitBaseUrl: (env.WARREN_GIT_BASE_URL || 'https://github.com').replace(/\/+$/, ''),
     logLevel: env.WARREN_LOG_LEVEL || 'info',
     sandboxMemoryMb: int('WARREN_SANDBOX_MEMORY_MB', 2048, 16),
@@ -142,6 +145,22 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
   if (!/^[a-z][a-z0-9]{0,5}$/.test(config.sandboxPrefix)) problems.push('WARREN_SANDBOX_PREFIX must be 1 to 6 lowercase letters and digits, starting with a letter')
   if (problems.length > 0) throw new Error(`Invalid configuration:\n  - ${problems.join('\n  - ')}`)
   return config
+}
+
+/** The address a caller dials for a listening address: a wildcard means this machine. */
+function reachableHost(host: string): string {
+  if (host === '0.0.0.0') return '127.0.0.1'
+  if (host === '::') return '[::1]'
+  return host.includes(':') ? `[${host}]` : host
+}
+
+/**
+ * Fills in the port once the service listens, where the defaults were built from PORT=0 (an
+ * ephemeral port, as in tests): the preview domain and the public address name the real one.
+ */
+export function settleListenPort(config: Config, port: number): void {
+  config.previewDomain = config.previewDomain.replace(/:0$/, `:${port}`)
+  config.publicUrl = config.publicUrl.replace(/:0$/, `:${port}`)
 }
 
 /** A 32-byte key from 64 hex digits or base64; null when it is neither. */

@@ -1,7 +1,8 @@
+import type { AddressInfo } from 'node:net'
 import path from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from './app.ts'
-import type { Config } from './config.ts'
+import { settleListenPort, type Config } from './config.ts'
 import { currentSchema, openStore } from './db/database.ts'
 import { memoryEventBus } from './events/event-bus.ts'
 import { pgEventBus } from './events/pg-event-bus.ts'
@@ -58,6 +59,7 @@ export async function startServer(config: Config): Promise<FastifyInstance> {
     await store.close()
   })
   await app.listen({ host: config.host, port: config.port })
+  settleListenPort(config, (app.server.address() as AddressInfo).port)
   // Files of turns that settled before a stop, before any queued turn may change them.
   await publishPending(publishing)
   // Turns that were working when the service stopped go on once it can answer for them.

@@ -1,11 +1,12 @@
 import { after, before, describe } from 'node:test'
 import fs from 'node:fs'
+import type { AddressInfo } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import pg from 'pg'
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
 import { buildApp } from '../src/app.ts'
-import { loadConfig, type Config } from '../src/config.ts'
+import { loadConfig, settleListenPort, type Config } from '../src/config.ts'
 import { openStore, type DialectName, type Store } from '../src/db/database.ts'
 import { memoryEventBus, type EventBus } from '../src/events/event-bus.ts'
 import { pgEventBus } from '../src/events/pg-event-bus.ts'
@@ -115,7 +116,7 @@ export type StartOptions = {
 export async function startWarren(dialect: DialectName, opts: StartOptions = {}): Promise<Warren> {
   const dataDir = opts.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'warren-test-'))
   const pgSchema = opts.pgSchema ?? `t_${randomText(12)}`
-  const config = loadConfig({ WARREN_DATA_DIR: dataDir, ...(dialect === 'postgres' ? { DATABASE_URL: PG_URL } : {}), ...opts.env }, opts.config)
+  const config = loadConfig({ PORT: '0', WARREN_DATA_DIR: dataDir, ...(dialect === 'postgres' ? { DATABASE_URL: PG_URL } : {}), ...opts.env }, opts.config)
   const store = await openStore({ dataDir, databaseUrl: config.databaseUrl, pgSchema: dialect === 'postgres' ? pgSchema : undefined })
   // As in a deployment: several processes on one PostgreSQL wake each other through it.
   const bus = dialect === 'postgres' ? await pgEventBus(config.databaseUrl!, pgSchema) : memoryEventBus()
@@ -156,6 +157,7 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
     runner,
     listen: async () => {
       const address = await app.listen({ host: '127.0.0.1', port: 0 })
+      settleListenPort(config, (app.server.address() as AddressInfo).port)
       return address
     },
     close: async () => {

@@ -69,7 +69,11 @@ forEachDialect('OpenAPI description', (dialect) => {
 
   it('lists exactly the running route table', () => {
     const documented = new Set(operations(doc).map(([name]) => name))
-    const routed = routeTable(w())
+    // printRoutes drops the static part before a wildcard (`/preview` then `*` for
+    // `/preview/proxy/*`): such a route counts when a documented wildcard path extends its prefix.
+    const routed = new Set(
+      [...routeTable(w())].map((name) => (name.endsWith('*') ? ([...documented].find((d) => d.endsWith('/{*}') && d.startsWith(name.slice(0, -1))) ?? name) : name)),
+    )
     assert.ok(routed.size > 3, 'could not read the route table')
     assert.deepEqual([...documented].sort(), [...routed].sort())
     for (const name of ['GET /v1/health', 'POST /v1/tokens', 'GET /v1/tokens', 'DELETE /v1/tokens/{token_id}', 'GET /v1/openapi.json']) {

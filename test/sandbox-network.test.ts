@@ -61,11 +61,11 @@ const client = async (netns: string, ...args: string[]): Promise<Outcome> => JSO
 const tcp = (netns: string, host: string, port: number, from?: string) => client(netns, 'tcp', host, String(port), ...(from ? [from] : []))
 
 const SERVER = `require('http').createServer((q, s) => s.end(process.argv[1] + ' ' + q.method + ' ' + q.url + ' host=' + q.headers.host))
-  .listen(+process.argv[2], '0.0.0.0', () => console.log('ready'))`
+  .listen(+process.argv[2], process.argv[3] || '0.0.0.0', () => console.log('ready'))`
 const children: ChildProcess[] = []
 /** An HTTP server inside a namespace, started as uid 65534; resolves once it listens. */
-function serveIn(netns: string, name: string, port: number): Promise<void> {
-  const child = spawn('ip', ['netns', 'exec', netns, ...NOBODY, SERVER, name, String(port)], { stdio: ['ignore', 'pipe', 'inherit'] })
+function serveIn(netns: string, name: string, port: number, address = '0.0.0.0'): Promise<void> {
+  const child = spawn('ip', ['netns', 'exec', netns, ...NOBODY, SERVER, name, String(port), address], { stdio: ['ignore', 'pipe', 'inherit'] })
   children.push(child)
   return new Promise((resolve, reject) => {
     child.stdout!.once('data', () => resolve())
@@ -121,6 +121,7 @@ describe('sandbox network (netns + nftables + egress proxy)', { skip }, () => {
     await new Promise<void>((resolve) => hostService.listen(0, a.hostAddr, resolve))
     await serveIn(b.netns, 'sandbox-b', 4000)
     await serveIn(none.netns, 'sandbox-none', 4000)
+    await serveIn(b.netns, 'sandbox-b-loopback', 4001, '127.0.0.1')
   })
 
   after(async () => {
@@ -205,6 +206,10 @@ describe('sandbox network (netns + nftables + egress proxy)', { skip }, () => {
     for (const r of [site, loopPg, vethPg, vethOther, otherBox, otherProxy]) assert.equal(r.connected, undefined, JSON.stringify(r))
     // Control: B's server is up, and the host (the preview path) reaches it.
     assert.equal((await hostGet(b.previewHost, 4000, '/')).status, 200)
+    // A server listening on the sandbox's loopback only is reached too (previews of dev servers),
+    // while another sandbox still cannot reach it.
+    assert.deepEqual(await hostGet(b.previewHost, 4001, '/x'), { status: 200, body: `sandbox-b-loopback GET /x host=${b.previewHost}:4001` })
+    assert.equal((await tcp(a.netns, b.previewHost, 4001)).connected, undefined)
   })
 
   it('a sandbox without an allowlist reaches nothing, not even the proxy, yet previews work', async () => {

@@ -207,4 +207,11 @@ export type Tables = {
     blob_key: string
     created_at: number
   }
+  previews: {
+    subdomain: string
+    session_id: string
+    org_id: string
+    port: number
+    created_at: number
+  }
 }

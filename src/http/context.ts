@@ -18,5 +18,7 @@ declare module 'fastify' {
     bucket?: 'sessions' | 'general'
     /** Accepts Idempotency-Key. */
     idempotent?: boolean
+    /** Body and query string belong to someone else (the preview proxy): neither is checked. */
+    passThrough?: boolean
   }
 }

@@ -10,12 +10,13 @@ import { defaultToolEntries } from '../tools/default-tools.ts'
 import { createSession } from './create-session.ts'
 import { CreateSessionBody, ListSessionsQuery, Session, SessionDeleted, SessionParams, UpdateSessionBody } from './sessions.schema.ts'
 import { cancelSessionTurns } from '../turns/turns.store.ts'
+import { deletePreviewRow } from '../previews/previews.store.ts'
 import { getSessionRow, listSessionRows, markSessionDeleted, toSessions, updateSessionRow, type SessionRow } from './sessions.store.ts'
 
 const sourceOf = (header: unknown): Session['source'] => (header === 'cli' ? 'cli' : header === 'console' ? 'console' : 'api')
 
 export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => {
-  const { store, bus, config, workspaces, runner } = deps
+  const { store, bus, config, workspaces, runner, previews } = deps
   const defaults = defaultToolEntries(config)
   const shapeAll = (rows: SessionRow[]) => toSessions(store.db, rows, defaults)
   const shape = async (row: SessionRow) => (await shapeAll([row]))[0]!
@@ -105,9 +106,11 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
           await record({ orgId: req.auth.orgId, sessionId: id, turnId: t.id, type: 'turn.failed', payload: { session_id: id, turn_id: t.id, status: 'cancelled' } })
         }
         await deleteSeedFiles(trx, id)
+        await deletePreviewRow(trx, id)
         await record({ orgId: req.auth.orgId, sessionId: id, type: 'session.deleted', payload: { session_id: id } })
       })
       runner.forget(id)
+      previews.cut(id)
       await workspaces.destroy(id)
       return { object: 'session.deleted' as const, id, deleted: true }
     },

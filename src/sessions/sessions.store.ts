@@ -35,7 +35,7 @@ export type NewSession = {
   now: number
 }
 
-const NO_PREVIEW: SessionPreview = { url: null, published_url: null, port: null }
+export const NO_PREVIEW: SessionPreview = { url: null, published_url: null, port: null }
 
 export async function insertSession(db: Db, s: NewSession): Promise<SessionRow> {
   const row: SessionRow = {

@@ -34,6 +34,11 @@ export type WorkspaceManager = {
   start(sessionId: string): void
   /** A running sandbox for the session: resumes a paused one, restores a reclaimed one. Counts as activity. */
   acquire(sessionId: string): Promise<Sandbox>
+  /**
+   * The session's sandbox when this process has one up, resumed if it was paused; null when none is
+   * (not started yet, reclaimed, failed). Counts as activity. Unlike acquire it never starts one.
+   */
+  live(sessionId: string): Promise<Sandbox | null>
   /** Keeps the workspace from idling until the returned function is called. */
   hold(sessionId: string): () => void
   /** Counts as activity (preview traffic, say). */
@@ -182,6 +187,16 @@ export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | '
   return {
     start,
     acquire: (id) => serial(id, () => ensureRunning(id)),
+    live(id) {
+      const e = entries.get(id)
+      if (!e?.sandbox || e.sandbox.state === 'destroyed') return Promise.resolve(null)
+      // The common case (a running sandbox) answers without joining the queue of operations.
+      if (e.sandbox.state === 'running') {
+        e.lastActivity = Date.now()
+        return Promise.resolve(e.sandbox)
+      }
+      return serial(id, async () => (entries.get(id)?.sandbox ? ensureRunning(id) : null))
+    },
     hold(id) {
       const e = entryOf(id)
       e.holds++

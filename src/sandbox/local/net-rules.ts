@@ -49,12 +49,20 @@ export function proxyClientElement(veth: string, sandboxAddr: string, hostAddr: 
  * the host side of the veth. Nothing enters but replies and new TCP connections from the host
  * side (previews). The sandbox's processes cannot change it: the namespace belongs to the host's
  * user namespace, so they hold no CAP_NET_ADMIN over it.
+ *
+ * A preview connection from the host is redirected to the sandbox's loopback address, so a server
+ * listening on 127.0.0.1 only (most development servers' default) is reachable, and one on 0.0.0.0
+ * answers there too. The namespace sets route_localnet on its interface for that (network.ts).
  */
 export function sandboxTableScript(hostAddr: string, proxyPort: number | null): string {
   const proxyRule = proxyPort === null ? '' : `    oifname "${SANDBOX_IF}" ip daddr ${hostAddr} tcp dport ${proxyPort} accept\n`
   return `table inet ${SANDBOX_TABLE}
 delete table inet ${SANDBOX_TABLE}
 table inet ${SANDBOX_TABLE} {
+  chain preview {
+    type nat hook prerouting priority dstnat; policy accept;
+    iifname "${SANDBOX_IF}" ip saddr ${hostAddr} meta l4proto tcp dnat ip to 127.0.0.1
+  }
   chain output {
     type filter hook output priority filter; policy drop;
     oifname "lo" accept

@@ -187,6 +187,9 @@ export function localNetwork(opts: LocalNetworkOptions): SandboxNetwork {
     await runQuiet('ip', ['netns', 'exec', entry.netns, 'sysctl', '-qw', 'net.ipv6.conf.all.disable_ipv6=1', 'net.ipv6.conf.default.disable_ipv6=1'])
     await run('ip', ['link', 'add', entry.veth, 'type', 'veth', 'peer', 'name', SANDBOX_IF, 'netns', entry.netns])
     await writeFile(`/proc/sys/net/ipv6/conf/${entry.veth}/disable_ipv6`, '1').catch(() => {})
+    // Previews are redirected to the sandbox's loopback (net-rules sandboxTableScript), which the
+    // kernel routes only with route_localnet on the interface they arrive on.
+    await run('ip', ['netns', 'exec', entry.netns, 'sysctl', '-qw', `net.ipv4.conf.${SANDBOX_IF}.route_localnet=1`])
     const slot = await allocate(entry)
     entry.slot = slot
     // Rules before links come up: the sandbox is never reachable without them.

@@ -1,0 +1,184 @@
+import http, { type IncomingMessage, type ServerResponse } from 'node:http'
+import net from 'node:net'
+import type { Duplex } from 'node:stream'
+import type { Config } from '../config.ts'
+import type { Store } from '../db/database.ts'
+import type { WorkspaceManager } from '../workspaces/workspace-manager.ts'
+import { PAGES, rawPage, sendPage } from './preview-page.ts'
+import { previewSubdomainOf } from './preview-address.ts'
+import { previewBySubdomain, type PreviewRow } from './previews.store.ts'
+
+/**
+ * Serves previews: a request whose Host is `{subdomain}.{preview domain}` goes to the port its
+ * session published, in that session's sandbox (HTTP, streamed responses, WebSocket upgrades).
+ * It runs in front of the API's router, on the raw server, so a preview costs no API machinery
+ * and no path on a preview host ever reaches the API.
+ */
+export type PreviewGateway = {
+  /** Serves the request when its Host names a preview; false when it is the API's. */
+  handleRequest(req: IncomingMessage, res: ServerResponse): boolean
+  /** The same for an upgrade (WebSocket); non-preview upgrades are refused, the API has none. */
+  handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void
+  /** Serves a known preview to a caller the API authenticated: `path` is what follows the proxy prefix. */
+  serve(row: PreviewRow, req: IncomingMessage, res: ServerResponse, path: string): Promise<void>
+  /** Cuts every open connection of the session's preview (taken down, or the session deleted). */
+  cut(sessionId: string): void
+  close(): void
+}
+
+// Hop-by-hop headers (RFC 9110 §7.6.1) are the proxy's own business, never forwarded.
+const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade'])
+
+type Target = { host: string; port: number; release: () => void }
+
+export function previewGateway(deps: { store: Store; workspaces: WorkspaceManager; config: Config }): PreviewGateway {
+  const { store, workspaces, config } = deps
+  // Keep-alive towards the sandboxes: a page's many requests reuse a few connections.
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64 })
+  const open = new Map<string, Set<Duplex>>()
+
+  const track = (sessionId: string, socket: Duplex) => {
+    let set = open.get(sessionId)
+    if (!set) open.set(sessionId, (set = new Set()))
+    if (set.has(socket)) return
+    set.add(socket)
+    socket.once('close', () => {
+      set.delete(socket)
+      if (set.size === 0 && open.get(sessionId) === set) open.delete(sessionId)
+    })
+  }
+
+  /** Where the row's port is reached, holding the workspace awake until released; or the page saying why not. */
+  async function reach(row: PreviewRow): Promise<Target | { page: ReturnType<typeof PAGES.notRunning> }> {
+    const sandbox = await workspaces.live(row.session_id)
+    if (!sandbox) return { page: PAGES.notRunning() }
+    let address: { host: string; port: number }
+    try {
+      address = await sandbox.resolvePreview(row.port)
+    } catch (err) {
+      return { page: PAGES.failed(row.port, (err as Error).message) }
+    }
+    return { ...address, release: workspaces.hold(row.session_id) }
+  }
+
+  function forwardedHeaders(req: IncomingMessage, drop: Set<string>): http.OutgoingHttpHeaders {
+    const headers: http.OutgoingHttpHeaders = {}
+    const raw = req.rawHeaders
+    for (let i = 0; i < raw.length; i += 2) {
+      const name = raw[i]!.toLowerCase()
+      if (HOP.has(name) || drop.has(name)) continue
+      const prev = headers[name]
+      headers[name] = prev === undefined ? raw[i + 1]! : Array.isArray(prev) ? [...prev, raw[i + 1]!] : [String(prev), raw[i + 1]!]
+    }
+    const client = req.socket.remoteAddress ?? ''
+    headers['x-forwarded-for'] = typeof headers['x-forwarded-for'] === 'string' ? `${headers['x-forwarded-for']}, ${client}` : client
+    headers['x-forwarded-proto'] ??= 'http'
+    headers['x-forwarded-host'] ??= req.headers.host ?? ''
+    return headers
+  }
+
+  async function proxy(row: PreviewRow, req: IncomingMessage, res: ServerResponse, path: string, drop: Set<string>): Promise<void> {
+    track(row.session_id, req.socket)
+    const target = await reach(row)
+    if ('page' in target) return sendPage(res, target.page)
+    let released = false
+    const release = () => {
+      if (!released) (released = true), target.release()
+    }
+    res.once('close', release)
+    const upstream = http.request({ host: target.host, port: target.port, method: req.method, path, headers: forwardedHeaders(req, drop), agent })
+    upstream.on('response', (answer) => {
+      const headers: http.OutgoingHttpHeaders = {}
+      for (const [name, value] of Object.entries(answer.headers)) {
+        if (HOP.has(name) || value === undefined) continue
+        headers[name] = name === 'set-cookie' ? hostOnlyCookies(value as string[]) : value
+      }
+      res.writeHead(answer.statusCode ?? 502, answer.statusMessage, headers)
+      // Streamed as it comes (server-sent events, chunked pages): each chunk is written at once.
+      answer.pipe(res)
+      answer.once('error', () => res.destroy())
+    })
+    upstream.on('error', (err: NodeJS.ErrnoException) => {
+      release()
+      if (res.headersSent || res.destroyed) return void res.destroy()
+      sendPage(res, err.code === 'ECONNREFUSED' ? PAGES.nothingListening(row.port) : PAGES.failed(row.port, err.code ?? err.message))
+    })
+    // A client that goes away takes its upstream request with it.
+    res.once('close', () => {
+      if (!res.writableFinished) upstream.destroy()
+    })
+    req.pipe(upstream)
+  }
+
+  async function upgrade(row: PreviewRow, req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    track(row.session_id, socket)
+    const target = await reach(row)
+    if ('page' in target) return void socket.end(rawPage(target.page, 'Bad Gateway'))
+    socket.once('close', target.release)
+    const upstream = net.connect({ host: target.host, port: target.port })
+    track(row.session_id, upstream)
+    upstream.setNoDelay(true)
+    upstream.once('error', (err: NodeJS.ErrnoException) => {
+      if (upstream.bytesRead > 0) return void socket.destroy()
+      socket.end(rawPage(err.code === 'ECONNREFUSED' ? PAGES.nothingListening(row.port) : PAGES.failed(row.port, err.code ?? err.message), 'Bad Gateway'))
+    })
+    // No half-open WebSockets: the client leaving ends both sides (the server socket is half-open
+    // capable, so without this nothing would ever close); the site leaving ends the client's after
+    // what it sent has been written.
+    socket.once('error', () => upstream.destroy())
+    socket.once('end', () => upstream.destroy())
+    socket.once('close', () => upstream.destroy())
+    upstream.once('close', () => socket.end(() => socket.destroy()))
+    upstream.once('connect', () => {
+      // The request goes on as the client wrote it (upgrade headers included), then both ways raw.
+      const lines = [`${req.method} ${req.url} HTTP/1.1`]
+      const headers = forwardedHeaders(req, new Set())
+      for (let i = 0; i < req.rawHeaders.length; i += 2) {
+        const name = req.rawHeaders[i]!.toLowerCase()
+        if (name === 'connection' || name === 'upgrade') lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`)
+      }
+      for (const [name, value] of Object.entries(headers)) for (const v of [value].flat()) lines.push(`${name}: ${v}`)
+      upstream.write(lines.join('\r\n') + '\r\n\r\n')
+      if (head.length > 0) upstream.write(head)
+      socket.pipe(upstream)
+      upstream.pipe(socket)
+    })
+  }
+
+  const failed = (res: ServerResponse) => (err: unknown) => sendPage(res, PAGES.error((err as Error).message))
+
+  return {
+    handleRequest(req, res) {
+      const sub = previewSubdomainOf(req.headers.host, config.previewDomain)
+      if (sub === null) return false
+      void previewBySubdomain(store.db, sub)
+        .then((row) => (row ? proxy(row, req, res, req.url ?? '/', new Set()) : sendPage(res, PAGES.unknown())))
+        .catch(failed(res))
+      return true
+    },
+    handleUpgrade(req, socket, head) {
+      const sub = previewSubdomainOf(req.headers.host, config.previewDomain)
+      if (sub === null) return void socket.end(rawPage(PAGES.unknown(), 'Not Found'))
+      void previewBySubdomain(store.db, sub)
+        .then((row) => (row ? upgrade(row, req, socket, head) : void socket.end(rawPage(PAGES.unknown(), 'Not Found'))))
+        .catch(() => socket.destroy())
+    },
+    // The caller's token never reaches the workspace.
+    serve: (row, req, res, path) => proxy(row, req, res, path, new Set(['authorization'])),
+    cut(sessionId) {
+      for (const socket of open.get(sessionId) ?? []) socket.destroy()
+      open.delete(sessionId)
+    },
+    close() {
+      agent.destroy()
+    },
+  }
+}
+
+/**
+ * Cookies a preview sets stay on its own host: a Domain attribute would let one preview set
+ * cookies for every other preview under the same domain.
+ */
+export function hostOnlyCookies(cookies: string[]): string[] {
+  return cookies.map((c) => c.replace(/;\s*domain=[^;]*/gi, ''))
+}

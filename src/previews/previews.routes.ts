@@ -1,0 +1,91 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import type { Deps } from '../deps.ts'
+import { ApiError, errorResponses } from '../errors.ts'
+import { requireSession } from '../sessions/require-session.ts'
+import { SessionParams } from '../sessions/sessions.schema.ts'
+import { Preview, PreviewDeleted, PublishPreviewBody } from './previews.schema.ts'
+import { previewOfSession } from './previews.store.ts'
+import { publishPreview, unpublishPreview } from './publish-preview.ts'
+
+const PROXY_PREFIX = '/preview/proxy'
+
+export const previewRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => {
+  const { store, previews } = deps
+
+  app.post(
+    '/sessions/:session_id/preview',
+    {
+      config: { scope: 'sessions:write', idempotent: true },
+      schema: {
+        operationId: 'publishPreview',
+        tags: ['previews'],
+        summary: 'Publish a port served in the workspace at a public address on this service',
+        params: SessionParams,
+        body: PublishPreviewBody,
+        response: { 200: Preview, ...errorResponses(400, 404, 409) },
+      },
+    },
+    async (req) => publishPreview(deps, req.auth.orgId, req.params.session_id, req.body ?? {}),
+  )
+
+  app.delete(
+    '/sessions/:session_id/preview',
+    {
+      config: { scope: 'sessions:write', idempotent: true },
+      schema: {
+        operationId: 'deletePreview',
+        tags: ['previews'],
+        summary: 'Take the preview off its public address; open connections are cut at once',
+        params: SessionParams,
+        response: { 200: PreviewDeleted, ...errorResponses(404) },
+      },
+    },
+    async (req) => {
+      const id = req.params.session_id
+      if (!(await unpublishPreview(deps, req.auth.orgId, id))) throw new ApiError('not_found', `Session "${id}" has no preview.`)
+      previews.cut(id)
+      return { object: 'preview.deleted' as const, id, deleted: true }
+    },
+  )
+
+  // The session's `preview.url`: the same site for a caller holding a token, under the API's own
+  // address. Bodies and query strings are the site's, passed through untouched.
+  await app.register(async (raw) => {
+    raw.removeAllContentTypeParsers()
+    raw.addContentTypeParser('*', (_req, _payload, done) => done(null, undefined))
+    const methods = [
+      ['GET', 'sessions:read'],
+      ['POST', 'sessions:write'],
+      ['PUT', 'sessions:write'],
+      ['PATCH', 'sessions:write'],
+      ['DELETE', 'sessions:write'],
+    ] as const
+    // The site's root and every path under it (the router ignores a trailing slash, so the root
+    // `…/proxy/` is a route of its own).
+    for (const [method, scope] of methods) for (const path of ['', '/*']) {
+      raw.route({
+        method,
+        url: `/sessions/:session_id${PROXY_PREFIX}${path}`,
+        config: { scope, passThrough: true },
+        schema: {
+          operationId: `${method.toLowerCase()}Preview${path ? 'Path' : 'Root'}WithToken`,
+          tags: ['previews'],
+          summary: `The session's preview ${path ? 'at a path' : 'root'} for a token holder (${scope}); the site gets the rest of the path, the query and the body, never the token`,
+          params: path ? Type.Object({ session_id: Type.String(), '*': Type.String() }) : SessionParams,
+          querystring: Type.Object({}, { additionalProperties: true }),
+          response: { 200: { description: "Whatever the workspace's server answers; the service's own 502 page when it cannot be reached" }, ...errorResponses(404) },
+        },
+        handler: async (req, reply) => {
+          const session = await requireSession(store.db, req.auth.orgId, (req.params as { session_id: string }).session_id)
+          const row = await previewOfSession(store.db, session.id)
+          if (!row) throw new ApiError('not_found', `Session "${session.id}" has no preview.`)
+          const url = req.raw.url ?? ''
+          const rest = url.slice(url.indexOf(PROXY_PREFIX) + PROXY_PREFIX.length)
+          reply.hijack()
+          await previews.serve(row, req.raw, reply.raw, rest.startsWith('/') ? rest : `/${rest}`)
+        },
+      })
+    }
+  })
+}
