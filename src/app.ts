@@ -113,7 +113,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     async () => app.swagger(),
   )
 
-  app.addHook('onClose', async () => previews.close())
+  app.addHook('preClose', async () => previews.close())
   const opts = { store: deps.store, bus: deps.bus, config: deps.config, box: deps.box, workspaces: deps.workspaces, runner: deps.runner, blobs: deps.blobs, previews }
   await app.register(
     async (v1) => {

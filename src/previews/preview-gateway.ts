@@ -23,6 +23,7 @@ export type PreviewGateway = {
   serve(row: PreviewRow, req: IncomingMessage, res: ServerResponse, path: string): Promise<void>
   /** Cuts every open connection of the session's preview (taken down, or the session deleted). */
   cut(sessionId: string): void
+  /** Cuts every open preview connection (the service is stopping: an open WebSocket would hold it). */
   close(): void
 }
 
@@ -170,6 +171,7 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
       open.delete(sessionId)
     },
     close() {
+      for (const id of [...open.keys()]) this.cut(id)
       agent.destroy()
     },
   }
