@@ -6,7 +6,9 @@
 //      preview proxy (its own address, Host `{subdomain}.{preview domain}`) beside the same GETs
 //      sent directly to the workspace port at the address the proxy itself reaches it (the
 //      sandbox's veth address). Latency p50/p99 of sequential requests on one keep-alive
-//      connection, and requests/s with 16 concurrent keep-alive connections.
+//      connection, and requests/s with 16 concurrent keep-alive connections; with, for reference,
+//      the same through the plainest Node proxy (http.createServer + http.request) in the
+//      service's process, and the service process's CPU time per request under load.
 //      Target: proxy p50 at most 1.5× the direct p50.
 // Usage: node_modules/.bin/node bench/outputs.ts [--only publication|preview] [--mib N] [--files N]
 //          [--requests N] [--seconds N]
@@ -44,7 +46,7 @@ const REQUESTS = arg('--requests', 2000)
 const SECONDS = arg('--seconds', 6)
 /** The concurrent keep-alive connections of the throughput figure. */
 const CONNECTIONS = 16
-/** Each path is measured in this many turns, alternating with the other, so drift hits both alike. */
+/** Each path is measured in this many turns, rotating with the others, so drift hits all alike. */
 const PREVIEW_ROUNDS = 3
 const SITE_PORT = 3000
 /** The small answer measured: the fixture site's JSON echo of the request (a few hundred bytes). */

@@ -51,15 +51,15 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
 
   /** Where the row's port is reached, holding the workspace awake until released; or the page saying why not. */
   async function reach(row: PreviewRow): Promise<Target | { page: ReturnType<typeof PAGES.notRunning> }> {
-    const sandbox = await workspaces.live(row.session_id)
-    if (!sandbox) return { page: PAGES.notRunning() }
-    let address: { host: string; port: number }
     try {
-      address = await sandbox.resolvePreview(row.port)
+      // A paused workspace resumes here; one that cannot is answered with the page, not a hang.
+      const sandbox = await workspaces.live(row.session_id)
+      if (!sandbox) return { page: PAGES.notRunning() }
+      const address = await sandbox.resolvePreview(row.port)
+      return { ...address, release: workspaces.hold(row.session_id) }
     } catch (err) {
       return { page: PAGES.failed(row.port, (err as Error).message) }
     }
-    return { ...address, release: workspaces.hold(row.session_id) }
   }
 
   function forwardedHeaders(req: IncomingMessage, drop: Set<string>): http.OutgoingHttpHeaders {
