@@ -26,6 +26,7 @@ import { environmentRoutes } from './environments/environments.routes.ts'
 import { turnRoutes } from './turns/turns.routes.ts'
 import { answerRoutes } from './turns/answers.routes.ts'
 import { previewRoutes } from './previews/previews.routes.ts'
+import { toolRoutes } from './tools/tools.routes.ts'
 import { previewGateway } from './previews/preview-gateway.ts'
 
 export type AppDeps = Omit<Deps, 'previews'> & { logger?: FastifyServerOptions['logger'] }
@@ -132,6 +133,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await v1.register(turnRoutes, opts)
       await v1.register(answerRoutes, opts)
       await v1.register(previewRoutes, opts)
+      await v1.register(toolRoutes, opts)
     },
     { prefix: '/v1' },
   )

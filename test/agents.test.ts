@@ -2,6 +2,7 @@ import { it } from 'node:test'
 import assert from 'node:assert/strict'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { errorOf, forEachDialect, useWarren } from './harness.ts'
+import { openToolEntry } from '../src/tools/tool-entries.ts'
 import { getAgent } from '../src/agents/agents.store.ts'
 import { randomText } from '../src/shared/ids.ts'
 
@@ -120,8 +121,10 @@ forEachDialect('stored agents', (dialect) => {
     for (const b of bodies) {
       assert.ok(!b.includes('mcp-secret-value') && !b.includes('team-secret'), `secret leaked in ${b}`)
     }
+    // Stored sealed: nothing secret in plain text, and the key gives the credentials back whole.
     const stored = await getAgent(w().store.db, org.orgId, a.id)
-    assert.deepEqual(stored?.tools, tools, 'stored unredacted, for the sessions that copy them')
+    assert.ok(!JSON.stringify(stored).includes('mcp-secret-value') && !JSON.stringify(stored).includes('team-secret'))
+    assert.deepEqual(stored!.tools!.map((t) => openToolEntry(w().box, t)), tools)
   })
 
   it('updates only the fields given, re-deciding the connection when the model changes', async () => {

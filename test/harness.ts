@@ -10,7 +10,7 @@ import { loadConfig, settleListenPort, type Config } from '../src/config.ts'
 import { openStore, type DialectName, type Store } from '../src/db/database.ts'
 import { memoryEventBus, type EventBus } from '../src/events/event-bus.ts'
 import { pgEventBus } from '../src/events/pg-event-bus.ts'
-import { secretBox } from '../src/shared/secret-box.ts'
+import { secretBox, type SecretBox } from '../src/shared/secret-box.ts'
 import { createLocalProvider } from '../src/sandbox/local/create-local.ts'
 import { workspaceManager, type WorkspaceManager } from '../src/workspaces/workspace-manager.ts'
 import { turnRunner, type TurnRunner } from '../src/runner/turn-runner.ts'
@@ -80,6 +80,8 @@ export type Warren = {
   store: Store
   bus: EventBus
   config: Config
+  /** Seals secrets at rest, with this instance's key. */
+  box: SecretBox
   dialect: DialectName
   /** The data directory (SQLite file, workspaces). */
   dataDir: string
@@ -143,6 +145,7 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
     store,
     bus,
     config,
+    box,
     dialect,
     dataDir,
     pgSchema: dialect === 'postgres' ? pgSchema : undefined,

@@ -6,7 +6,7 @@ import { errorResponses, notFound } from '../errors.ts'
 import { ListEnvelope, PlainListQuery, listPage } from '../http/pagination.ts'
 import { newId } from '../shared/ids.ts'
 import { defaultToolEntries } from '../tools/default-tools.ts'
-import { checkToolEntries, redactToolEntry } from '../tools/tool-entries.ts'
+import { redactToolEntry, sealToolEntries } from '../tools/tool-entries.ts'
 import { Agent, AgentDeleted, AgentParams, CreateAgentBody, UpdateAgentBody } from './agents.schema.ts'
 import { deleteAgent, getAgent, insertAgent, listAgentRows, toAgentRecord, updateAgent, type AgentRecord } from './agents.store.ts'
 import { chooseCredential } from './choose-credential.ts'
@@ -26,7 +26,7 @@ export const toAgentShape = (a: AgentRecord, config: Pick<Config, 'disabledTools
 
 const tags = ['agents']
 
-export const agentRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store, config }) => {
+export const agentRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store, config, box }) => {
   const db = store.db
 
   app.post(
@@ -37,7 +37,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store,
     },
     async (req, reply) => {
       const b = req.body
-      if (b.tools) checkToolEntries(b.tools, 'tools')
+      const tools = b.tools ? sealToolEntries(box, b.tools, 'tools') : null
       const now = Date.now()
       const agent = await insertAgent(db, {
         id: newId('agt'),
@@ -46,7 +46,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store,
         model: b.model,
         model_credential_id: await chooseCredential(db, req.auth.orgId, b.model, b.model_credential_id),
         instructions: b.instructions ?? '',
-        tools: b.tools ?? null,
+        tools,
         text: b.text ?? {},
         created_at: now,
         updated_at: now,
@@ -99,7 +99,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store,
       const b = req.body
       const current = await getAgent(db, req.auth.orgId, req.params.agent_id)
       if (!current) throw notFound('agent', req.params.agent_id)
-      if (b.tools) checkToolEntries(b.tools, 'tools')
+      const tools = b.tools ? sealToolEntries(box, b.tools, 'tools') : current.tools
       const model = b.model ?? current.model
       // The connection is only re-decided when the model or the connection changes, so renaming an
       // agent never fails over a connection problem it did not ask about.
@@ -113,7 +113,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store,
         model,
         model_credential_id: credentialId,
         instructions: b.instructions ?? current.instructions,
-        tools: b.tools ?? current.tools,
+        tools,
         text: b.text ?? current.text,
         updated_at: Date.now(),
       }

@@ -1,11 +1,11 @@
 import type { Db } from '../db/database.ts'
 import type { Tables } from '../db/tables.ts'
 import { fromJson, toJson } from '../shared/json.ts'
-import type { ToolEntry } from '../tools/tools.schema.ts'
+import type { StoredToolEntry } from '../tools/tool-entries.ts'
 
 /**
- * A stored agent as kept: tools as sent, credentials included (sessions copy them for the runner),
- * or null when none were given, which means the default set. Field names follow the wire shape.
+ * A stored agent as kept: tools as sent with MCP credentials sealed (sessions copy them), or null
+ * when none were given, which means the default set. Field names follow the wire shape.
  */
 export type AgentRecord = {
   id: string
@@ -14,7 +14,7 @@ export type AgentRecord = {
   model: string
   model_credential_id: string
   instructions: string
-  tools: ToolEntry[] | null
+  tools: StoredToolEntry[] | null
   text: Record<string, unknown>
   created_at: number
   updated_at: number
@@ -29,7 +29,7 @@ export const toAgentRecord = (r: AgentRow): AgentRecord => ({
   model: r.model,
   model_credential_id: r.model_credential_id,
   instructions: r.instructions,
-  tools: fromJson<ToolEntry[] | null>(r.tools, null),
+  tools: fromJson<StoredToolEntry[] | null>(r.tools, null),
   text: fromJson(r.text, {}),
   created_at: Number(r.created_at),
   updated_at: Number(r.updated_at),

@@ -1,6 +1,7 @@
 import { jsonSchema, tool, type ToolSet } from 'ai'
 import { BUILTIN_TOOLS } from '../tools/builtin/index.ts'
 import type { ToolEntry } from '../tools/tools.schema.ts'
+import type { StoredToolEntry } from '../tools/tool-entries.ts'
 
 /** How the runner handles a call, by the tool's name. */
 export type ToolKind = 'builtin' | 'todo' | 'question' | 'function' | 'unknown'
@@ -44,7 +45,7 @@ export const QUESTION_TOOL = {
 
 type FunctionEntry = Extract<ToolEntry, { type: 'function' }>
 
-export const functionEntries = (tools: ToolEntry[] | null): FunctionEntry[] => (tools ?? []).filter((t): t is FunctionEntry => t.type === 'function')
+export const functionEntries = (tools: StoredToolEntry[] | null): FunctionEntry[] => (tools ?? []).filter((t): t is FunctionEntry => t.type === 'function')
 
 /** Built-in names win: a caller's function cannot take over `bash`. */
 export function toolKind(name: string, functions: FunctionEntry[]): ToolKind {

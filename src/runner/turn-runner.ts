@@ -1,8 +1,7 @@
 import type { Deps } from '../deps.ts'
 import { ApiError } from '../errors.ts'
 import { withEvents } from '../events/record-event.ts'
-import { getSessionRowById, type StoredAgent } from '../sessions/sessions.store.ts'
-import { fromJson } from '../shared/json.ts'
+import { getSessionRowById, storedAgentOf } from '../sessions/sessions.store.ts'
 import { loadConversation } from '../turns/conversation.store.ts'
 import { expiredApprovals, resolvePendingCall } from '../turns/pending-calls.store.ts'
 import { undeliveredSteers } from '../turns/steers.store.ts'
@@ -100,7 +99,7 @@ export function turnRunner(deps: RunnerDeps): TurnRunner {
         }
         const session = await getSessionRowById(store.db, sessionId)
         if (!session) return
-        const agent = fromJson<StoredAgent>(session.agent, {} as StoredAgent)
+        const agent = storedAgentOf(session)
         if (!seen.has(turn.id)) (seen.set(turn.id, new Map()), seenBy.set(turn.id, sessionId))
         d.current = turn.id
         const scope: TurnScope = { turn, agent, signal: d.controller.signal, seen: seen.get(turn.id)! }

@@ -19,11 +19,11 @@ export const WORKSPACE_DIRECTORY = '/workspace'
  * the organization's sessions, writes the session, its seed files, `session.created` and the turn
  * of its opening `input`. A refused create leaves nothing behind.
  */
-export async function createSession(deps: Pick<Deps, 'store' | 'bus' | 'config'>, auth: Auth, body: CreateSessionBody, source: Session['source']): Promise<SessionRow> {
-  const { store, bus, config } = deps
+export async function createSession(deps: Pick<Deps, 'store' | 'bus' | 'config' | 'box'>, auth: Auth, body: CreateSessionBody, source: Session['source']): Promise<SessionRow> {
+  const { store, bus, config, box } = deps
   const db = store.db
   const env = body.environment ?? {}
-  const agent = await resolveAgent(db, auth.orgId, body.agent, body.tools)
+  const agent = await resolveAgent(db, box, auth.orgId, body.agent, body.tools)
 
   const template = env.template !== undefined ? await getTemplateByName(db, auth.orgId, env.template) : null
   if (env.template !== undefined && !template) throw new ApiError('invalid_request', `No environment template named "${env.template}" (environment.template).`)

@@ -3,7 +3,8 @@ import { ApiError } from '../errors.ts'
 import { getAgent } from '../agents/agents.store.ts'
 import { findCredentialForModel, getCredential, getDefaultCredential, type CredentialRecord } from '../models/models.store.ts'
 import { newId } from '../shared/ids.ts'
-import { checkToolEntries } from '../tools/tool-entries.ts'
+import { sealToolEntries } from '../tools/tool-entries.ts'
+import type { SecretBox } from '../shared/secret-box.ts'
 import type { ToolEntry } from '../tools/tools.schema.ts'
 import type { AgentInput } from './sessions.schema.ts'
 import type { StoredAgent } from './sessions.store.ts'
@@ -13,7 +14,7 @@ import type { StoredAgent } from './sessions.store.ts'
  * other agent fields, on a model connection of the organization. Every refusal names what it
  * could not find, and nothing is written here.
  */
-export async function resolveAgent(db: Db, orgId: string, input: AgentInput | undefined, topTools: ToolEntry[] | undefined): Promise<StoredAgent> {
+export async function resolveAgent(db: Db, box: SecretBox, orgId: string, input: AgentInput | undefined, topTools: ToolEntry[] | undefined): Promise<StoredAgent> {
   const a = input ?? {}
   if (a.tools !== undefined && topTools !== undefined) {
     throw new ApiError('invalid_request', 'Give tools either in "agent.tools" or in the top-level "tools", not both.')
@@ -21,8 +22,9 @@ export async function resolveAgent(db: Db, orgId: string, input: AgentInput | un
   const stored = a.id !== undefined ? await getAgent(db, orgId, a.id) : null
   if (a.id !== undefined && !stored) throw new ApiError('invalid_request', `No stored agent with id "${a.id}" in this organization (agent.id).`)
 
-  const tools = a.tools ?? topTools ?? stored?.tools ?? null
-  if (tools) checkToolEntries(tools, a.tools ? 'agent.tools' : 'tools')
+  const given = a.tools ?? topTools
+  // A stored agent's tools are kept sealed already; given ones are sealed here.
+  const tools = given ? sealToolEntries(box, given, a.tools ? 'agent.tools' : 'tools') : (stored?.tools ?? null)
 
   const credentialId = a.model_credential_id ?? (a.model === undefined ? stored?.model_credential_id : undefined)
   const model = a.model ?? stored?.model

@@ -4,13 +4,13 @@ import type { Tables } from '../db/tables.ts'
 import { prepared } from '../db/prepared.ts'
 import { pageQuery, type ListParams } from '../http/pagination.ts'
 import { fromJson, toJson } from '../shared/json.ts'
-import { redactToolEntry } from '../tools/tool-entries.ts'
+import { redactToolEntry, type StoredToolEntry } from '../tools/tool-entries.ts'
 import type { ToolEntry } from '../tools/tools.schema.ts'
 import { openFunctionCalls } from '../turns/pending-calls.store.ts'
 import type { RequiredAction, Session, SessionAgent, SessionEnvironment, SessionPreview, SessionStatus } from './sessions.schema.ts'
 
 /** The stored agent: tools as sent (credentials included, for the runner), or null for the default set. */
-export type StoredAgent = Omit<SessionAgent, 'tools'> & { tools: ToolEntry[] | null }
+export type StoredAgent = Omit<SessionAgent, 'tools'> & { tools: StoredToolEntry[] | null }
 
 /** The stored environment: what the response shows plus what the workspace needs later. */
 export type StoredEnvironment = SessionEnvironment & {
@@ -113,6 +113,14 @@ export async function updateSessionRow(db: Db, id: string, patch: { title?: stri
     .execute()
 }
 
+/** The session's agent as kept (tools sealed), for the runner and the tool configuration. */
+export const storedAgentOf = (row: SessionRow): StoredAgent => fromJson<StoredAgent>(row.agent, {} as StoredAgent)
+
+/** Replaces the session's tool configuration (sealed entries); the runner reads it at each model step. */
+export async function setSessionTools(db: Db, row: SessionRow, tools: StoredToolEntry[], now: number): Promise<void> {
+  await db.updateTable('sessions').set({ agent: toJson({ ...storedAgentOf(row), tools }), updated_at: now }).where('id', '=', row.id).execute()
+}
+
 export async function markSessionDeleted(db: Db, id: string, now: number): Promise<void> {
   await db.updateTable('sessions').set({ deleted_at: now, updated_at: now }).where('id', '=', id).execute()
 }
@@ -124,7 +132,7 @@ export async function markSessionDeleted(db: Db, id: string, now: number): Promi
  */
 export function toSession(row: SessionRow, defaultTools: ToolEntry[], requiredActions: RequiredAction[] = []): Session {
   const env = fromJson<StoredEnvironment>(row.environment, {} as StoredEnvironment)
-  const agent = fromJson<StoredAgent>(row.agent, {} as StoredAgent)
+  const agent = storedAgentOf(row)
   return {
     object: 'session',
     id: row.id,

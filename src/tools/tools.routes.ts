@@ -1,0 +1,64 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import type { Deps } from '../deps.ts'
+import { errorResponses } from '../errors.ts'
+import { withEvents } from '../events/record-event.ts'
+import { requireSession } from '../sessions/require-session.ts'
+import { SessionParams } from '../sessions/sessions.schema.ts'
+import { setSessionTools, storedAgentOf } from '../sessions/sessions.store.ts'
+import { defaultToolEntries } from './default-tools.ts'
+import { redactToolEntry, sealToolEntries } from './tool-entries.ts'
+import { ToolEntry, ToolEntryOut } from './tools.schema.ts'
+
+const SessionTools = Type.Object(
+  {
+    object: Type.Literal('session.tools'),
+    tools: Type.Array(ToolEntryOut, { description: 'As sent; credentials of MCP servers withheld and named in each entry’s `redacted`. Without a configuration of its own, the default set.' }),
+  },
+  { additionalProperties: false },
+)
+const PutToolsBody = Type.Object(
+  { tools: Type.Array(ToolEntry, { maxItems: 100, description: 'Replaces the whole configuration. Naming network tool types narrows the session to exactly those; [] means none.' }) },
+  { additionalProperties: false },
+)
+
+export const toolRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store, bus, config, box }) => {
+  app.get(
+    '/sessions/:session_id/tools',
+    {
+      config: { scope: 'sessions:read' },
+      schema: { operationId: 'getSessionTools', tags: ['tools'], summary: "The session's tool configuration", params: SessionParams, response: { 200: SessionTools, ...errorResponses(404) } },
+    },
+    async (req) => {
+      const row = await requireSession(store.db, req.auth.orgId, req.params.session_id)
+      const tools = storedAgentOf(row).tools ?? defaultToolEntries(config)
+      return { object: 'session.tools' as const, tools: tools.map(redactToolEntry) }
+    },
+  )
+
+  app.put(
+    '/sessions/:session_id/tools',
+    {
+      config: { scope: 'sessions:write', idempotent: true },
+      schema: {
+        operationId: 'putSessionTools',
+        tags: ['tools'],
+        summary: "Replace the session's tool configuration; a running turn uses it from its next model step",
+        params: SessionParams,
+        body: PutToolsBody,
+        response: { 200: SessionTools, ...errorResponses(400, 404) },
+      },
+    },
+    async (req) => {
+      const sealed = sealToolEntries(box, req.body.tools, 'tools')
+      const shown = sealed.map(redactToolEntry)
+      await withEvents(store, bus, async (trx, record) => {
+        const row = await requireSession(trx, req.auth.orgId, req.params.session_id)
+        await setSessionTools(trx, row, sealed, Date.now())
+        // Internal vocabulary: it drives nothing outside, but the log says when the tools changed.
+        await record({ orgId: req.auth.orgId, sessionId: row.id, type: 'session.tools_updated', payload: { tools: shown } })
+      })
+      return { object: 'session.tools' as const, tools: shown }
+    },
+  )
+}
