@@ -7,9 +7,13 @@
 //      sent directly to the workspace port at the address the proxy itself reaches it (the
 //      sandbox's veth address). Latency p50/p99 of sequential requests on one keep-alive
 //      connection, and requests/s with 16 concurrent keep-alive connections; with, for reference,
-//      the same through the plainest Node proxy (http.createServer + http.request) in the
+//      the same through the plainest Node proxy (http.createServer + http.request) and through a
+//      TCP relay that reads no HTTP at all (the floor of any proxy in user space), both in the
 //      service's process, and the service process's CPU time per request under load.
-//      Target: proxy p50 at most 1.5× the direct p50.
+//      Target: proxy p50 at most 1.5× the direct p50. A connection-level relay would come close to
+//      it, but the preview proxy routes every request by its own Host: a reverse proxy in front
+//      (nginx, Caddy) pools connections across Hosts, and a relay would send one preview's (or the
+//      API's, token included) requests into another's workspace.
 // Usage: node_modules/.bin/node bench/outputs.ts [--only publication|preview] [--mib N] [--files N]
 //          [--requests N] [--seconds N]
 //   --mib, --files: publication size (default 256 MiB in 16 files);
@@ -25,7 +29,7 @@ import { fork, execFileSync } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import http from 'node:http'
-import type { AddressInfo } from 'node:net'
+import net, { type AddressInfo } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { openStore } from '../src/db/database.ts'
@@ -137,6 +141,7 @@ async function preview() {
   const fake = await startModelServer({ models: ['m1'] })
   let reader: ReturnType<typeof fork> | null = null
   let bare: http.Server | null = null
+  let relay: net.Server | null = null
   try {
     const base = new URL(await w.listen())
     const c = client(w, await newOrg(w))
@@ -168,9 +173,21 @@ async function preview() {
       req.pipe(upstream)
     })
     await new Promise<void>((r) => bare!.listen(0, '127.0.0.1', r))
+    // The floor of any proxy in user space: a TCP relay that does not even read HTTP.
+    relay = net.createServer((socket) => {
+      const upstream = net.connect({ host: workspace.host, port: workspace.port })
+      upstream.setNoDelay(true)
+      socket.setNoDelay(true)
+      socket.pipe(upstream).pipe(socket)
+      const end = () => (socket.destroy(), upstream.destroy())
+      socket.on('error', end).on('close', end)
+      upstream.on('error', end).on('close', end)
+    })
+    await new Promise<void>((r) => relay!.listen(0, '127.0.0.1', r))
     const targets = {
       direct: { host: workspace.host, port: workspace.port, path: SMALL_PATH },
       bare: { host: '127.0.0.1', port: (bare.address() as AddressInfo).port, path: SMALL_PATH },
+      relay: { host: '127.0.0.1', port: (relay.address() as AddressInfo).port, path: SMALL_PATH },
       proxy: { host: base.hostname, port: Number(base.port), hostHeader: `bench.${w.config.previewDomain}`, path: SMALL_PATH },
     }
 
@@ -194,9 +211,9 @@ async function preview() {
     }
 
     type Path = keyof typeof targets
-    const paths: Path[] = ['direct', 'bare', 'proxy']
+    const paths: Path[] = ['direct', 'relay', 'bare', 'proxy']
     const fig = () => ({ latencies: [] as number[], requests: 0, ms: 0, cpuUs: 0, cpuRequests: 0 })
-    const figs: Record<Path, ReturnType<typeof fig>> = { direct: fig(), bare: fig(), proxy: fig() }
+    const figs: Record<Path, ReturnType<typeof fig>> = { direct: fig(), relay: fig(), bare: fig(), proxy: fig() }
     const WARMUP = 200
     const count = Math.ceil(REQUESTS / PREVIEW_ROUNDS)
     for (let round = 0; round < PREVIEW_ROUNDS; round++) {
@@ -231,11 +248,14 @@ async function preview() {
     row('direct to the workspace port', 'direct')
     row('through the preview proxy', 'proxy')
     row('(reference) bare Node proxy, same process', 'bare')
+    row('(reference) TCP relay, no HTTP at all', 'relay')
     console.log(`proxy / direct    p50 ${(p50('proxy') / p50('direct')).toFixed(2)} (target ≤ 1.5)  p99 ${(p99('proxy') / p99('direct')).toFixed(2)}  throughput ${(rps('proxy') / rps('direct')).toFixed(2)}`)
+    console.log(`relay / direct    p50 ${(p50('relay') / p50('direct')).toFixed(2)}  (the floor of a proxy in user space on this machine)`)
     console.log(`proxy / bare      p50 ${(p50('proxy') / p50('bare')).toFixed(2)}  p99 ${(p99('proxy') / p99('bare')).toFixed(2)}  throughput ${(rps('proxy') / rps('bare')).toFixed(2)}`)
   } finally {
     reader?.kill()
     bare?.close()
+    relay?.close()
     await w.close()
     await fake.close()
   }

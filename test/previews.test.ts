@@ -193,6 +193,25 @@ forEachDialect('previews', (dialect) => {
     assert.equal(details(await c.items(sid), 'preview.ready').length, 2)
   })
 
+  it('routes every request by its own Host, also on one kept-alive connection (as a reverse proxy in front would send them)', async () => {
+    const second = await c.session()
+    assert.equal((await c.call('POST', `/v1/sessions/${second}/preview`, { subdomain: 'second-one', port: 3000 })).statusCode, 200)
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+    const api = new URL(base).host
+    for (let round = 0; round < 2; round++) {
+      assert.match((await hostRequest(base, hostOf('my-site-2'), '/', { agent })).body, /Hello from other/)
+      const b = await hostRequest(base, hostOf('second-one'), '/', { agent })
+      // The second session's workspace (no server in it) answers with the service's own page.
+      assert.equal(b.status, 502)
+      assert.match(b.body, /Warren preview · 502/)
+      const health = await hostRequest(base, api, '/v1/openapi.json', { agent })
+      assert.equal(health.status, 200)
+      assert.equal(health.headers['content-type']?.startsWith('application/json'), true)
+    }
+    agent.destroy()
+    assert.equal((await c.call('DELETE', `/v1/sessions/${second}`)).statusCode, 200)
+  })
+
   it('a port with nothing listening gets a clear 502 page; asking for no port where nothing listens is a 409', async () => {
     const res = await c.call('POST', `/v1/sessions/${sid}/preview`, { subdomain: 'quiet-port', port: 5999 })
     assert.equal(res.statusCode, 200, res.body)

@@ -1,12 +1,15 @@
 import type { Db } from '../db/database.ts'
+import { prepared } from '../db/prepared.ts'
 import type { SessionPreview } from '../sessions/sessions.schema.ts'
 import { toJson } from '../shared/json.ts'
 
 export type PreviewRow = { subdomain: string; session_id: string; org_id: string; port: number; created_at: number }
 
-/** What the proxy needs for a request: whose site a subdomain is, and which port. */
+const bySubdomain = prepared((db, subdomain: string) => db.selectFrom('previews').selectAll().where('subdomain', '=', subdomain))
+
+/** What the proxy needs for each request: whose site a subdomain is, and which port (read every time: a DELETE stops it at once). */
 export async function previewBySubdomain(db: Db, subdomain: string): Promise<PreviewRow | null> {
-  const row = await db.selectFrom('previews').selectAll().where('subdomain', '=', subdomain).executeTakeFirst()
+  const [row] = await bySubdomain(db, subdomain)
   return row ? { ...row, port: Number(row.port), created_at: Number(row.created_at) } : null
 }
 
