@@ -28,6 +28,8 @@ export type Config = {
   replayLimit: number
   disabledTools: string[]
   allowPrivateWebhooks: boolean
+  /** Remote MCP servers at loopback and private addresses are refused unless set (local testing). */
+  allowPrivateMcp: boolean
   previewDomain: string
   /** Where callers reach this service (the token-gated preview address is built on it). */
   publicUrl: string
@@ -125,6 +127,7 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
     replayLimit: int('WARREN_REPLAY_LIMIT', 50_000, 1),
     disabledTools: list('WARREN_DISABLED_TOOLS'),
     allowPrivateWebhooks: bool('WARREN_ALLOW_PRIVATE_WEBHOOKS'),
+    allowPrivateMcp: bool('WARREN_ALLOW_PRIVATE_MCP'),
     previewDomain: (env.WARREN_PREVIEW_DOMAIN || `preview.localhost:${port}`).toLowerCase(),
     publicUrl: (env.WARREN_PUBLIC_URL || `http://${reachableHost(env.HOST || '127.0.0.1')}:${port}`).replace(/\/+$/, ''),
     gitBaseUrl: (env.WARREN_GIT_BASE_URL || 'https://github.com').replace(/\/+$/, ''),

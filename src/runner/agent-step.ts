@@ -9,6 +9,8 @@ import type { TurnError } from '../turns/turns.schema.ts'
 import { turnEventScope } from '../turns/turns.store.ts'
 import { WORKSPACE_MOUNT } from '../workspaces/workspace-manager.ts'
 import { functionEntries, offeredTools, toolKind } from './agent-tools.ts'
+import type { McpHub } from '../mcp/mcp-hub.ts'
+import { mcpEntries } from '../mcp/mcp-tools.ts'
 import { planCompaction } from './compaction.ts'
 import { agentInstructions } from './instructions.ts'
 import { contextWindow, languageModel, maxOutputTokens } from './language-model.ts'
@@ -17,7 +19,7 @@ import { recordStep } from './record-step.ts'
 import { takenCallIds, withFreshCallIds } from './call-ids.ts'
 import type { TurnScope } from './run-calls.ts'
 
-type Ctx = Pick<Deps, 'store' | 'bus' | 'config' | 'box'>
+type Ctx = Pick<Deps, 'store' | 'bus' | 'config' | 'box'> & { mcp: McpHub }
 
 /** A turn that cannot go on, with the code and message it fails with. */
 export class TurnFailure extends Error {
@@ -55,7 +57,8 @@ export async function agentStep(ctx: Ctx, scope: TurnScope): Promise<StepResult>
   }
 
   const functions = functionEntries(agent.tools)
-  const tools = offeredTools(functions)
+  const mcp = await listMcpTools(ctx, turn, mcpEntries(agent.tools))
+  const tools = offeredTools(functions, mcp)
   const instructions = agentInstructions(WORKSPACE_MOUNT, agent.instructions ?? '')
   const window = contextWindow(agent.model, ctx.config.contextWindowTokens)
   const overhead = estimateTokens(instructions) + estimateTokens(Object.entries(tools).map(([n, t]) => [n, t.description, t.inputSchema]))
@@ -88,7 +91,7 @@ export async function agentStep(ctx: Ctx, scope: TurnScope): Promise<StepResult>
     try {
       const raw = await runModelStep({ model, instructions, messages, tools, maxOutputTokens: maxOutputTokens(credential.provider, agent.model), signal, stallMs: ctx.config.modelStallMs, onText: transient('agent.text'), onThinking: transient('agent.thinking') })
       const step = withFreshCallIds(raw, await takenCallIds(db, turn.session_id, raw.toolCalls.map((c) => c.toolCallId)))
-      await recordStep(ctx, turn, step, { model: agent.model, credentialId: credential.id, isSandboxTool: (n) => toolKind(n, functions) === 'builtin' })
+      await recordStep(ctx, turn, step, { model: agent.model, credentialId: credential.id, isSandboxTool: (n) => ['builtin', 'mcp'].includes(toolKind(n, functions, mcp)) })
       return step
     } catch (caught) {
       if (!(caught instanceof ProviderFailure)) throw caught
@@ -109,4 +112,22 @@ export async function agentStep(ctx: Ctx, scope: TurnScope): Promise<StepResult>
       await sleep(delays[attempt]!, undefined, { signal })
     }
   }
+}
+
+/**
+ * The tools of the session's MCP servers for this step. A server that would not connect is
+ * reported once a turn (`mcp.unavailable`) and skipped; a required one fails the turn, naming it.
+ */
+async function listMcpTools(ctx: Ctx, turn: TurnScope['turn'], entries: ReturnType<typeof mcpEntries>) {
+  if (entries.length === 0) return []
+  const listing = await ctx.mcp.list(turn.session_id, turn.id, entries)
+  const required = listing.unavailable.find((u) => u.required)
+  if (required) throw new TurnFailure({ code: 'sandbox_error', message: `The required MCP server "${required.server}" would not connect: ${required.reason}` })
+  const fresh = listing.unavailable.filter((u) => u.fresh)
+  if (fresh.length > 0) {
+    await withEvents(ctx.store, ctx.bus, async (trx, record) => {
+      for (const u of fresh) await record({ ...turnEventScope(turn), type: 'mcp.unavailable', payload: { server: u.server, reason: u.reason } })
+    })
+  }
+  return listing.tools
 }

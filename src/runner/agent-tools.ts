@@ -2,9 +2,10 @@ import { jsonSchema, tool, type ToolSet } from 'ai'
 import { BUILTIN_TOOLS } from '../tools/builtin/index.ts'
 import type { ToolEntry } from '../tools/tools.schema.ts'
 import type { StoredToolEntry } from '../tools/tool-entries.ts'
+import type { McpTool } from '../mcp/mcp-tools.ts'
 
 /** How the runner handles a call, by the tool's name. */
-export type ToolKind = 'builtin' | 'todo' | 'question' | 'function' | 'unknown'
+export type ToolKind = 'builtin' | 'todo' | 'question' | 'function' | 'mcp' | 'unknown'
 
 export const TODO_TOOL = {
   name: 'todo_write',
@@ -48,16 +49,17 @@ type FunctionEntry = Extract<ToolEntry, { type: 'function' }>
 export const functionEntries = (tools: StoredToolEntry[] | null): FunctionEntry[] => (tools ?? []).filter((t): t is FunctionEntry => t.type === 'function')
 
 /** Built-in names win: a caller's function cannot take over `bash`. */
-export function toolKind(name: string, functions: FunctionEntry[]): ToolKind {
+export function toolKind(name: string, functions: FunctionEntry[], mcp: McpTool[] = []): ToolKind {
   if (BUILTIN_TOOLS.some((t) => t.name === name)) return 'builtin'
   if (name === TODO_TOOL.name) return 'todo'
   if (name === QUESTION_TOOL.name) return 'question'
   if (functions.some((f) => f.name === name)) return 'function'
+  if (mcp.some((t) => t.name === name)) return 'mcp'
   return 'unknown'
 }
 
 /** The tools the model is offered, without `execute`: the runner runs every call itself. */
-export function offeredTools(functions: FunctionEntry[]): ToolSet {
+export function offeredTools(functions: FunctionEntry[], mcp: McpTool[] = []): ToolSet {
   const set: ToolSet = {}
   const add = (name: string, description: string, parameters: Record<string, unknown>) => {
     set[name] = tool({ description, inputSchema: jsonSchema(parameters as never) })
@@ -69,5 +71,6 @@ export function offeredTools(functions: FunctionEntry[]): ToolSet {
     if (set[f.name]) continue
     add(f.name, f.description ?? `The caller's function ${f.name}.`, f.parameters ?? { type: 'object', properties: {} })
   }
+  for (const t of mcp) if (!set[t.name]) add(t.name, t.description, t.inputSchema)
   return set
 }

@@ -46,8 +46,10 @@ export async function recordStep(
 }
 
 export type CallResult = {
-  /** What the model receives. */
+  /** What the model receives (unless `content` is given). */
   output: string
+  /** A result with images: its parts in order, sent to the model instead of `output`. */
+  content?: ({ type: 'text'; text: string } | { type: 'file'; data: { type: 'data'; data: string }; mediaType: string })[]
   isError: boolean
   /** Set for sandbox tools: `agent.tool_result` is recorded with this summary. */
   summary?: string
@@ -61,7 +63,7 @@ export type CallResult = {
 export async function recordCallResult(ctx: Ctx, turn: TurnRow, call: ToolCallRequest, r: CallResult): Promise<void> {
   const message: ModelMessage = {
     role: 'tool',
-    content: [{ type: 'tool-result', toolCallId: call.toolCallId, toolName: call.toolName, output: r.isError ? { type: 'error-text', value: r.output } : { type: 'text', value: r.output } }],
+    content: [{ type: 'tool-result', toolCallId: call.toolCallId, toolName: call.toolName, output: r.isError ? { type: 'error-text', value: r.output } : r.content ? { type: 'content', value: r.content } : { type: 'text', value: r.output } }],
   }
   await withEvents(ctx.store, ctx.bus, async (trx, record) => {
     // The turn may have been settled meanwhile (its session deleted): a settled turn never changes.

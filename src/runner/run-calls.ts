@@ -6,13 +6,15 @@ import { WORKSPACE_MOUNT } from '../workspaces/workspace-manager.ts'
 import { callsOfTurn, insertPendingCall, type PendingCall } from '../turns/pending-calls.store.ts'
 import { setRunningCall, turnEventScope, type TurnRow } from '../turns/turns.store.ts'
 import { functionEntries, toolKind, type ToolKind } from './agent-tools.ts'
+import type { McpHub } from '../mcp/mcp-hub.ts'
+import { mcpEntries, type McpTool } from '../mcp/mcp-tools.ts'
 import type { ToolCallRequest } from './model-step.ts'
 import { decide, type ApprovalMode } from './permissions.ts'
 import { recordCallResult, type CallResult } from './record-step.ts'
 import { moveSession } from './session-status.ts'
 import type { StoredAgent } from '../sessions/sessions.store.ts'
 
-type Ctx = Pick<Deps, 'store' | 'bus' | 'config' | 'workspaces'>
+type Ctx = Pick<Deps, 'store' | 'bus' | 'config' | 'workspaces'> & { mcp: McpHub }
 
 export type TurnScope = {
   turn: TurnRow
@@ -33,9 +35,11 @@ const asObject = (v: unknown): Record<string, unknown> => (v && typeof v === 'ob
 export async function handleOpenCalls(ctx: Ctx, scope: TurnScope, open: ToolCallRequest[]): Promise<'parked' | 'continue'> {
   const { turn, agent } = scope
   const functions = functionEntries(agent.tools)
+  const servers = mcpEntries(agent.tools)
+  const mcp = servers.length > 0 ? (await ctx.mcp.list(turn.session_id, turn.id, servers)).tools : []
   const rows = new Map((await callsOfTurn(ctx.store.db, turn.id)).map((c) => [c.callId, c]))
   for (const call of open) {
-    const kind = toolKind(call.toolName, functions)
+    const kind = toolKind(call.toolName, functions, mcp)
     const row = rows.get(call.toolCallId)
     if (kind === 'function') {
       if (!row) {
@@ -60,13 +64,15 @@ export async function handleOpenCalls(ctx: Ctx, scope: TurnScope, open: ToolCall
       await recordCallResult(ctx, turn, call, { output: `There is no tool named "${call.toolName}". Call one of the tools you were offered.`, isError: true })
       continue
     }
-    const verdict = await permit(ctx, scope, call, kind, row)
+    const mcpTool = kind === 'mcp' ? mcp.find((t) => t.name === call.toolName)! : null
+    const verdict = await permit(ctx, scope, call, kind, row, mcpTool)
     if (verdict === 'parked') return 'parked'
     if (verdict !== 'allow') {
-      await recordCallResult(ctx, turn, call, { ...verdict, summary: kind === 'builtin' ? 'refused' : undefined })
+      await recordCallResult(ctx, turn, call, { ...verdict, summary: kind === 'builtin' || kind === 'mcp' ? 'refused' : undefined })
       continue
     }
-    await runCall(ctx, scope, call, kind)
+    if (mcpTool) await runMcpCall(ctx, scope, call, mcpTool)
+    else await runCall(ctx, scope, call, kind)
   }
   return 'continue'
 }
@@ -130,9 +136,10 @@ async function askQuestion(ctx: Ctx, turn: TurnRow, call: ToolCallRequest): Prom
 type Verdict = 'allow' | 'parked' | CallResult
 
 /** Rules and approval mode, then the person's answer when one was asked for. */
-async function permit(ctx: Ctx, scope: TurnScope, call: ToolCallRequest, kind: ToolKind, row: PendingCall | undefined): Promise<Verdict> {
+async function permit(ctx: Ctx, scope: TurnScope, call: ToolCallRequest, kind: ToolKind, row: PendingCall | undefined, mcpTool: McpTool | null): Promise<Verdict> {
   const { turn, agent } = scope
-  const writes = kind === 'builtin' ? builtinTool(call.toolName)!.kind === 'writes' : false
+  // An MCP tool counts as writing unless its server declares it read-only (readOnlyHint).
+  const writes = kind === 'builtin' ? builtinTool(call.toolName)!.kind === 'writes' : mcpTool ? !mcpTool.readOnly : false
   if (row) {
     if (row.status === 'pending') return 'parked'
     const a = asObject(row.answer)
@@ -183,4 +190,20 @@ async function runCall(ctx: Ctx, scope: TurnScope, call: ToolCallRequest, kind: 
   const outcome = await tool.run(args, { sandbox, workspaceDir: ctx.workspaces.workspaceDir(turn.session_id), mount: WORKSPACE_MOUNT, signal: scope.signal, seen: scope.seen })
   await recordCallResult(ctx, turn, call, { output: outcome.output, isError: outcome.isError, summary: outcome.summary, cancelled: outcome.cancelled, changes: outcome.changes })
   if (scope.signal.aborted) throw scope.signal.reason
+}
+
+/** Calls an MCP server's tool, within the entry's timeout; what it answers reaches the model as is. */
+async function runMcpCall(ctx: Ctx, scope: TurnScope, call: ToolCallRequest, tool: McpTool): Promise<void> {
+  const { turn } = scope
+  if (turn.running_call === call.toolCallId) {
+    return recordCallResult(ctx, turn, call, {
+      output: 'The service restarted while this tool was running; whether it finished is unknown. Check before calling it again.',
+      isError: true,
+      summary: 'interrupted by a service restart',
+    })
+  }
+  await setRunningCall(ctx.store.db, turn.id, call.toolCallId)
+  const out = await ctx.mcp.call(turn.session_id, tool, asObject(call.input), scope.signal)
+  const summary = out.isError ? `${tool.server} answered with an error` : `${tool.server}: ${out.text.length} characters${out.parts ? ', with images' : ''}`
+  await recordCallResult(ctx, turn, call, { output: out.text, isError: out.isError, summary, ...(out.parts && !out.isError ? { content: out.parts } : {}) })
 }

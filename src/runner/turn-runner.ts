@@ -12,6 +12,7 @@ import { agentStep, TurnFailure } from './agent-step.ts'
 import { openToolCalls } from './open-calls.ts'
 import { handleOpenCalls, type TurnScope } from './run-calls.ts'
 import { beginTurn, settleTurn, type Settlement } from './turn-lifecycle.ts'
+import { mcpHub } from '../mcp/mcp-hub.ts'
 
 export type TurnRunner = {
   /** Makes sure the session's turns are being driven (a new message, an answer, a restart). */
@@ -47,8 +48,10 @@ export type RunnerDeps = Pick<Deps, 'store' | 'bus' | 'config' | 'box' | 'worksp
   publish(turn: { id: string; session_id: string; org_id: string }): Promise<void>
 }
 
-export function turnRunner(deps: RunnerDeps): TurnRunner {
-  const { store, config, workspaces } = deps
+export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
+  const { store, config, workspaces } = runnerDeps
+  // The session's MCP servers stay connected between steps and turns of this process.
+  const deps = { ...runnerDeps, mcp: mcpHub({ box: runnerDeps.box, allowPrivate: config.allowPrivateMcp }) }
   const drivers = new Map<string, Driver>()
   const seen = new Map<string, Map<string, string>>()
   const seenBy = new Map<string, string>()
@@ -117,7 +120,9 @@ export function turnRunner(deps: RunnerDeps): TurnRunner {
             continue // a cancel is settled at the top of the loop
           }
           // A store that cannot be reached fails nothing: the driver starts over from the store.
-          if (isStoreUnreachable(err)) throw err
+          // A turn's own failure is never that, whatever its message quotes (a refused connection
+          // to a provider or a tool server reads much like one to the store).
+          if (!(err instanceof TurnFailure) && isStoreUnreachable(err)) throw err
           await settle(turn, failureOf(err))
           continue
         }
@@ -205,6 +210,7 @@ export function turnRunner(deps: RunnerDeps): TurnRunner {
     forget(sessionId) {
       drivers.get(sessionId)?.controller.abort({ stop: 'forget' } satisfies Stop)
       for (const [t, s] of seenBy) if (s === sessionId) (seen.delete(t), seenBy.delete(t))
+      void deps.mcp.forget(sessionId)
     },
     async settled(sessionId) {
       while (drivers.has(sessionId)) await drivers.get(sessionId)!.done
@@ -218,6 +224,7 @@ export function turnRunner(deps: RunnerDeps): TurnRunner {
       workspaces.reclaimed.off('reclaimed', onReclaimed)
       for (const d of drivers.values()) d.controller.abort({ stop: 'close' } satisfies Stop)
       await Promise.allSettled([...drivers.values()].map((d) => d.done))
+      await deps.mcp.close()
     },
   }
 }

@@ -17,11 +17,11 @@ class RefusedAddressError extends Error {
  * Null when only the addresses it resolves to can tell. Sockets never look up literals, so the
  * sender asks this itself.
  */
-export function refusedHost(host: string): string | null {
+export function refusedHost(host: string, refused = REFUSED): string | null {
   const h = host.replace(/^\[|\]$/g, '').replace(/\.$/, '').toLowerCase()
-  if (h === 'localhost' || h.endsWith('.localhost')) return `host ${h} is a loopback name; ${REFUSED}`
+  if (h === 'localhost' || h.endsWith('.localhost')) return `host ${h} is a loopback name; ${refused}`
   const kind = isIP(h) ? privateAddressKind(h) : null
-  return kind ? `host ${h} is ${kind}; ${REFUSED}` : null
+  return kind ? `host ${h} is ${kind}; ${refused}` : null
 }
 
 /**
@@ -29,11 +29,12 @@ export function refusedHost(host: string): string | null {
  * judged, and the socket connects to exactly those addresses. Checking first and letting the
  * socket resolve again would let DNS answer differently the second time (rebinding).
  */
-export function guardedLookup(opts: { allowPrivate: boolean; resolve?: Resolver }): LookupFunction {
+export function guardedLookup(opts: { allowPrivate: boolean; resolve?: Resolver; refused?: string }): LookupFunction {
+  const refused = opts.refused ?? REFUSED
   const resolve: Resolver = opts.resolve ?? ((host, options, cb) => dns.lookup(host, options, cb))
   return (hostname, options, callback) => {
     const fail = (err: NodeJS.ErrnoException) => callback(err, '', 0)
-    const early = opts.allowPrivate ? null : refusedHost(hostname)
+    const early = opts.allowPrivate ? null : refusedHost(hostname, refused)
     if (early) return fail(new RefusedAddressError(early))
     resolve(hostname, { ...options, all: true }, (err, addresses) => {
       if (err) return fail(err)
@@ -41,7 +42,7 @@ export function guardedLookup(opts: { allowPrivate: boolean; resolve?: Resolver 
       if (!opts.allowPrivate) {
         for (const a of addresses) {
           const kind = privateAddressKind(a.address)
-          if (kind) return fail(new RefusedAddressError(`host ${hostname} resolves to ${kind} (${a.address}); ${REFUSED}`))
+          if (kind) return fail(new RefusedAddressError(`host ${hostname} resolves to ${kind} (${a.address}); ${refused}`))
         }
       }
       if (options.all) callback(null, addresses)

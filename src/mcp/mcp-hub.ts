@@ -1,0 +1,162 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
+import type { SecretBox } from '../shared/secret-box.ts'
+import { openToolEntry } from '../tools/tool-entries.ts'
+import { guardedFetch } from './guarded-fetch.ts'
+import { DEFAULT_MCP_TIMEOUT_MS, mcpOutput, mcpToolName, type McpEntry, type McpOutput, type McpTool } from './mcp-tools.ts'
+
+/** How long connecting to a server and listing its tools may take. */
+const CONNECT_TIMEOUT_MS = 15_000
+
+/** `fresh`: this very listing tried to connect (so the failure is news; later steps of the turn reuse it). */
+export type McpUnavailable = { server: string; reason: string; required: boolean; fresh: boolean }
+export type McpListing = { tools: McpTool[]; unavailable: McpUnavailable[] }
+
+/**
+ * The MCP servers of this process's sessions. A server is connected the first time a turn needs
+ * it and its tools listed then; both are kept while it stays connected and its entry unchanged,
+ * so later steps and turns pay nothing. A server that would not connect is tried again at the
+ * next turn, not at every step of the same one.
+ */
+export type McpHub = {
+  /** The tools of the session's MCP entries, and the servers that could not be reached. */
+  list(sessionId: string, turnId: string, entries: McpEntry[]): Promise<McpListing>
+  call(sessionId: string, tool: McpTool, args: Record<string, unknown>, signal: AbortSignal): Promise<McpOutput>
+  /** Disconnects the session's servers (session deleted). */
+  forget(sessionId: string): Promise<void>
+  close(): Promise<void>
+}
+
+type Connection = {
+  /** The entry as it was when connected: any change to it reconnects. */
+  key: string
+  client: Client | null
+  tools: McpTool[]
+  closed: boolean
+  failure: { reason: string; turnId: string } | null
+}
+
+export function mcpHub(deps: { box: SecretBox; allowPrivate: boolean }): McpHub {
+  const fetch = guardedFetch({ allowPrivate: deps.allowPrivate })
+  const sessions = new Map<string, Map<string, Connection>>()
+
+  async function connect(entry: McpEntry): Promise<{ client: Client; tools: McpTool[] }> {
+    const full = openToolEntry(deps.box, entry)
+    if (full.type !== 'mcp') throw new Error('not an mcp entry')
+    if (!full.url) throw new Error('local MCP servers (command) are not supported yet; give the server a url')
+    const headers: Record<string, string> = { ...(full.headers ?? {}) }
+    if (full.authorization !== undefined) headers.authorization = full.authorization
+    const url = new URL(full.url)
+    const attempt = async (transport: Transport): Promise<Client> => {
+      const client = new Client({ name: 'warren', version: '1' })
+      try {
+        await client.connect(transport, { timeout: CONNECT_TIMEOUT_MS })
+        return client
+      } catch (err) {
+        // A failed transport is closed, or it would go on retrying (an EventSource reconnects).
+        await client.close().catch(() => {})
+        await transport.close().catch(() => {})
+        throw err
+      }
+    }
+    let client: Client
+    try {
+      client = await attempt(new StreamableHTTPClientTransport(url, { fetch, requestInit: { headers } }))
+    } catch (streamable) {
+      // Older servers speak the HTTP+SSE transport only: tried once the current one failed.
+      try {
+        client = await attempt(new SSEClientTransport(url, { fetch, requestInit: { headers }, eventSourceInit: { fetch: (u, init) => fetch(u, { ...init, headers: { ...Object.fromEntries(new Headers(init?.headers)), ...headers } }) } }))
+      } catch {
+        throw streamable
+      }
+    }
+    const allowed = full.allowed_tools ? new Set(full.allowed_tools) : null
+    const tools: McpTool[] = []
+    let cursor: string | undefined
+    do {
+      const page = await client.listTools(cursor ? { cursor } : undefined, { timeout: CONNECT_TIMEOUT_MS })
+      for (const t of page.tools) {
+        if (allowed && !allowed.has(t.name)) continue
+        tools.push({
+          name: mcpToolName(full.name, t.name),
+          server: full.name,
+          tool: t.name,
+          description: t.description ?? t.title ?? `${t.name} (from the MCP server ${full.name})`,
+          inputSchema: (t.inputSchema ?? { type: 'object', properties: {} }) as Record<string, unknown>,
+          readOnly: t.annotations?.readOnlyHint === true,
+          timeoutMs: (full.timeout_seconds ?? 0) * 1000 || DEFAULT_MCP_TIMEOUT_MS,
+        })
+      }
+      cursor = page.nextCursor
+    } while (cursor)
+    return { client, tools }
+  }
+
+  /** Why a server could not be reached, in words a person can act on, never with its credentials. */
+  const reasonOf = (err: unknown, entry: McpEntry): string => {
+    let message = err instanceof Error ? err.message : String(err)
+    const cause = (err as { cause?: { message?: string } })?.cause?.message
+    if (cause && !message.includes(cause)) message = `${message}: ${cause}`
+    if (entry.secrets_enc) {
+      const full = openToolEntry(deps.box, entry)
+      if (full.type === 'mcp') for (const secret of [full.authorization, ...Object.values(full.headers ?? {}), ...Object.values(full.env ?? {})]) if (secret) message = message.split(secret).join('[withheld]')
+    }
+    return message
+  }
+
+  return {
+    async list(sessionId, turnId, entries) {
+      let conns = sessions.get(sessionId)
+      if (!conns) sessions.set(sessionId, (conns = new Map()))
+      const listing: McpListing = { tools: [], unavailable: [] }
+      await Promise.all(
+        entries.map(async (entry) => {
+          const key = JSON.stringify(entry)
+          let conn = conns.get(entry.name)
+          if (conn && (conn.key !== key || conn.closed || (conn.failure && conn.failure.turnId !== turnId))) {
+            await conn.client?.close().catch(() => {})
+            conn = undefined
+          }
+          const fresh = !conn
+          if (!conn) {
+            conn = { key, client: null, tools: [], closed: false, failure: null }
+            conns.set(entry.name, conn)
+            try {
+              const { client, tools } = await connect(entry)
+              const c = conn
+              c.client = client
+              c.tools = tools
+              client.onclose = () => (c.closed = true)
+            } catch (err) {
+              conn.failure = { reason: reasonOf(err, entry), turnId }
+            }
+          }
+          if (conn.failure) listing.unavailable.push({ server: entry.name, reason: conn.failure.reason, required: entry.required === true, fresh })
+          else listing.tools.push(...conn.tools)
+        }),
+      )
+      return listing
+    },
+    async call(sessionId, tool, args, signal) {
+      const client = sessions.get(sessionId)?.get(tool.server)?.client
+      if (!client) return { text: `The MCP server ${tool.server} is not connected.`, isError: true }
+      try {
+        const result = await client.callTool({ name: tool.tool, arguments: args }, undefined, { timeout: tool.timeoutMs, signal })
+        return mcpOutput(result)
+      } catch (err) {
+        if (signal.aborted) throw signal.reason
+        return { text: `The MCP server ${tool.server} failed the call: ${(err as Error).message}`, isError: true }
+      }
+    },
+    async forget(sessionId) {
+      const conns = sessions.get(sessionId)
+      sessions.delete(sessionId)
+      await Promise.all([...(conns?.values() ?? [])].map((c) => c.client?.close().catch(() => {})))
+    },
+    async close() {
+      await Promise.all([...sessions.keys()].map((id) => this.forget(id)))
+    },
+  }
+}
