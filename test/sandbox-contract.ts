@@ -153,6 +153,25 @@ export function sandboxContract(name: string, o: ContractOptions): void {
       assert.equal(await alive(main, /pid (\d+)/.exec(chatty.out)![1]!), 'alive')
     })
 
+    it('spawns a process it talks to over stdin and stdout, as its user, and kills it with what it started', async () => {
+      const proc = await main.spawn({ command: 'echo "uid $(id -u)" >&2; sleep 1000 & while IFS= read -r line; do echo "got $line"; done', env: { GREETING: 'hi' } })
+      let out = ''
+      let err = ''
+      proc.stdout.on('data', (d: Buffer) => (out += d))
+      proc.stderr.on('data', (d: Buffer) => (err += d))
+      proc.stdin.write('one\ntwo\n')
+      for (let i = 0; i < 200 && out !== 'got one\ngot two\n'; i++) await sleep(10)
+      assert.equal(out, 'got one\ngot two\n')
+      assert.match(err, /^uid \d+\n$/)
+      assert.notEqual(err, 'uid 0\n', 'never as root')
+      const sleeper = await run(main, "pgrep -f 'sleep 1000' | head -n 5")
+      await proc.kill()
+      assert.equal(await proc.exited, null)
+      // Its background child went with it; earlier background commands of exec are another group.
+      const after = (await run(main, "pgrep -f 'sleep 1000' | wc -l")).out.trim()
+      assert.ok(Number(after) < sleeper.out.trim().split('\n').length, `${sleeper.out} then ${after}`)
+    })
+
     it('writes and reads workspace files with their modes', async () => {
       await main.writeFile('files/a.txt', Buffer.from('hello'), 0o640)
       const r = await run(main, 'cat files/a.txt; echo; stat -c %a files/a.txt; echo more > files/b.txt')

@@ -2,7 +2,10 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
+import type { SandboxProcess } from '../sandbox/sandbox.ts'
 import type { SecretBox } from '../shared/secret-box.ts'
+import { quote } from '../shared/sh-quote.ts'
+import { SandboxStdioTransport } from './sandbox-stdio-transport.ts'
 import { openToolEntry } from '../tools/tool-entries.ts'
 import { guardedFetch } from './guarded-fetch.ts'
 import { DEFAULT_MCP_TIMEOUT_MS, mcpOutput, mcpToolName, type McpEntry, type McpOutput, type McpTool } from './mcp-tools.ts'
@@ -38,17 +41,20 @@ type Connection = {
   failure: { reason: string; turnId: string } | null
 }
 
-export function mcpHub(deps: { box: SecretBox; allowPrivate: boolean }): McpHub {
+export type McpHubDeps = {
+  box: SecretBox
+  allowPrivate: boolean
+  /** Starts a local server's command in the session's sandbox (never on the host). */
+  spawn(sessionId: string, req: { command: string; env?: Record<string, string> }): Promise<SandboxProcess>
+}
+
+export function mcpHub(deps: McpHubDeps): McpHub {
   const fetch = guardedFetch({ allowPrivate: deps.allowPrivate })
   const sessions = new Map<string, Map<string, Connection>>()
 
-  async function connect(entry: McpEntry): Promise<{ client: Client; tools: McpTool[] }> {
+  async function connect(sessionId: string, entry: McpEntry): Promise<{ client: Client; tools: McpTool[] }> {
     const full = openToolEntry(deps.box, entry)
     if (full.type !== 'mcp') throw new Error('not an mcp entry')
-    if (!full.url) throw new Error('local MCP servers (command) are not supported yet; give the server a url')
-    const headers: Record<string, string> = { ...(full.headers ?? {}) }
-    if (full.authorization !== undefined) headers.authorization = full.authorization
-    const url = new URL(full.url)
     const attempt = async (transport: Transport): Promise<Client> => {
       const client = new Client({ name: 'warren', version: '1' })
       try {
@@ -58,21 +64,20 @@ export function mcpHub(deps: { box: SecretBox; allowPrivate: boolean }): McpHub 
         // A failed transport is closed, or it would go on retrying (an EventSource reconnects).
         await client.close().catch(() => {})
         await transport.close().catch(() => {})
-        throw err
+        const said = transport instanceof SandboxStdioTransport ? transport.stderrTail : ''
+        throw said ? new Error(`${(err as Error).message}; the server said: ${said}`) : err
       }
     }
     let client: Client
-    try {
-      client = await attempt(new StreamableHTTPClientTransport(url, { fetch, requestInit: { headers } }))
-    } catch (streamable) {
-      // Older servers speak the HTTP+SSE transport only: tried once the current one failed.
-      try {
-        client = await attempt(new SSEClientTransport(url, { fetch, requestInit: { headers }, eventSourceInit: { fetch: (u, init) => fetch(u, { ...init, headers: { ...Object.fromEntries(new Headers(init?.headers)), ...headers } }) } }))
-      } catch {
-        throw streamable
-      }
+    if (full.command !== undefined) {
+      // A local server runs in the session's sandbox, as its user, with its network.
+      const command = [full.command, ...(full.args ?? [])].map(quote).join(' ')
+      client = await attempt(new SandboxStdioTransport(() => deps.spawn(sessionId, { command, env: full.env })))
+    } else {
+      client = await remote(full.url!, attempt, full.authorization, full.headers)
     }
     const allowed = full.allowed_tools ? new Set(full.allowed_tools) : null
+
     const tools: McpTool[] = []
     let cursor: string | undefined
     do {
@@ -92,6 +97,22 @@ export function mcpHub(deps: { box: SecretBox; allowPrivate: boolean }): McpHub 
       cursor = page.nextCursor
     } while (cursor)
     return { client, tools }
+  }
+
+  /** A remote server over streamable HTTP; older servers speak HTTP+SSE only, tried once the current transport failed. */
+  async function remote(address: string, attempt: (t: Transport) => Promise<Client>, authorization?: string, extra?: Record<string, string>): Promise<Client> {
+    const headers: Record<string, string> = { ...(extra ?? {}) }
+    if (authorization !== undefined) headers.authorization = authorization
+    const url = new URL(address)
+    try {
+      return await attempt(new StreamableHTTPClientTransport(url, { fetch, requestInit: { headers } }))
+    } catch (streamable) {
+      try {
+        return await attempt(new SSEClientTransport(url, { fetch, requestInit: { headers }, eventSourceInit: { fetch: (u, init) => fetch(u, { ...init, headers: { ...Object.fromEntries(new Headers(init?.headers)), ...headers } }) } }))
+      } catch {
+        throw streamable
+      }
+    }
   }
 
   /** Why a server could not be reached, in words a person can act on, never with its credentials. */
@@ -124,7 +145,7 @@ export function mcpHub(deps: { box: SecretBox; allowPrivate: boolean }): McpHub 
             conn = { key, client: null, tools: [], closed: false, failure: null }
             conns.set(entry.name, conn)
             try {
-              const { client, tools } = await connect(entry)
+              const { client, tools } = await connect(sessionId, entry)
               const c = conn
               c.client = client
               c.tools = tools

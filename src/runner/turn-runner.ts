@@ -51,7 +51,12 @@ export type RunnerDeps = Pick<Deps, 'store' | 'bus' | 'config' | 'box' | 'worksp
 export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
   const { store, config, workspaces } = runnerDeps
   // The session's MCP servers stay connected between steps and turns of this process.
-  const deps = { ...runnerDeps, mcp: mcpHub({ box: runnerDeps.box, allowPrivate: config.allowPrivateMcp }) }
+  const mcp = mcpHub({
+    box: runnerDeps.box,
+    allowPrivate: config.allowPrivateMcp,
+    spawn: async (sessionId, req) => (await workspaces.acquire(sessionId)).spawn(req),
+  })
+  const deps = { ...runnerDeps, mcp }
   const drivers = new Map<string, Driver>()
   const seen = new Map<string, Map<string, string>>()
   const seenBy = new Map<string, string>()

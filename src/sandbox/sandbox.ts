@@ -58,6 +58,17 @@ export type ExecResult = {
   stderr: Buffer
 }
 
+/** A long-running process in a sandbox with its standard streams (a local MCP server, say). */
+export type SandboxProcess = {
+  stdin: NodeJS.WritableStream
+  stdout: NodeJS.ReadableStream
+  stderr: NodeJS.ReadableStream
+  /** Resolves when the process has exited: its code, or null when a signal ended it. */
+  exited: Promise<number | null>
+  /** Kills the process and everything it started. */
+  kill(): Promise<void>
+}
+
 export type SandboxState = 'running' | 'paused' | 'destroyed'
 
 export type Sandbox = {
@@ -65,6 +76,8 @@ export type Sandbox = {
   readonly state: SandboxState
   /** Runs `command` with /bin/sh -c inside the sandbox. Rejects only when the sandbox is unusable. */
   exec(req: ExecRequest, signal?: AbortSignal): Promise<ExecResult>
+  /** Starts `command` with /bin/sh -c inside the sandbox, its stdin, stdout and stderr piped to the caller. */
+  spawn(req: { command: string; cwd?: string; env?: Record<string, string> }): Promise<SandboxProcess>
   /** Resolves null when the path does not exist. Paths are relative to the workspace and never leave it. */
   readFile(path: string): Promise<Buffer | null>
   /** Creates parent folders; refuses (throws SandboxPathError) a path that leaves the workspace, symlinks included. */

@@ -1,10 +1,10 @@
 import fs from 'node:fs'
 import path from 'node:path'
-import type { ExecRequest, ExecResult, Sandbox, SandboxSpec, SandboxState } from '../sandbox.ts'
+import type { ExecRequest, ExecResult, Sandbox, SandboxProcess, SandboxSpec, SandboxState } from '../sandbox.ts'
 import { SandboxUnavailableError } from '../sandbox.ts'
 import { execArgv, sandboxEnv, type Tools } from './bubblewrap.ts'
 import type { SandboxCgroup } from './cgroups.ts'
-import { parkExec, type Parked } from './parked.ts'
+import { parkExec, parkSpawn, type Parked } from './parked.ts'
 import { abortedResult, runCommand } from './run-command.ts'
 import { parkInit, startInit, type InitHandle } from './sandbox-init.ts'
 import { readWorkspaceFile, writeWorkspaceFile } from './workspace-files.ts'
@@ -116,6 +116,46 @@ export class LocalSandbox implements Sandbox {
       // Not while the command runs, nor before its caller has the result: parking forks the
       // service (a few ms of its event loop) and the cgroup join waits for an RCU grace period.
       setImmediate(() => this.refillSpare())
+    }
+  }
+
+  async spawn(req: { command: string; cwd?: string; env?: Record<string, string> }): Promise<SandboxProcess> {
+    this.usable()
+    const { spec } = this.ctx
+    const env = sandboxEnv(spec.workspaceMount, this.ctx.network?.env, spec.env, req.env)
+    const cwd = req.cwd ? path.posix.resolve(spec.workspaceMount, req.cwd) : spec.workspaceMount
+    if (req.command.includes('\0') || cwd.includes('\0')) throw new TypeError('the command or its cwd holds a NUL byte')
+    const init = await this.ensureInit()
+    this.usable()
+    // Its own exec group: killing it kills what it started, and nothing else.
+    const group = this.cgroup.newExec()
+    const parked = parkSpawn(this.ctx.tools.sh, this.cgroup.procsFiles(group))
+    try {
+      await parked.ready
+    } catch (err) {
+      this.discard({ parked, exec: group })
+      throw new SandboxUnavailableError(`the process could not join the sandbox's cgroups: ${(err as Error).message}`)
+    }
+    const { argv, fd9 } = execArgv({ tools: this.ctx.tools, uid: this.uid, nsPid: init.nsPid, cwd, env, command: req.command })
+    parked.start(argv, { fd9, stdinFd: 3 })
+    const child = parked.child
+    const exited = new Promise<number | null>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resolve(child.exitCode)
+      child.once('exit', (code) => resolve(code))
+    })
+    void exited.then(() => {
+      if (group && !this.cgroup.removeExec(group)) this.lingering.add(group)
+    })
+    return {
+      stdin: child.stdio[3] as NodeJS.WritableStream,
+      stdout: child.stdout!,
+      stderr: child.stderr!,
+      exited,
+      kill: async () => {
+        if (group) await this.cgroup.kill(group)
+        else if (child.pid) signalPid(-child.pid, 'SIGKILL')
+        await exited
+      },
     }
   }
 

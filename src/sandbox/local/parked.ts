@@ -24,7 +24,7 @@ export type Parked = {
    * Replaces the shell by `argv` (keeping stdio; fds above 2 but ctlFd stay open when keepFds),
    * after running `before` in it when given (the shell exits 126 when that fails).
    */
-  start(argv: string[], opts?: { keepFds?: boolean; before?: string[] | null; fd9?: string }): void
+  start(argv: string[], opts?: { keepFds?: boolean; before?: string[] | null; fd9?: string; stdinFd?: number }): void
   /** True while the shell is waiting and usable. */
   usable(): boolean
 }
@@ -85,7 +85,9 @@ export function park(sh: string, procsFiles: string[], extraFds: number, wrap: s
       // a command line is readable by every host user in /proc/<pid>/cmdline.
       // The here-document's body follows the line that opens it.
       const doc = opts.fd9 === undefined ? { redirect: '', body: '' } : hereDoc(9, opts.fd9)
-      child.stdin!.end(`exec </dev/null${close}${doc.redirect}; ${before}exec ${argv.map(quote).join(' ')}\n${doc.body}`)
+      // The command reads /dev/null, or (a process the caller talks to) one of the extra pipes.
+      const stdin = opts.stdinFd === undefined ? '</dev/null' : `<&${opts.stdinFd} ${opts.stdinFd}<&-`
+      child.stdin!.end(`exec ${stdin}${close}${doc.redirect}; ${before}exec ${argv.map(quote).join(' ')}\n${doc.body}`)
       if (!opts.keepFds) ctl.destroy()
     },
     usable: () => isReady && !started && child.exitCode === null && child.signalCode === null,
@@ -99,6 +101,11 @@ function hereDoc(fd: number, text: string): { redirect: string; body: string } {
   return { redirect: ` ${fd}<<'${end}'`, body: `${text}${text.endsWith('\n') || text === '' ? '' : '\n'}${end}\n` }
 }
 
+
+/** A parked shell for a process the caller talks to: stdin on fd 3 (a pipe), control on fd 4. */
+export function parkSpawn(sh: string, procsFiles: string[]): Parked {
+  return park(sh, procsFiles, 2)
+}
 
 /** A parked shell for one exec call: stdout and stderr pipes, control on fd 3. */
 export function parkExec(sh: string, procsFiles: string[]): Parked {

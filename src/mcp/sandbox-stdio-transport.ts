@@ -1,0 +1,74 @@
+import { ReadBuffer, serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js'
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
+import type { SandboxProcess } from '../sandbox/sandbox.ts'
+
+/** What a local server wrote to stderr last, for the reason shown when it fails. */
+const STDERR_TAIL = 2000
+
+/**
+ * The MCP stdio transport over a process in the session's sandbox: newline-delimited JSON-RPC on
+ * its stdin and stdout. The SDK's own stdio transport spawns on the host, which a local server
+ * must never run on.
+ */
+export class SandboxStdioTransport implements Transport {
+  onclose?: () => void
+  onerror?: (error: Error) => void
+  onmessage?: <T extends JSONRPCMessage>(message: T) => void
+  private proc: SandboxProcess | null = null
+  private readonly buffer = new ReadBuffer()
+  private stderr = ''
+  private closed = false
+  private readonly launch: () => Promise<SandboxProcess>
+
+  constructor(launch: () => Promise<SandboxProcess>) {
+    this.launch = launch
+  }
+
+  /** The end of what the server wrote to stderr: why it failed, in its own words. */
+  get stderrTail(): string {
+    return this.stderr.trim()
+  }
+
+  async start(): Promise<void> {
+    const proc = await this.launch()
+    this.proc = proc
+    proc.stdout.on('data', (chunk: Buffer) => {
+      this.buffer.append(chunk)
+      for (;;) {
+        let message: JSONRPCMessage | null
+        try {
+          message = this.buffer.readMessage()
+        } catch (err) {
+          this.onerror?.(err as Error)
+          continue
+        }
+        if (message === null) break
+        this.onmessage?.(message)
+      }
+    })
+    proc.stderr.on('data', (chunk: Buffer) => (this.stderr = (this.stderr + chunk.toString('utf8')).slice(-STDERR_TAIL)))
+    proc.stdin.on('error', (err: Error) => this.onerror?.(err))
+    void proc.exited.then((code) => {
+      if (!this.closed && code !== 0) this.onerror?.(new Error(`the server exited${code === null ? ' on a signal' : ` with code ${code}`}${this.stderrTail ? `: ${this.stderrTail}` : ''}`))
+      this.finish()
+    })
+  }
+
+  async send(message: JSONRPCMessage): Promise<void> {
+    const proc = this.proc
+    if (!proc || this.closed) throw new Error('the server is not running')
+    await new Promise<void>((resolve, reject) => proc.stdin.write(serializeMessage(message), (err) => (err ? reject(err) : resolve())))
+  }
+
+  async close(): Promise<void> {
+    if (this.proc) await this.proc.kill()
+    this.finish()
+  }
+
+  private finish(): void {
+    if (this.closed) return
+    this.closed = true
+    this.onclose?.()
+  }
+}
