@@ -12,14 +12,16 @@ fi
 [ "${1:-}" = "--deps-only" ] && exit 0
 
 # System packages: sandboxes (bubblewrap), their networks (iproute2, nftables), repositories (git),
-# the tests' self-signed webhook receivers (openssl), and the headless browser (chromium, driven
-# through playwright-core) that the browser tools and the preview tests use.
+# the tests' self-signed webhook receivers (openssl), web_fetch inside the sandbox (curl), and the
+# headless browser (chromium, driven through playwright-core) that the browser tools and the
+# preview tests use.
 need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v nft >/dev/null 2>&1 || need+=(nftables)
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
+command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -31,6 +31,10 @@ export type Config = {
   /** Remote MCP servers at loopback and private addresses are refused unless set (local testing). */
   allowPrivateMcp: boolean
   previewDomain: string
+  /** The SearXNG instance web_search and image_search ask; undefined: both are unavailable. */
+  searchUrl: string | undefined
+  /** CIDRs the workspaces' egress proxy lets through although private (a deployment's own hosts, tests' namespaces). */
+  sandboxAllowPrivate: string[]
   /** Where callers reach this service (the token-gated preview address is built on it). */
   publicUrl: string
   gitBaseUrl: string
@@ -130,6 +134,8 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
     allowPrivateMcp: bool('WARREN_ALLOW_PRIVATE_MCP'),
     previewDomain: (env.WARREN_PREVIEW_DOMAIN || `preview.localhost:${port}`).toLowerCase(),
     publicUrl: (env.WARREN_PUBLIC_URL || `http://${reachableHost(env.HOST || '127.0.0.1')}:${port}`).replace(/\/+$/, ''),
+    searchUrl: env.WARREN_SEARCH_URL ? env.WARREN_SEARCH_URL.replace(/\/+$/, '') : undefined,
+    sandboxAllowPrivate: list('WARREN_SANDBOX_ALLOW_PRIVATE'),
     gitBaseUrl: (env.WARREN_GIT_BASE_URL || 'https://github.com').replace(/\/+$/, ''),
     logLevel: env.WARREN_LOG_LEVEL || 'info',
     sandboxMemoryMb: int('WARREN_SANDBOX_MEMORY_MB', 2048, 16),
@@ -145,6 +151,8 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
   if (config.encryptionKey !== undefined && decodeKey(config.encryptionKey) === null) {
     problems.push('WARREN_ENCRYPTION_KEY must be 32 bytes, written as 64 hex digits or base64')
   }
+  if (config.searchUrl !== undefined && !/^https?:\/\/[^/]/.test(config.searchUrl)) problems.push('WARREN_SEARCH_URL must be an http(s) address of a SearXNG instance')
+  for (const cidr of config.sandboxAllowPrivate) if (!/^[\d.]+\/\d{1,2}$|^[0-9a-f:]+\/\d{1,3}$/i.test(cidr)) problems.push(`WARREN_SANDBOX_ALLOW_PRIVATE must be a comma list of CIDRs (10.1.0.0/16), got "${cidr}"`)
   if (!/^[a-z][a-z0-9]{0,5}$/.test(config.sandboxPrefix)) problems.push('WARREN_SANDBOX_PREFIX must be 1 to 6 lowercase letters and digits, starting with a letter')
   if (problems.length > 0) throw new Error(`Invalid configuration:\n  - ${problems.join('\n  - ')}`)
   return config

@@ -17,6 +17,7 @@ import { deliveryWorker } from './webhooks/delivery-worker.ts'
 import { localBlobStore } from './artifacts/blob-store.ts'
 import { publishPending } from './artifacts/publisher.ts'
 import { publishTurn } from './artifacts/publish-turn.ts'
+import { unavailableNetworkTools } from './tools/network/index.ts'
 
 /** Says plainly, at start, what this host allows the sandboxes and what is missing. */
 function reportHost(r: HostReport): void {
@@ -30,8 +31,9 @@ export async function startServer(config: Config): Promise<FastifyInstance> {
   // Several processes on one PostgreSQL wake each other's streams and workers through it.
   const bus = config.databaseUrl ? await pgEventBus(config.databaseUrl, await currentSchema(store)) : memoryEventBus()
   const box = secretBox(loadEncryptionKey(config))
-  const provider = await createLocalProvider({ prefix: config.sandboxPrefix })
+  const provider = await createLocalProvider({ prefix: config.sandboxPrefix, allowPrivate: config.sandboxAllowPrivate })
   reportHost(provider.report())
+  for (const [type, why] of unavailableNetworkTools(config)) process.stderr.write(`warren: tool ${type} is not offered: ${why}\n`)
   const workspaces = workspaceManager({ store, bus, config, box, provider })
   await workspaces.recover()
   const blobs = localBlobStore(path.join(config.dataDir, 'artifacts'))

@@ -11,6 +11,7 @@ import { WORKSPACE_MOUNT } from '../workspaces/workspace-manager.ts'
 import { functionEntries, offeredTools, toolKind } from './agent-tools.ts'
 import type { McpHub } from '../mcp/mcp-hub.ts'
 import { mcpEntries } from '../mcp/mcp-tools.ts'
+import { offeredNetworkTools } from '../tools/network/index.ts'
 import { planCompaction } from './compaction.ts'
 import { agentInstructions } from './instructions.ts'
 import { contextWindow, languageModel, maxOutputTokens } from './language-model.ts'
@@ -57,8 +58,8 @@ export async function agentStep(ctx: Ctx, scope: TurnScope): Promise<StepResult>
   }
 
   const functions = functionEntries(agent.tools)
-  const mcp = await listMcpTools(ctx, turn, mcpEntries(agent.tools))
-  const tools = offeredTools(functions, mcp)
+  const inPlay = { functions, network: offeredNetworkTools(ctx.config, agent.tools), mcp: await listMcpTools(ctx, turn, mcpEntries(agent.tools)) }
+  const tools = offeredTools(inPlay)
   const instructions = agentInstructions(WORKSPACE_MOUNT, agent.instructions ?? '')
   const window = contextWindow(agent.model, ctx.config.contextWindowTokens)
   const overhead = estimateTokens(instructions) + estimateTokens(Object.entries(tools).map(([n, t]) => [n, t.description, t.inputSchema]))
@@ -91,7 +92,7 @@ export async function agentStep(ctx: Ctx, scope: TurnScope): Promise<StepResult>
     try {
       const raw = await runModelStep({ model, instructions, messages, tools, maxOutputTokens: maxOutputTokens(credential.provider, agent.model), signal, stallMs: ctx.config.modelStallMs, onText: transient('agent.text'), onThinking: transient('agent.thinking') })
       const step = withFreshCallIds(raw, await takenCallIds(db, turn.session_id, raw.toolCalls.map((c) => c.toolCallId)))
-      await recordStep(ctx, turn, step, { model: agent.model, credentialId: credential.id, isSandboxTool: (n) => ['builtin', 'mcp'].includes(toolKind(n, functions, mcp)) })
+      await recordStep(ctx, turn, step, { model: agent.model, credentialId: credential.id, isSandboxTool: (n) => ['builtin', 'network', 'mcp'].includes(toolKind(n, inPlay)) })
       return step
     } catch (caught) {
       if (!(caught instanceof ProviderFailure)) throw caught

@@ -3,9 +3,13 @@ import { BUILTIN_TOOLS } from '../tools/builtin/index.ts'
 import type { ToolEntry } from '../tools/tools.schema.ts'
 import type { StoredToolEntry } from '../tools/tool-entries.ts'
 import type { McpTool } from '../mcp/mcp-tools.ts'
+import type { NetworkTool } from '../tools/network/index.ts'
 
 /** How the runner handles a call, by the tool's name. */
-export type ToolKind = 'builtin' | 'todo' | 'question' | 'function' | 'mcp' | 'unknown'
+export type ToolKind = 'builtin' | 'todo' | 'question' | 'function' | 'network' | 'mcp' | 'unknown'
+
+/** Everything a session's model may call beyond the built-in tools, for one step. */
+export type ToolsInPlay = { functions: FunctionEntry[]; network: NetworkTool[]; mcp: McpTool[] }
 
 export const TODO_TOOL = {
   name: 'todo_write',
@@ -48,18 +52,19 @@ type FunctionEntry = Extract<ToolEntry, { type: 'function' }>
 
 export const functionEntries = (tools: StoredToolEntry[] | null): FunctionEntry[] => (tools ?? []).filter((t): t is FunctionEntry => t.type === 'function')
 
-/** Built-in names win: a caller's function cannot take over `bash`. */
-export function toolKind(name: string, functions: FunctionEntry[], mcp: McpTool[] = []): ToolKind {
+/** Built-in names win: a caller's function cannot take over `bash` (nor an offered `web_fetch`). */
+export function toolKind(name: string, { functions, network, mcp }: ToolsInPlay): ToolKind {
   if (BUILTIN_TOOLS.some((t) => t.name === name)) return 'builtin'
   if (name === TODO_TOOL.name) return 'todo'
   if (name === QUESTION_TOOL.name) return 'question'
+  if (network.some((t) => t.type === name)) return 'network'
   if (functions.some((f) => f.name === name)) return 'function'
   if (mcp.some((t) => t.name === name)) return 'mcp'
   return 'unknown'
 }
 
 /** The tools the model is offered, without `execute`: the runner runs every call itself. */
-export function offeredTools(functions: FunctionEntry[], mcp: McpTool[] = []): ToolSet {
+export function offeredTools({ functions, network, mcp }: ToolsInPlay): ToolSet {
   const set: ToolSet = {}
   const add = (name: string, description: string, parameters: Record<string, unknown>) => {
     set[name] = tool({ description, inputSchema: jsonSchema(parameters as never) })
@@ -67,6 +72,7 @@ export function offeredTools(functions: FunctionEntry[], mcp: McpTool[] = []): T
   for (const t of BUILTIN_TOOLS) add(t.name, t.description, t.parameters)
   add(TODO_TOOL.name, TODO_TOOL.description, TODO_TOOL.parameters)
   add(QUESTION_TOOL.name, QUESTION_TOOL.description, QUESTION_TOOL.parameters)
+  for (const t of network) add(t.type, t.description, t.parameters)
   for (const f of functions) {
     if (set[f.name]) continue
     add(f.name, f.description ?? `The caller's function ${f.name}.`, f.parameters ?? { type: 'object', properties: {} })

@@ -8,6 +8,7 @@ import { setRunningCall, turnEventScope, type TurnRow } from '../turns/turns.sto
 import { functionEntries, toolKind, type ToolKind } from './agent-tools.ts'
 import type { McpHub } from '../mcp/mcp-hub.ts'
 import { mcpEntries, type McpTool } from '../mcp/mcp-tools.ts'
+import { networkRuleSubject, offeredNetworkTools, type NetworkTool } from '../tools/network/index.ts'
 import type { ToolCallRequest } from './model-step.ts'
 import { decide, type ApprovalMode } from './permissions.ts'
 import { recordCallResult, type CallResult } from './record-step.ts'
@@ -37,13 +38,14 @@ export async function handleOpenCalls(ctx: Ctx, scope: TurnScope, open: ToolCall
   const functions = functionEntries(agent.tools)
   const servers = mcpEntries(agent.tools)
   const mcp = servers.length > 0 ? (await ctx.mcp.list(turn.session_id, turn.id, servers)).tools : []
+  const inPlay = { functions, network: offeredNetworkTools(ctx.config, agent.tools), mcp }
   const rows = new Map((await callsOfTurn(ctx.store.db, turn.id)).map((c) => [c.callId, c]))
   for (const call of open) {
-    const kind = toolKind(call.toolName, functions, mcp)
+    const kind = toolKind(call.toolName, inPlay)
     const row = rows.get(call.toolCallId)
     if (kind === 'function') {
       if (!row) {
-        await requireFunctions(ctx, turn, open.filter((c) => toolKind(c.toolName, functions) === 'function' && !rows.has(c.toolCallId)))
+        await requireFunctions(ctx, turn, open.filter((c) => toolKind(c.toolName, inPlay) === 'function' && !rows.has(c.toolCallId)))
         return 'parked'
       }
       if (row.status === 'pending') return 'parked'
@@ -68,10 +70,11 @@ export async function handleOpenCalls(ctx: Ctx, scope: TurnScope, open: ToolCall
     const verdict = await permit(ctx, scope, call, kind, row, mcpTool)
     if (verdict === 'parked') return 'parked'
     if (verdict !== 'allow') {
-      await recordCallResult(ctx, turn, call, { ...verdict, summary: kind === 'builtin' || kind === 'mcp' ? 'refused' : undefined })
+      await recordCallResult(ctx, turn, call, { ...verdict, summary: kind === 'builtin' || kind === 'mcp' || kind === 'network' ? 'refused' : undefined })
       continue
     }
     if (mcpTool) await runMcpCall(ctx, scope, call, mcpTool)
+    else if (kind === 'network') await runNetworkCall(ctx, scope, call, inPlay.network.find((t) => t.type === call.toolName)!)
     else await runCall(ctx, scope, call, kind)
   }
   return 'continue'
@@ -147,7 +150,11 @@ async function permit(ctx: Ctx, scope: TurnScope, call: ToolCallRequest, kind: T
     const reason = typeof a.reason === 'string' && a.reason ? a.reason : a.code === 'approval_timeout' ? 'Nobody answered the approval request in time.' : 'The person refused this call.'
     return { output: `Not run: ${reason}`, isError: true }
   }
-  const subject = { tool: call.toolName, writes, ...(kind === 'builtin' ? ruleSubject(call.toolName, asObject(call.input)) : {}) }
+  const subject = {
+    tool: call.toolName,
+    writes,
+    ...(kind === 'builtin' ? ruleSubject(call.toolName, asObject(call.input)) : kind === 'network' ? networkRuleSubject(call.toolName, asObject(call.input)) : {}),
+  }
   const d = decide(subject, (agent.approval_mode ?? 'auto') as ApprovalMode, (agent.permission_rules ?? []) as PermissionRule[])
   if (d.decision === 'allow') return 'allow'
   if (d.decision === 'deny') {
@@ -206,4 +213,12 @@ async function runMcpCall(ctx: Ctx, scope: TurnScope, call: ToolCallRequest, too
   const out = await ctx.mcp.call(turn.session_id, tool, asObject(call.input), scope.signal)
   const summary = out.isError ? `${tool.server} answered with an error` : `${tool.server}: ${out.text.length} characters${out.parts ? ', with images' : ''}`
   await recordCallResult(ctx, turn, call, { output: out.text, isError: out.isError, summary, ...(out.parts && !out.isError ? { content: out.parts } : {}) })
+}
+
+/** A network tool: it acts under the workspace's network policy (see each tool). */
+async function runNetworkCall(ctx: Ctx, scope: TurnScope, call: ToolCallRequest, tool: NetworkTool): Promise<void> {
+  const { turn } = scope
+  const out = await tool.run(asObject(call.input), { config: ctx.config, sandbox: () => ctx.workspaces.acquire(turn.session_id), signal: scope.signal })
+  await recordCallResult(ctx, turn, call, { output: out.output, isError: out.isError, summary: out.summary })
+  if (scope.signal.aborted) throw scope.signal.reason
 }

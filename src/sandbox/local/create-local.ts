@@ -12,6 +12,8 @@ export type LocalStackOptions = {
   prefix?: string
   /** First host uid given to sandboxes. */
   uidBase?: number
+  /** CIDRs of private addresses the workspaces may reach all the same (WARREN_SANDBOX_ALLOW_PRIVATE). */
+  allowPrivate?: string[]
   logger?: ProxyLogger
 }
 
@@ -22,7 +24,7 @@ export type LocalStackOptions = {
 export async function createLocalProvider(opts: LocalStackOptions = {}): Promise<SandboxProvider> {
   const prefix = opts.prefix ?? 'wr'
   let network: SandboxNetwork | null = null
-  const proxy = await startEgressProxy({ host: '127.0.0.1', resolveSandbox: (remote, local) => network?.resolve(remote, local) ?? null, logger: opts.logger })
+  const proxy = await startEgressProxy({ host: '127.0.0.1', resolveSandbox: (remote, local) => network?.resolve(remote, local) ?? null, allowPrivate: opts.allowPrivate ?? false, logger: opts.logger })
   network = localNetwork({ proxy, prefix, table: prefix === 'wr' ? 'warren' : `warren_${prefix}` })
   const provider = new LocalSandboxProvider({
     network,

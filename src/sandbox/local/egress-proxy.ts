@@ -148,7 +148,8 @@ export async function startEgressProxy(opts: EgressProxyOptions): Promise<Egress
 
   function reply(res: ServerResponse, r: Refusal) {
     if (res.headersSent) return res.destroy()
-    res.writeHead(r.status, { 'content-type': 'text/plain; charset=utf-8', connection: 'close' }).end(`${r.reason}\n`)
+    // Marked as the proxy's own answer, so a tool can tell a refusal from a site's 403.
+    res.writeHead(r.status, { 'content-type': 'text/plain; charset=utf-8', connection: 'close', 'x-warren-egress': 'refused' }).end(`${r.reason}\n`)
   }
 
   /** Absolute-URI http requests; one upstream connection each (no pool shared across sandboxes). */

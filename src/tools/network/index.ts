@@ -1,0 +1,83 @@
+import type { Config } from '../../config.ts'
+import type { Sandbox } from '../../sandbox/sandbox.ts'
+import type { StoredToolEntry } from '../tool-entries.ts'
+import { NETWORK_TOOL_TYPES, type NetworkToolType } from '../tools.schema.ts'
+import { urlHost, webFetch } from './web-fetch.ts'
+import { webSearch } from './web-search.ts'
+
+export type NetworkToolContext = { config: Config; sandbox: () => Promise<Sandbox>; signal: AbortSignal }
+export type NetworkOutcome = { output: string; isError: boolean; summary: string }
+
+export type NetworkTool = {
+  type: NetworkToolType
+  description: string
+  parameters: Record<string, unknown>
+  run(args: Record<string, unknown>, ctx: NetworkToolContext): Promise<NetworkOutcome>
+}
+
+const NETWORK_TOOLS: NetworkTool[] = [
+  {
+    type: 'web_fetch',
+    description:
+      'Fetch a web page (or any text address) and read it as Markdown. Goes out under the workspace’s network policy; follows up to 5 redirects; long pages are cut, with a note.',
+    parameters: {
+      type: 'object',
+      properties: { url: { type: 'string', description: 'An http(s) address.' }, max_chars: { type: 'integer', description: 'Most characters to return (default 50000, at most 200000).' } },
+      required: ['url'],
+      additionalProperties: false,
+    },
+    run: async (args, ctx) => webFetch(await ctx.sandbox(), args, ctx.signal),
+  },
+  {
+    type: 'web_search',
+    description: 'Search the web. Returns titles, addresses and snippets; read a result with web_fetch.',
+    parameters: {
+      type: 'object',
+      properties: { query: { type: 'string' }, count: { type: 'integer', description: 'How many results (default 10, at most 20).' } },
+      required: ['query'],
+      additionalProperties: false,
+    },
+    run: (args, ctx) => webSearch(ctx.config.searchUrl!, args, 'web', ctx.signal),
+  },
+  {
+    type: 'image_search',
+    description: 'Search for images. Returns each image’s address and size with the page it is on.',
+    parameters: {
+      type: 'object',
+      properties: { query: { type: 'string' }, count: { type: 'integer', description: 'How many results (default 10, at most 20).' } },
+      required: ['query'],
+      additionalProperties: false,
+    },
+    run: (args, ctx) => webSearch(ctx.config.searchUrl!, args, 'images', ctx.signal),
+  },
+]
+
+const byType = new Map(NETWORK_TOOLS.map((t) => [t.type, t]))
+
+/** Why each network tool type cannot be offered on this deployment; absent when it can. */
+export function unavailableNetworkTools(config: Pick<Config, 'disabledTools' | 'searchUrl'>): Map<NetworkToolType, string> {
+  const why = new Map<NetworkToolType, string>()
+  for (const type of NETWORK_TOOL_TYPES) {
+    if (config.disabledTools.includes(type)) why.set(type, 'turned off by WARREN_DISABLED_TOOLS')
+    else if (!byType.has(type)) why.set(type, 'not built yet on this service')
+    else if ((type === 'web_search' || type === 'image_search') && !config.searchUrl) why.set(type, 'no search backend: set WARREN_SEARCH_URL (a SearXNG instance)')
+  }
+  return why
+}
+
+/**
+ * The network tools the model is offered: the types the configuration names (all of them when it
+ * names no configuration at all, none for []), less what the deployment turned off or cannot run.
+ */
+export function offeredNetworkTools(config: Pick<Config, 'disabledTools' | 'searchUrl'>, tools: StoredToolEntry[] | null): NetworkTool[] {
+  const named = tools === null ? [...NETWORK_TOOL_TYPES] : tools.map((t) => t.type).filter((t): t is NetworkToolType => (NETWORK_TOOL_TYPES as readonly string[]).includes(t))
+  const unavailable = unavailableNetworkTools(config)
+  return named.filter((t) => !unavailable.has(t)).map((t) => byType.get(t)!)
+}
+
+/** What permission rules see of a network call: its domain, when it names one. */
+export function networkRuleSubject(type: string, args: Record<string, unknown>): { domain?: string } {
+  if (type !== 'web_fetch') return {}
+  const host = urlHost(args.url)
+  return host ? { domain: host } : {}
+}
