@@ -31,6 +31,9 @@ const page = '<!doctype html><html><head><title>Test site</title><script>var sec
   '<body><h1>Site title</h1><p>A paragraph with <a href="/about">a link</a>.</p><ul><li>one</li><li>two</li></ul></body></html>'
 http.createServer((q, s) => {
   if (q.url === '/') return s.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(page)
+  if (q.url === '/form') return s.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>Form</title><h1 id=h>Who are you?</h1>' +
+    '<label>Name <input id=n></label> <select id=c aria-label=Colour><option>red</option><option>blue</option></select>' +
+    '<button onclick="document.getElementById(\\'h\\').textContent = \\'Hello \\' + document.getElementById(\\'n\\').value + \\' in \\' + document.getElementById(\\'c\\').value">Greet</button>')
   if (q.url === '/plain') return s.writeHead(200, { 'content-type': 'text/plain' }).end('just text')
   if (q.url === '/big') return s.writeHead(200, { 'content-type': 'text/html' }).end('<p>' + 'word '.repeat(30000) + '</p>')
   if (q.url === '/to-loopback') return s.writeHead(302, { location: 'http://127.0.0.1:' + loopbackPort + '/' }).end()
@@ -169,11 +172,51 @@ describe('network tools [sqlite]', { skip }, () => {
     assert.equal(images!.get('categories'), 'images')
   })
 
+  it('browse, then act on references (type, select, click), then a screenshot the model is shown', async () => {
+    const refOf = (text: string, pattern: RegExp) => pattern.exec(text)?.[1] ?? 'missing'
+    const lastResult = (req: { toolResults: { content: string }[] }) => req.toolResults.at(-1)!.content
+    const c = client(w(), await newOrg(w()))
+    await c.connect(fake, 'anthropic')
+    const sid = await c.session({ tools: [{ type: 'browse' }, { type: 'browser_act' }, { type: 'screenshot' }] })
+    const before = fake.modelRequests.length
+    fake.script(
+      { toolCalls: [{ id: 'toolu_1', name: 'browse', args: { url: `http://${siteAddr}:8080/form` } }] },
+      (req) => ({ toolCalls: [{ id: 'toolu_2', name: 'browser_act', args: { action: 'type', ref: refOf(lastResult(req), /textbox "Name" \[ref=(e\d+)\]/), text: 'Ada' } }] }),
+      (req) => ({ toolCalls: [{ id: 'toolu_3', name: 'browser_act', args: { action: 'select', ref: refOf(lastResult(req), /combobox "Colour" \[ref=(e\d+)\]/), value: 'blue' } }] }),
+      (req) => ({ toolCalls: [{ id: 'toolu_4', name: 'browser_act', args: { action: 'click', ref: refOf(lastResult(req), /button "Greet" \[ref=(e\d+)\]/) } }] }),
+      { toolCalls: [{ id: 'toolu_5', name: 'screenshot', args: {} }] },
+      { toolCalls: [{ id: 'toolu_6', name: 'browse', args: { url: `http://127.0.0.1:${(loopback.address() as AddressInfo).port}/` } }] },
+      { text: 'Greeted.' },
+    )
+    const turn = await c.accept(sid, 'fill the form')
+    const settled = await c.settled(sid, turn.id, 90_000)
+    assert.equal(settled.status, 'completed', JSON.stringify(settled.error))
+    const requests = fake.modelRequests.slice(before)
+    assert.deepEqual(requests[0]!.tools.filter((t) => ['browse', 'browser_act', 'screenshot', 'web_fetch'].includes(t)).sort(), ['browse', 'browser_act', 'screenshot'])
+    const opened = lastResult(requests[1]!)
+    assert.match(opened, /^Opened http:\/\/10\.251\.\d+\.2:8080\/form \(200\)\.\nPage: Form — /)
+    assert.match(opened, /heading "Who are you\?"/)
+    assert.match(opened, /textbox "Name" \[ref=e\d+\]/)
+    const clicked = lastResult(requests[4]!)
+    assert.match(clicked, /^Did click on e\d+\./)
+    assert.match(clicked, /heading "Hello Ada in blue"/)
+    // The screenshot reaches the model as an image.
+    const shot = JSON.stringify(requests[5]!.body.messages.at(-1))
+    assert.match(shot, /"type":"image"/)
+    assert.match(shot, /"media_type":"image\/png"/)
+    // The browser goes out through the workspace's proxy: the host's loopback is refused.
+    const refused = lastResult(requests[6]!)
+    assert.match(refused, /network policy refused/)
+    assert.ok(!refused.includes('host loopback secret'))
+    const items = await c.items(sid)
+    assert.deepEqual(details(items, 'agent.tool_call').map((d) => d.toolName), ['browse', 'browser_act', 'browser_act', 'browser_act', 'screenshot', 'browse'])
+  })
+
   it('offers exactly the named network types, none for [], and never one the deployment turned off or cannot run', async () => {
     const offered = async (session: Record<string, unknown>) => (await run(session, [])).requests[0]!.tools.filter((t) => ['web_fetch', 'web_search', 'image_search', 'browse', 'browser_act', 'screenshot'].includes(t))
     assert.deepEqual(await offered({ tools: [{ type: 'web_fetch' }] }), ['web_fetch'])
     assert.deepEqual(await offered({ tools: [] }), [])
-    assert.deepEqual((await offered({})).sort(), ['image_search', 'web_fetch', 'web_search'])
+    assert.deepEqual((await offered({})).sort(), ['browse', 'browser_act', 'image_search', 'screenshot', 'web_fetch', 'web_search'])
     w().config.disabledTools = ['web_search']
     try {
       assert.deepEqual(await offered({ tools: [{ type: 'web_search' }, { type: 'web_fetch' }] }), ['web_fetch'])

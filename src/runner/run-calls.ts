@@ -7,6 +7,7 @@ import { callsOfTurn, insertPendingCall, type PendingCall } from '../turns/pendi
 import { setRunningCall, turnEventScope, type TurnRow } from '../turns/turns.store.ts'
 import { functionEntries, toolKind, type ToolKind } from './agent-tools.ts'
 import type { McpHub } from '../mcp/mcp-hub.ts'
+import type { BrowserHub } from '../tools/browser/browser-hub.ts'
 import { mcpEntries, type McpTool } from '../mcp/mcp-tools.ts'
 import { networkRuleSubject, offeredNetworkTools, type NetworkTool } from '../tools/network/index.ts'
 import type { ToolCallRequest } from './model-step.ts'
@@ -15,7 +16,7 @@ import { recordCallResult, type CallResult } from './record-step.ts'
 import { moveSession } from './session-status.ts'
 import type { StoredAgent } from '../sessions/sessions.store.ts'
 
-type Ctx = Pick<Deps, 'store' | 'bus' | 'config' | 'workspaces'> & { mcp: McpHub }
+type Ctx = Pick<Deps, 'store' | 'bus' | 'config' | 'workspaces'> & { mcp: McpHub; browser: BrowserHub }
 
 export type TurnScope = {
   turn: TurnRow
@@ -218,7 +219,8 @@ async function runMcpCall(ctx: Ctx, scope: TurnScope, call: ToolCallRequest, too
 /** A network tool: it acts under the workspace's network policy (see each tool). */
 async function runNetworkCall(ctx: Ctx, scope: TurnScope, call: ToolCallRequest, tool: NetworkTool): Promise<void> {
   const { turn } = scope
-  const out = await tool.run(asObject(call.input), { config: ctx.config, sandbox: () => ctx.workspaces.acquire(turn.session_id), signal: scope.signal })
-  await recordCallResult(ctx, turn, call, { output: out.output, isError: out.isError, summary: out.summary })
+  const sandbox = () => ctx.workspaces.acquire(turn.session_id)
+  const out = await tool.run(asObject(call.input), { config: ctx.config, sandbox, page: () => ctx.browser.page(turn.session_id, sandbox), signal: scope.signal })
+  await recordCallResult(ctx, turn, call, { output: out.output, isError: out.isError, summary: out.summary, ...(out.content && !out.isError ? { content: out.content } : {}) })
   if (scope.signal.aborted) throw scope.signal.reason
 }

@@ -13,6 +13,7 @@ import { openToolCalls } from './open-calls.ts'
 import { handleOpenCalls, type TurnScope } from './run-calls.ts'
 import { beginTurn, settleTurn, type Settlement } from './turn-lifecycle.ts'
 import { mcpHub } from '../mcp/mcp-hub.ts'
+import { browserHub } from '../tools/browser/browser-hub.ts'
 
 export type TurnRunner = {
   /** Makes sure the session's turns are being driven (a new message, an answer, a restart). */
@@ -56,7 +57,10 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
     allowPrivate: config.allowPrivateMcp,
     spawn: async (sessionId, req) => (await workspaces.acquire(sessionId)).spawn(req),
   })
-  const deps = { ...runnerDeps, mcp }
+  // The session's browser (browse, browser_act, screenshot) lives until the workspace pauses.
+  const browser = browserHub()
+  workspaces.onPause((sessionId) => browser.close(sessionId))
+  const deps = { ...runnerDeps, mcp, browser }
   const drivers = new Map<string, Driver>()
   const seen = new Map<string, Map<string, string>>()
   const seenBy = new Map<string, string>()
@@ -216,6 +220,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
       drivers.get(sessionId)?.controller.abort({ stop: 'forget' } satisfies Stop)
       for (const [t, s] of seenBy) if (s === sessionId) (seen.delete(t), seenBy.delete(t))
       void deps.mcp.forget(sessionId)
+      void browser.close(sessionId)
     },
     async settled(sessionId) {
       while (drivers.has(sessionId)) await drivers.get(sessionId)!.done
@@ -230,6 +235,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
       for (const d of drivers.values()) d.controller.abort({ stop: 'close' } satisfies Stop)
       await Promise.allSettled([...drivers.values()].map((d) => d.done))
       await deps.mcp.close()
+      await browser.closeAll()
     },
   }
 }

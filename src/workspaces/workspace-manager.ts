@@ -43,6 +43,8 @@ export type WorkspaceManager = {
   hold(sessionId: string): () => void
   /** Counts as activity (preview traffic, say). */
   touch(sessionId: string): void
+  /** Runs `fn` before a workspace pauses (and is awaited): what must not be frozen stops first. */
+  onPause(fn: (sessionId: string) => Promise<void>): void
   /** Fires with the session id when its sandbox is about to be reclaimed at the lifetime ceiling. */
   readonly reclaimed: EventEmitter<{ reclaimed: [string] }>
   /** Destroys the sandbox and the workspace files (session deleted). */
@@ -58,6 +60,7 @@ export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | '
   const { store, bus, config, box, provider } = deps
   const entries = new Map<string, Entry>()
   const reclaimed = new EventEmitter<{ reclaimed: [string] }>()
+  const pauseHooks: ((id: string) => Promise<void>)[] = []
   const root = path.join(config.dataDir, 'workspaces')
   const dirOf = (id: string) => path.join(root, id)
 
@@ -152,6 +155,7 @@ export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | '
     if (Date.now() - e.lastActivity < config.idlePauseMs) return
     const ws = await getWorkspace(store.db, id)
     if (!ws) return
+    for (const hook of pauseHooks) await hook(id).catch(() => {})
     await e.sandbox.pause()
     e.usedMs += Date.now() - (e.runningSince ?? Date.now())
     e.runningSince = null
@@ -212,6 +216,7 @@ export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | '
     touch(id) {
       entryOf(id).lastActivity = Date.now()
     },
+    onPause: (fn) => void pauseHooks.push(fn),
     reclaimed,
     workspaceDir: dirOf,
     destroy: (id) =>

@@ -24,11 +24,12 @@ export const WRAPPER_ENV = { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' }
 /**
  * Entries of /etc the sandbox sees: what programs need to resolve names, verify TLS, load
  * libraries, follow alternatives and run Java. Not the whole /etc: it may hold the service's
- * configuration, credentials of other tools (npmrc, pip.conf) and machine identity. Kept short on
+ * configuration, credentials of other tools (npmrc, pip.conf) and machine identity. Fonts, for
+ * anything that renders text (the browser tools' Chromium). Kept short on
  * purpose: every entry is one more read-only bind, 0.1–0.3 ms of every sandbox start.
  */
 const ETC_NAMES = [
-  'alternatives', 'hosts', 'ld.so.cache', 'localtime', 'nsswitch.conf', 'os-release', 'protocols', 'resolv.conf',
+  'alternatives', 'fonts', 'hosts', 'ld.so.cache', 'localtime', 'nsswitch.conf', 'os-release', 'protocols', 'resolv.conf',
   'services', 'ssl',
 ]
 const ETC_PREFIXES = ['java-']

@@ -4,9 +4,18 @@ import type { StoredToolEntry } from '../tool-entries.ts'
 import { NETWORK_TOOL_TYPES, type NetworkToolType } from '../tools.schema.ts'
 import { urlHost, webFetch } from './web-fetch.ts'
 import { webSearch } from './web-search.ts'
+import type { Page } from 'playwright-core'
+import { chromiumAvailable } from '../browser/browser-hub.ts'
+import { BROWSER_ACTIONS, browse, browserAct, screenshot, type BrowserOutcome } from '../browser/browser-tools.ts'
 
-export type NetworkToolContext = { config: Config; sandbox: () => Promise<Sandbox>; signal: AbortSignal }
-export type NetworkOutcome = { output: string; isError: boolean; summary: string }
+export type NetworkToolContext = {
+  config: Config
+  sandbox: () => Promise<Sandbox>
+  /** The session's browser page (its Chromium started in the sandbox on first use). */
+  page: () => Promise<Page>
+  signal: AbortSignal
+}
+export type NetworkOutcome = BrowserOutcome
 
 export type NetworkTool = {
   type: NetworkToolType
@@ -50,6 +59,38 @@ const NETWORK_TOOLS: NetworkTool[] = [
     },
     run: (args, ctx) => webSearch(ctx.config.searchUrl!, args, 'images', ctx.signal),
   },
+  {
+    type: 'browse',
+    description:
+      'Open an address in a real browser (headless Chromium, under the workspace’s network policy) and read the page: its text and an accessibility snapshot whose elements carry references (ref=e12) for browser_act.',
+    parameters: { type: 'object', properties: { url: { type: 'string', description: 'An http(s) address.' } }, required: ['url'], additionalProperties: false },
+    run: async (args, ctx) => browse(await ctx.page(), args),
+  },
+  {
+    type: 'browser_act',
+    description:
+      'Act on the open page: click, type (fills a field with text), select (an option by value or label), press (a key, e.g. Enter, on an element or the page), scroll (to an element, or the page up or down), hover. Returns the page as it is after.',
+    parameters: {
+      type: 'object',
+      properties: {
+        action: { type: 'string', enum: [...BROWSER_ACTIONS] },
+        ref: { type: 'string', description: 'The element’s reference from the last snapshot, e.g. e12.' },
+        text: { type: 'string', description: 'For type: what to enter.' },
+        value: { type: 'string', description: 'For select: the option.' },
+        key: { type: 'string', description: 'For press: e.g. Enter, Tab, ArrowDown.' },
+        direction: { type: 'string', enum: ['up', 'down'], description: 'For scroll without a ref.' },
+      },
+      required: ['action'],
+      additionalProperties: false,
+    },
+    run: async (args, ctx) => browserAct(await ctx.page(), args),
+  },
+  {
+    type: 'screenshot',
+    description: 'A PNG of the open page, shown to you as an image.',
+    parameters: { type: 'object', properties: { full_page: { type: 'boolean', description: 'The whole page rather than the viewport.' } }, additionalProperties: false },
+    run: async (args, ctx) => screenshot(await ctx.page(), args),
+  },
 ]
 
 const byType = new Map(NETWORK_TOOLS.map((t) => [t.type, t]))
@@ -61,6 +102,7 @@ export function unavailableNetworkTools(config: Pick<Config, 'disabledTools' | '
     if (config.disabledTools.includes(type)) why.set(type, 'turned off by WARREN_DISABLED_TOOLS')
     else if (!byType.has(type)) why.set(type, 'not built yet on this service')
     else if ((type === 'web_search' || type === 'image_search') && !config.searchUrl) why.set(type, 'no search backend: set WARREN_SEARCH_URL (a SearXNG instance)')
+    else if ((type === 'browse' || type === 'browser_act' || type === 'screenshot') && !chromiumAvailable()) why.set(type, "no Chromium on this host: install Debian's chromium (scripts/setup.sh does)")
   }
   return why
 }
@@ -77,7 +119,7 @@ export function offeredNetworkTools(config: Pick<Config, 'disabledTools' | 'sear
 
 /** What permission rules see of a network call: its domain, when it names one. */
 export function networkRuleSubject(type: string, args: Record<string, unknown>): { domain?: string } {
-  if (type !== 'web_fetch') return {}
+  if (type !== 'web_fetch' && type !== 'browse') return {}
   const host = urlHost(args.url)
   return host ? { domain: host } : {}
 }
