@@ -20,28 +20,47 @@
 //      K calls of todo_write (items: []), a built-in that touches neither sandbox nor network.
 //      The difference of their p50 step gaps is what an MCP call costs inside a turn (the MCP
 //      server's own time included); less the direct p50, what the service adds to it.
-//   Browser: not written yet. It belongs in a `browser()` half beside `mcp()` below, selected
-//   by `--only browser`.
-// Usage: node_modules/.bin/node bench/tools.ts [--only mcp] [--calls N] [--steps K] [--turns T]
+//   Browser (--only browser): `browse` of one local page (a test host in a network namespace this
+//   bench makes, on a private /30 outside the sandboxes' pool, served by node), both paths calling
+//   the same browse() of src/tools/browser/browser-tools.ts, so the reading work (goto, load, text,
+//   AI accessibility snapshot) is identical:
+//     1. direct: playwright-core launching the same Chromium binary on the host (the flags the
+//        service gives it, no proxy) and browsing the test host: the baseline;
+//     2. service: browserHub (what the turn runner calls for browse, browser_act, screenshot) on a
+//        session of the real app (the test harness: SQLite, a real sandbox, its allowlist naming
+//        the test host): Chromium started in the session's sandbox, connected over DevTools through
+//        the preview path, every request through the workspace's egress proxy.
+//     first: from no browser to the first browse result (launch or start-in-sandbox, connect,
+//       page, browse), the sandbox itself already running; S starts of each, alternating, the
+//       browser closed after each; the median. warm: B browses of the same page on the running
+//       browser, in interleaved rounds after a warm-up; p50 and p99.
+// Usage: node_modules/.bin/node bench/tools.ts [--only mcp|browser] [--calls N] [--steps K] [--turns T] [--starts S] [--browses B]
 //   --calls: measured calls per path (default 2000, after 50 warm-up calls each);
-//   --steps: tool-call steps per turn (default 25); --turns: measured turns per kind (default 8).
+//   --steps: tool-call steps per turn (default 25); --turns: measured turns per kind (default 8);
+//   --starts: browser starts per path (default 5); --browses: warm browses per path (default 50).
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { chromium, type Browser } from 'playwright-core'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { mcpHub } from '../src/mcp/mcp-hub.ts'
 import { guardedFetch } from '../src/mcp/guarded-fetch.ts'
 import type { McpEntry } from '../src/mcp/mcp-tools.ts'
 import { secretBox } from '../src/shared/secret-box.ts'
+import { browserHub, chromiumAvailable, CHROMIUM } from '../src/tools/browser/browser-hub.ts'
+import { browse } from '../src/tools/browser/browser-tools.ts'
 import { startFakeMcp, type FakeMcp } from '../test/fakes/mcp-server.ts'
 
 const arg = (name: string, def: number) => Number(process.argv[process.argv.indexOf(name) + 1]) || def
 const only = process.argv.includes('--only') ? process.argv[process.argv.indexOf('--only') + 1] : null
-// 'browser' joins this list with its half.
-if (only !== null && only !== 'mcp') throw new Error('--only takes mcp (the browser half is not written yet)')
+if (only !== null && only !== 'mcp' && only !== 'browser') throw new Error('--only takes mcp or browser')
 const CALLS = arg('--calls', 2000)
 const STEPS = arg('--steps', 25)
 const TURNS = arg('--turns', 8)
+const STARTS = arg('--starts', 5)
+const BROWSES = arg('--browses', 50)
 const WARMUP = 50
 const ROUNDS = 6
 /** Steps at the start of each turn left out of the step figures (the turn's own start-up). */
@@ -212,4 +231,5 @@ async function turns(server: FakeMcp, directP50: number) {
 }
 
 if (only === null || only === 'mcp') await mcp()
-// if (only === null || only === 'browser') await browser()
+if (only === null) console.log('')
+if (only === null || only === 'browser') await browser()

@@ -17,6 +17,8 @@ export type ServiceProcess = {
   readonly running: boolean
   /** The last lines it wrote, stdout and stderr, for failure messages. */
   readonly output: string[]
+  /** Every line it wrote since it was created, stdout and stderr (to search its whole log). */
+  readonly log: string[]
   /** Bearer token `api` sends unless given another. */
   token: string
   /** Starts `warren serve` and resolves once it says where it listens. */
@@ -41,7 +43,9 @@ export function serviceProcess(env: Record<string, string>): ServiceProcess {
   let exited: Promise<Exit> | null = null
   let url = ''
   const output: string[] = []
+  const log: string[] = []
   const keep = (line: string) => {
+    log.push(line)
     output.push(line)
     if (output.length > 200) output.shift()
   }
@@ -57,6 +61,7 @@ export function serviceProcess(env: Record<string, string>): ServiceProcess {
       return proc !== null
     },
     output,
+    log,
     token: '',
     async start() {
       assert.equal(proc, null, 'the service is already running')
