@@ -12,6 +12,7 @@ import { randomBytes } from 'node:crypto'
 import { useWarren } from './harness.ts'
 import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
 import { NO_RATE_LIMITS, client, details, newOrg } from './turns.helpers.ts'
+import { waitFor } from './fixtures.ts'
 
 const has = (cmd: string) => spawnSync('sh', ['-c', `command -v ${cmd}`]).status === 0
 const skip = process.getuid?.() !== 0 ? 'needs root (network namespaces)' : !has('ip') ? 'needs ip' : false
@@ -232,5 +233,39 @@ describe('network tools [sqlite]', { skip }, () => {
     const turn = await c.accept(sid, 'x')
     await c.settled(sid, turn.id)
     assert.ok(!fake.modelRequests[before]!.tools.includes('image_search'), 'without a search backend it is not offered')
+  })
+})
+
+describe('the session browser’s lifetime [sqlite]', { skip }, () => {
+  const w = useWarren('sqlite', { env: { ...NO_RATE_LIMITS, WARREN_IDLE_PAUSE_MS: '1500' } })
+  let fake: FakeModelServer
+  before(async () => {
+    fake = await startModelServer({ models: ['m1'] })
+  })
+  after(() => fake?.close())
+
+  const chromiumOf = (uid: number) => spawnSync('pgrep', ['-u', String(uid), '-f', 'remote-debugging-port'], { encoding: 'utf8' }).stdout.trim()
+
+  it('starts on first use as the sandbox’s user, closes before the workspace pauses, and is gone with the session', async () => {
+    const c = client(w(), await newOrg(w()))
+    await c.connect(fake, 'openai')
+    const sid = await c.session()
+    // The page is refused (the host's loopback), but opening it starts the browser.
+    fake.script({ toolCalls: [{ id: 'call_id', name: 'bash', args: { command: 'id -u' } }] }, { toolCalls: [{ id: 'call_b', name: 'browse', args: { url: 'http://127.0.0.1:9/' } }] }, { text: 'ok' })
+    const before = fake.modelRequests.length
+    const turn = await c.accept(sid, 'open it')
+    assert.equal((await c.settled(sid, turn.id, 60_000)).status, 'completed')
+    const uid = Number(/\d+/.exec(fake.modelRequests[before + 1]!.toolResults.at(-1)!.content)![0])
+    assert.ok(uid > 0)
+    assert.notEqual(chromiumOf(uid), '', 'Chromium runs, as the sandbox’s user')
+    await waitFor('the workspace pauses when idle', async () => (await c.getSession(sid)).environment.state === 'paused', 30_000)
+    assert.equal(chromiumOf(uid), '', 'closed before the pause')
+    // Used again, it starts again; deleting the session takes it away.
+    fake.script({ toolCalls: [{ id: 'call_b2', name: 'browse', args: { url: 'http://127.0.0.1:9/' } }] }, { text: 'ok' })
+    const again = await c.accept(sid, 'again')
+    assert.equal((await c.settled(sid, again.id, 60_000)).status, 'completed')
+    assert.notEqual(chromiumOf(uid), '')
+    assert.equal((await c.call('DELETE', `/v1/sessions/${sid}`)).statusCode, 200)
+    await waitFor('the browser is gone with the session', async () => chromiumOf(uid) === '', 20_000)
   })
 })
