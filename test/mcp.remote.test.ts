@@ -9,6 +9,7 @@ import { forEachDialect, useWarren } from './harness.ts'
 import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
 import { startFakeMcp, TINY_PNG, type FakeMcp } from './fakes/mcp-server.ts'
 import { NO_RATE_LIMITS, client, details, newOrg } from './turns.helpers.ts'
+import { waitFor } from './fixtures.ts'
 
 /** A tool result's text as the model got it (the OpenAI wire wraps an error as {"error": …}). */
 const textOf = (r: { content: string }): string => (r.content.startsWith('{"error"') ? (JSON.parse(r.content) as { error: string }).error : r.content)
@@ -94,6 +95,23 @@ forEachDialect('remote MCP servers', (dialect) => {
     assert.equal(isErrorText(results.find((r) => r.toolCallId === 'call_r')!), false)
     assert.match(textOf(results.find((r) => r.toolCallId === 'call_w')!), /^Not run: The session is read-only/)
     assert.deepEqual(details(items, 'approval.resolved').map((d) => [d.name, d.code]), [['mcp__docs__create_note', 'denied_read_only']])
+  })
+
+  it('ask mode asks before a tool not declared read-only and runs it once approved; a read-only one runs without asking', async () => {
+    const c = client(w(), await newOrg(w()))
+    await c.connect(fake, 'openai')
+    const sid = await c.session({ tools: [docs()], agent: { approval_mode: 'ask' } })
+    const calls = mcp.calls.length
+    fake.script({ toolCalls: [{ id: 'call_r', name: 'mcp__docs__search', args: { q: 'a' } }, { id: 'call_w', name: 'mcp__docs__create_note', args: { title: 'N' } }] }, { text: 'Done.' })
+    const turn = await c.accept(sid, 'go')
+    await waitFor('the approval is asked for', async () => details(await c.items(sid), 'approval.requested').length === 1)
+    const asked = details(await c.items(sid), 'approval.requested')[0]!
+    assert.equal(asked.name, 'mcp__docs__create_note')
+    assert.deepEqual(mcp.calls.slice(calls).map((x) => x.tool), ['search'], 'the read-only tool ran without asking; the other waits')
+    const ok = await c.call('POST', `/v1/sessions/${sid}/approvals/call_w`, { approved: true })
+    assert.equal(ok.statusCode, 200, ok.body)
+    assert.equal((await c.settled(sid, turn.id)).status, 'completed')
+    assert.deepEqual(mcp.calls.slice(calls).map((x) => x.tool), ['search', 'create_note'])
   })
 
   it('permission rules match the prefixed name with globs', async () => {
