@@ -63,6 +63,7 @@ const STARTS = arg('--starts', 5)
 const BROWSES = arg('--browses', 50)
 const WARMUP = 50
 const ROUNDS = 6
+const BROWSE_ROUNDS = 5
 /** Steps at the start of each turn left out of the step figures (the turn's own start-up). */
 const SKIP_STEPS = 2
 const TARGET_MS = 5
@@ -227,6 +228,150 @@ async function turns(server: FakeMcp, directP50: number) {
   } finally {
     await w.close()
     await new Promise<void>((r) => (model.closeAllConnections(), model.close(() => r())))
+  }
+}
+
+/** The page both paths browse: a small documentation page (headings, links, a list, a table, a form). */
+const SITE = `
+const http = require('http')
+const items = Array.from({ length: 30 }, (_, i) => '<li><a href="/doc/' + i + '">Section ' + i + '</a>: what section ' + i + ' is about, in a sentence.</li>').join('')
+const rows = Array.from({ length: 12 }, (_, i) => '<tr><td>option-' + i + '</td><td>' + (i * 7) + '</td><td>the effect of option ' + i + '</td></tr>').join('')
+const page = '<!doctype html><html lang=en><head><meta charset=utf-8><title>Bench page</title><style>body{font-family:sans-serif}</style></head><body>' +
+  '<nav><a href="/">Home</a> <a href="/guide">Guide</a> <a href="/api">API</a></nav><main><h1>Bench page</h1>' +
+  '<p>A page served by a test host for bench/tools, read the way the browse tool reads any page.</p><h2>Sections</h2><ul>' + items + '</ul>' +
+  '<h2>Options</h2><table><thead><tr><th>Name</th><th>Default</th><th>Effect</th></tr></thead><tbody>' + rows + '</tbody></table>' +
+  '<h2>Feedback</h2><form><label>Name <input name=n></label> <label>Topic <select name=t><option>docs</option><option>bug</option></select></label> <button type=button>Send</button></form></main></body></html>'
+http.createServer((q, s) => {
+  if (q.url === '/') return s.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' }).end(page)
+  s.writeHead(404).end('no')
+}).listen(+process.argv[1], '0.0.0.0', () => console.log('ready'))`
+
+/** browse of a test host's page: Playwright on the same Chromium directly, beside browserHub on a session's sandbox. */
+async function browser() {
+  const why = process.getuid?.() !== 0 ? 'needs root (a network namespace for the test host)' : spawnSync('sh', ['-c', 'command -v ip']).status !== 0 ? 'needs ip' : !chromiumAvailable() ? `no ${CHROMIUM} (scripts/setup.sh installs it)` : null
+  if (why) return console.log(`bench/tools --only browser: skipped, ${why}`)
+
+  // The test host: a network namespace on a private /30 of its own, outside the sandboxes' pool (10.213.0.0/16).
+  const tag = randomBytes(2).toString('hex')
+  const ns = `wb-tools-${tag}`
+  const veth = `wbt${tag}`
+  const third = 1 + (parseInt(tag, 16) % 250)
+  const hostSide = `10.254.${third}.1`
+  const siteAddr = `10.254.${third}.2`
+  const url = `http://${siteAddr}:8080/`
+  let site: ChildProcess | undefined
+  let direct: Browser | undefined
+  let w: import('../test/harness.ts').Warren | undefined
+  let fake: import('../test/fakes/model-server.ts').FakeModelServer | undefined
+  let hub: ReturnType<typeof browserHub> | undefined
+  try {
+    for (const cmd of [`netns add ${ns}`, `link add ${veth} type veth peer name eth0 netns ${ns}`, `addr add ${hostSide}/30 dev ${veth}`, `link set ${veth} up`, `-n ${ns} addr add ${siteAddr}/30 dev eth0`, `-n ${ns} link set eth0 up`]) {
+      const r = spawnSync('ip', cmd.split(' '), { encoding: 'utf8' })
+      if (r.status !== 0) throw new Error(`ip ${cmd}: ${r.stderr}`)
+    }
+    site = spawn('ip', ['netns', 'exec', ns, process.execPath, '-e', SITE, '8080'], { stdio: ['ignore', 'pipe', 'inherit'] })
+    await new Promise<void>((resolve, reject) => {
+      site!.stdout!.once('data', () => resolve())
+      site!.once('exit', (code) => reject(new Error(`the test host's server exited ${code}`)))
+    })
+
+    // The service: the real app, its allowlist naming the test host, whose private address it lets through.
+    process.env.WARREN_TEST_DIALECTS ??= 'sqlite'
+    const { startWarren } = await import('../test/harness.ts')
+    const { NO_RATE_LIMITS, client, newOrg } = await import('../test/turns.helpers.ts')
+    const { startModelServer } = await import('../test/fakes/model-server.ts')
+    fake = await startModelServer({ models: ['m1'] })
+    w = await startWarren('sqlite', {
+      env: { ...NO_RATE_LIMITS, WARREN_IDLE_PAUSE_MS: '600000', WARREN_LOG_LEVEL: 'warn', WARREN_SANDBOX_ALLOWED_DOMAINS: siteAddr, WARREN_SANDBOX_ALLOW_PRIVATE: `${siteAddr}/32` },
+    })
+    const c = client(w, await newOrg(w))
+    await c.connect(fake, 'openai')
+    const sid = await c.session()
+    const ww = w
+    const sandbox = () => ww.workspaces.acquire(sid)
+    await sandbox()
+    hub = browserHub()
+    const h = hub
+
+    const flags = ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-quic']
+    const read = async (page: import('playwright-core').Page, path: string) => {
+      const out = await browse(page, { url })
+      if (out.isError || !out.output.includes('Section 29') || !out.output.includes('option-11')) throw new Error(`${path}: browse did not read the page: ${out.output.slice(0, 400)}`)
+    }
+
+    // --- first: from no browser to the first browse result, alternating ------------------------
+    type Path = 'direct' | 'service'
+    const first: Record<Path, number[]> = { direct: [], service: [] }
+    const ready: Record<Path, number[]> = { direct: [], service: [] }
+    const starts: Record<Path, () => Promise<void>> = {
+      direct: async () => {
+        const t = performance.now()
+        const b = await chromium.launch({ executablePath: CHROMIUM, args: flags })
+        try {
+          const page = await b.newPage()
+          ready.direct.push(performance.now() - t)
+          await read(page, 'direct')
+          first.direct.push(performance.now() - t)
+        } finally {
+          await b.close()
+        }
+      },
+      service: async () => {
+        const t = performance.now()
+        try {
+          const page = await h.page(sid, sandbox)
+          ready.service.push(performance.now() - t)
+          await read(page, 'service')
+          first.service.push(performance.now() - t)
+        } finally {
+          await h.close(sid)
+        }
+      },
+    }
+    for (let i = 0; i < STARTS; i++) for (const p of (i % 2 === 0 ? ['direct', 'service'] : ['service', 'direct']) as Path[]) await starts[p]()
+
+    // --- warm: browse after browse on the running browser, interleaved rounds --------------------
+    direct = await chromium.launch({ executablePath: CHROMIUM, args: flags })
+    const pages = { direct: await direct.newPage(), service: await h.page(sid, sandbox) }
+    const warm: Record<Path, number[]> = { direct: [], service: [] }
+    for (const p of ['direct', 'service'] as Path[]) for (let i = 0; i < 5; i++) await read(pages[p], p)
+    const perRound = Math.ceil(BROWSES / BROWSE_ROUNDS)
+    for (let round = 0; round < BROWSE_ROUNDS; round++) {
+      for (const p of (round % 2 === 0 ? ['direct', 'service'] : ['service', 'direct']) as Path[]) {
+        for (let i = 0; i < perRound; i++) {
+          const t = performance.now()
+          await read(pages[p], p)
+          warm[p].push(performance.now() - t)
+        }
+      }
+    }
+
+    const med = (xs: number[]) => pct(xs, 0.5)
+    const sec = (x: number) => `${x.toFixed(1)} ms`.padStart(12)
+    const range = (xs: number[]) => `${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)} ms`
+    console.log(`bench/tools --only browser: browse of ${url} (a test host in a network namespace, no-store), the same browse() on both paths;`)
+    console.log(`first: ${STARTS} starts per path, alternating, the sandbox already running (sandbox limits: ${w.config.sandboxCpus} CPU, ${w.config.sandboxMemoryMb} MiB);`)
+    console.log(`warm: ${warm.direct.length} browses per path on the running browser after 5 warm-up, ${BROWSE_ROUNDS} interleaved rounds`)
+    console.log(`${'first (no browser → first browse result)'.padEnd(58)}${'median'.padStart(12)}${'ready'.padStart(12)}   range`)
+    const firstRow = (label: string, p: Path) => console.log(`${label.padEnd(58)}${sec(med(first[p]))}${sec(med(ready[p]))}   ${range(first[p])}`)
+    firstRow('direct: chromium.launch, newPage, browse (baseline)', 'direct')
+    firstRow('service: browserHub.page (start in sandbox, CDP), browse', 'service')
+    console.log('(ready: the median time until there was a page to browse: launched, or started in the sandbox and connected)')
+    console.log(`${'warm browse'.padEnd(58)}${'p50'.padStart(12)}${'p90'.padStart(12)}${'p99'.padStart(12)}`)
+    const warmRow = (label: string, p: Path) => console.log(`${label.padEnd(58)}${sec(pct(warm[p], 0.5))}${sec(pct(warm[p], 0.9))}${sec(pct(warm[p], 0.99))}`)
+    warmRow('direct: Playwright on the host, no proxy (baseline)', 'direct')
+    warmRow('service: the sandbox\'s Chromium over CDP, egress proxy', 'service')
+    if (warm.direct.length < 100) console.log(`(p99 of ${warm.direct.length} browses is the slowest one or two: --browses 200 for a steadier tail)`)
+    console.log(`first: service − direct ${(med(first.service) - med(first.direct)).toFixed(0)} ms, ratio service / direct ${(med(first.service) / med(first.direct)).toFixed(2)}`)
+    console.log(`warm: added by the service at p50 ${(pct(warm.service, 0.5) - pct(warm.direct, 0.5)).toFixed(1)} ms, ratio service / direct at p50 ${(pct(warm.service, 0.5) / pct(warm.direct, 0.5)).toFixed(2)}   at p99 ${(pct(warm.service, 0.99) / pct(warm.direct, 0.99)).toFixed(2)}`)
+  } finally {
+    await direct?.close().catch(() => {})
+    await hub?.closeAll().catch(() => {})
+    await w?.close().catch((err: Error) => console.error(`closing the app: ${err.message}`))
+    await fake?.close().catch(() => {})
+    site?.kill('SIGKILL')
+    spawnSync('ip', ['link', 'del', veth], { stdio: 'ignore' })
+    spawnSync('ip', ['netns', 'del', ns], { stdio: 'ignore' })
   }
 }
 

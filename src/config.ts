@@ -9,6 +9,8 @@ export type Config = {
   databaseUrl: string | undefined
   /** 32-byte key (base64 or hex) that encrypts secrets at rest; undefined: a key file under dataDir. */
   encryptionKey: string | undefined
+  /** The key being rotated away from: still opens what it sealed until `warren keys reseal` has run. */
+  encryptionKeyPrevious: string | undefined
   idlePauseMs: number
   workspaceLifetimeMs: number
   webhookRetryDelaysMs: number[]
@@ -115,6 +117,7 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
     dataDir: path.resolve(env.WARREN_DATA_DIR || '.warren'),
     databaseUrl,
     encryptionKey: env.WARREN_ENCRYPTION_KEY || undefined,
+    encryptionKeyPrevious: env.WARREN_ENCRYPTION_KEY_PREVIOUS || undefined,
     idlePauseMs: int('WARREN_IDLE_PAUSE_MS', 300_000, 1),
     workspaceLifetimeMs: int('WARREN_WORKSPACE_LIFETIME_MS', 7_200_000, 1),
     webhookRetryDelaysMs,
@@ -150,6 +153,12 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
   }
   if (config.encryptionKey !== undefined && decodeKey(config.encryptionKey) === null) {
     problems.push('WARREN_ENCRYPTION_KEY must be 32 bytes, written as 64 hex digits or base64')
+  }
+  if (config.encryptionKeyPrevious !== undefined && decodeKey(config.encryptionKeyPrevious) === null) {
+    problems.push('WARREN_ENCRYPTION_KEY_PREVIOUS must be 32 bytes, written as 64 hex digits or base64')
+  }
+  if (config.encryptionKeyPrevious !== undefined && config.encryptionKey === undefined) {
+    problems.push('WARREN_ENCRYPTION_KEY_PREVIOUS needs WARREN_ENCRYPTION_KEY: the key being rotated to')
   }
   if (config.searchUrl !== undefined && !/^https?:\/\/[^/]/.test(config.searchUrl)) problems.push('WARREN_SEARCH_URL must be an http(s) address of a SearXNG instance')
   for (const cidr of config.sandboxAllowPrivate) if (!/^[\d.]+\/\d{1,2}$|^[0-9a-f:]+\/\d{1,3}$/i.test(cidr)) problems.push(`WARREN_SANDBOX_ALLOW_PRIVATE must be a comma list of CIDRs (10.1.0.0/16), got "${cidr}"`)

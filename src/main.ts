@@ -2,6 +2,8 @@ import { Command, InvalidArgumentError } from 'commander'
 import { loadConfig } from './config.ts'
 import { openStore } from './db/database.ts'
 import { startServer } from './server.ts'
+import { deploymentBox } from './shared/encryption-key.ts'
+import { resealSecrets } from './shared/reseal-secrets.ts'
 import { ensureOrg, getTokenById, insertToken, revokeToken } from './tokens/tokens.store.ts'
 import { SCOPES, TOKEN_LIFETIMES_DAYS, type Scope } from './tokens/scopes.ts'
 
@@ -77,6 +79,26 @@ tokens
       }
       await revokeToken(store.db, id)
       process.stdout.write(JSON.stringify({ id, revoked: true }) + '\n')
+    } finally {
+      await store.close()
+    }
+  })
+
+program
+  .command('keys')
+  .description('The key that seals secrets at rest')
+  .command('reseal')
+  .description(
+    'Seal every stored secret again under WARREN_ENCRYPTION_KEY (opening it with WARREN_ENCRYPTION_KEY_PREVIOUS where that sealed it); prints one JSON line. After it, the previous key can be dropped.',
+  )
+  .action(async () => {
+    const cfg = config()
+    const store = await openStore({ dataDir: cfg.dataDir, databaseUrl: cfg.databaseUrl })
+    try {
+      const report = await resealSecrets(store, deploymentBox(cfg))
+      process.stdout.write(JSON.stringify(report) + '\n')
+      // Something sealed under neither key stays unreadable: the operator must know, and the exit says so.
+      if (report.unreadable > 0) process.exitCode = 2
     } finally {
       await store.close()
     }

@@ -6,8 +6,7 @@ import { settleListenPort, type Config } from './config.ts'
 import { currentSchema, openStore } from './db/database.ts'
 import { memoryEventBus } from './events/event-bus.ts'
 import { pgEventBus } from './events/pg-event-bus.ts'
-import { loadEncryptionKey } from './shared/encryption-key.ts'
-import { secretBox } from './shared/secret-box.ts'
+import { deploymentBox } from './shared/encryption-key.ts'
 import { purgeIdempotencyKeys } from './http/idempotency.ts'
 import { createLocalProvider } from './sandbox/local/create-local.ts'
 import type { HostReport } from './sandbox/sandbox.ts'
@@ -30,7 +29,7 @@ export async function startServer(config: Config): Promise<FastifyInstance> {
   const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl })
   // Several processes on one PostgreSQL wake each other's streams and workers through it.
   const bus = config.databaseUrl ? await pgEventBus(config.databaseUrl, await currentSchema(store)) : memoryEventBus()
-  const box = secretBox(loadEncryptionKey(config))
+  const box = deploymentBox(config)
   const provider = await createLocalProvider({ prefix: config.sandboxPrefix, allowPrivate: config.sandboxAllowPrivate })
   reportHost(provider.report())
   for (const [type, why] of unavailableNetworkTools(config)) process.stderr.write(`warren: tool ${type} is not offered: ${why}\n`)

@@ -2,6 +2,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { randomBytes } from 'node:crypto'
 import { decodeKey, type Config } from '../config.ts'
+import { secretBox, type SecretBox } from './secret-box.ts'
 
 /**
  * The key that seals secrets at rest: WARREN_ENCRYPTION_KEY when set (required for several
@@ -20,4 +21,9 @@ export function loadEncryptionKey(config: Config): Buffer {
   const key = decodeKey(fs.readFileSync(file, 'utf8').trim())
   if (!key) throw new Error(`${file} does not hold a 32-byte key`)
   return key
+}
+
+/** The deployment's box: its key, and the previous one while a rotation is under way. */
+export function deploymentBox(config: Config): SecretBox {
+  return secretBox(loadEncryptionKey(config), config.encryptionKeyPrevious ? [decodeKey(config.encryptionKeyPrevious)!] : [])
 }

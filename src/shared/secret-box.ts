@@ -7,7 +7,27 @@ import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto'
  */
 export type SecretBox = { seal(plain: string): string; open(sealed: string): string }
 
-export function secretBox(key: Buffer): SecretBox {
+/**
+ * Seals with `key`; opens with it or, while a rotation is under way, with one of the `previous`
+ * keys (the GCM tag tells which key sealed a value: any other fails to authenticate).
+ */
+export function secretBox(key: Buffer, previous: Buffer[] = []): SecretBox {
+  if (previous.length > 0) {
+    const boxes = [key, ...previous].map((k) => secretBox(k))
+    return {
+      seal: boxes[0]!.seal,
+      open(sealed) {
+        for (const b of boxes) {
+          try {
+            return b.open(sealed)
+          } catch {
+            /* sealed under another key */
+          }
+        }
+        throw new Error('unreadable sealed secret: sealed under none of the configured keys')
+      },
+    }
+  }
   if (key.length !== 32) throw new Error('the encryption key must be 32 bytes')
   return {
     seal(plain) {
