@@ -52,6 +52,7 @@ import { secretBox } from '../src/shared/secret-box.ts'
 import { browserHub, chromiumAvailable, CHROMIUM } from '../src/tools/browser/browser-hub.ts'
 import { browse } from '../src/tools/browser/browser-tools.ts'
 import { startFakeMcp, type FakeMcp } from '../test/fakes/mcp-server.ts'
+import { chatChunk, chatStream } from './chat-sse.ts'
 
 const arg = (name: string, def: number) => Number(process.argv[process.argv.indexOf(name) + 1]) || def
 const only = process.argv.includes('--only') ? process.argv[process.argv.indexOf('--only') + 1] : null
@@ -164,12 +165,8 @@ async function turns(server: FakeMcp, directP50: number) {
   let served = 0
   let ended: number[] = []
   let arrived: number[] = []
-  const sse = (res: http.ServerResponse, chunks: unknown[]) => {
-    res.writeHead(200, { 'content-type': 'text/event-stream' })
-    for (const c of chunks) res.write(`data: ${JSON.stringify(c)}\n\n`)
-    res.end('data: [DONE]\n\n', () => ended.push(performance.now()))
-  }
-  const chunk = (delta: unknown, finish: string | null) => ({ id: 'c', object: 'chat.completion.chunk', created: 0, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] })
+  const sse = (res: http.ServerResponse, chunks: unknown[]) => chatStream(res, chunks, () => ended.push(performance.now()))
+  const chunk = chatChunk
   const model = http.createServer((req, res) => {
     const isChat = req.url?.endsWith('/chat/completions') === true
     if (isChat) arrived.push(performance.now())

@@ -16,6 +16,7 @@ import path from 'node:path'
 import type { AddressInfo } from 'node:net'
 import { createLocalProvider } from '../src/sandbox/local/create-local.ts'
 import { listeningUrl } from './listening.ts'
+import { chatChunk, chatStream } from './chat-sse.ts'
 
 const root = path.resolve(import.meta.dirname, '..')
 const node = path.join(root, 'node_modules/.bin/node')
@@ -30,12 +31,8 @@ const ms = (x: number) => `${x.toFixed(2)} ms`
 const ended: number[] = []
 const arrived: number[] = []
 let served = 0
-const sse = (res: http.ServerResponse, chunks: unknown[]) => {
-  res.writeHead(200, { 'content-type': 'text/event-stream' })
-  for (const c of chunks) res.write(`data: ${JSON.stringify(c)}\n\n`)
-  res.end('data: [DONE]\n\n', () => ended.push(performance.now()))
-}
-const chunk = (delta: unknown, finish: string | null) => ({ id: 'c', object: 'chat.completion.chunk', created: 0, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] })
+const sse = (res: http.ServerResponse, chunks: unknown[]) => chatStream(res, chunks, () => ended.push(performance.now()))
+const chunk = chatChunk
 const model = http.createServer((req, res) => {
   arrived.push(performance.now())
   req.resume()
