@@ -139,6 +139,23 @@ forEachDialect('remote MCP servers', (dialect) => {
     assert.ok(last.includes('the front page'))
   })
 
+  it('falls back to the HTTP+SSE transport for a server that speaks only that', async () => {
+    const old = await startFakeMcp({ authorization: SECRET, sseOnly: true })
+    try {
+      const { turn, requests } = await run(
+        { tools: [docs({ name: 'legacy', url: old.url })] },
+        { toolCalls: [{ id: 'call_l', name: 'mcp__legacy__search', args: { q: 'old' } }] },
+        { text: 'Done.' },
+      )
+      assert.equal(turn.status, 'completed')
+      assert.equal(textOf(requests[1]!.toolResults[0]!), '3 results for "old"')
+      assert.deepEqual(old.calls, [{ tool: 'search', args: { q: 'old' } }])
+      assert.ok(old.headers.some((h) => h.accept?.includes('text/event-stream') && h.authorization === SECRET), 'the stream was opened with the credentials')
+    } finally {
+      await old.close()
+    }
+  })
+
   it('a call past timeout_seconds is an error result, and the turn goes on', async () => {
     const { turn, requests } = await run(
       { tools: [docs({ timeout_seconds: 1 })] },

@@ -5,6 +5,7 @@ import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
+import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js'
 import { z } from 'zod'
 
 /** A 1×1 PNG. */
@@ -53,14 +54,33 @@ function build(calls: FakeMcp['calls']): McpServer {
   return server
 }
 
-/** Starts the server on a loopback port; `authorization`, when given, is required of every request. */
-export async function startFakeMcp(opts: { authorization?: string } = {}): Promise<FakeMcp> {
+/**
+ * Starts the server on a loopback port; `authorization`, when given, is required of every request.
+ * `sseOnly`: an older server that speaks only the HTTP+SSE transport (GET for the stream, POST to
+ * the endpoint it names), refusing the streamable HTTP one.
+ */
+export async function startFakeMcp(opts: { authorization?: string; sseOnly?: boolean } = {}): Promise<FakeMcp> {
   const calls: FakeMcp['calls'] = []
   const headers: FakeMcp['headers'] = []
+  const sse = new Map<string, SSEServerTransport>()
   const httpServer = http.createServer(async (req, res) => {
     headers.push(req.headers)
     if (opts.authorization !== undefined && req.headers.authorization !== opts.authorization) {
       res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":"unauthorized"}')
+      return
+    }
+    if (opts.sseOnly) {
+      if (req.method === 'GET' && req.url === '/mcp') {
+        const transport = new SSEServerTransport('/messages', res)
+        sse.set(transport.sessionId, transport)
+        res.on('close', () => sse.delete(transport.sessionId))
+        await build(calls).connect(transport)
+        return
+      }
+      const session = new URL(req.url!, 'http://x').searchParams.get('sessionId')
+      const transport = req.method === 'POST' && req.url?.startsWith('/messages') ? sse.get(session ?? '') : undefined
+      if (!transport) return void res.writeHead(405).end()
+      await transport.handlePostMessage(req, res)
       return
     }
     if (req.url !== '/mcp') return void res.writeHead(404).end()
