@@ -34,7 +34,7 @@ export type AppDeps = Omit<Deps, 'previews'> & { logger?: FastifyServerOptions['
 const EmptyQuery = Type.Object({}, { additionalProperties: false })
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
-  const previews = previewGateway(deps)
+  const previews = previewGateway({ ...deps, reservedPorts: (id) => deps.runner.reservedPorts(id) })
   const app = Fastify({
     // Requests for a preview host are served before the API's router sees them (preview-gateway.ts).
     serverFactory: (handler) => {

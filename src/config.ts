@@ -1,3 +1,4 @@
+import { isIP } from 'node:net'
 import path from 'node:path'
 
 /** Everything the service reads from its environment, typed, with the specification's defaults. */
@@ -161,10 +162,17 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
     problems.push('WARREN_ENCRYPTION_KEY_PREVIOUS needs WARREN_ENCRYPTION_KEY: the key being rotated to')
   }
   if (config.searchUrl !== undefined && !/^https?:\/\/[^/]/.test(config.searchUrl)) problems.push('WARREN_SEARCH_URL must be an http(s) address of a SearXNG instance')
-  for (const cidr of config.sandboxAllowPrivate) if (!/^[\d.]+\/\d{1,2}$|^[0-9a-f:]+\/\d{1,3}$/i.test(cidr)) problems.push(`WARREN_SANDBOX_ALLOW_PRIVATE must be a comma list of CIDRs (10.1.0.0/16), got "${cidr}"`)
+  for (const cidr of config.sandboxAllowPrivate) if (!validCidr(cidr)) problems.push(`WARREN_SANDBOX_ALLOW_PRIVATE must be a comma list of CIDRs (10.1.0.0/16), got "${cidr}"`)
   if (!/^[a-z][a-z0-9]{0,5}$/.test(config.sandboxPrefix)) problems.push('WARREN_SANDBOX_PREFIX must be 1 to 6 lowercase letters and digits, starting with a letter')
   if (problems.length > 0) throw new Error(`Invalid configuration:\n  - ${problems.join('\n  - ')}`)
   return config
+}
+
+function validCidr(cidr: string): boolean {
+  const [net, len] = cidr.split('/')
+  const family = isIP(net ?? '')
+  const bits = Number(len)
+  return family !== 0 && /^\d+$/.test(len ?? '') && bits >= 0 && bits <= (family === 4 ? 32 : 128)
 }
 
 /** The address a caller dials for a listening address: a wildcard means this machine. */

@@ -217,6 +217,8 @@ describe('network tools [sqlite]', { skip }, () => {
     const offered = async (session: Record<string, unknown>) => (await run(session, [])).requests[0]!.tools.filter((t) => ['web_fetch', 'web_search', 'image_search', 'browse', 'browser_act', 'screenshot'].includes(t))
     assert.deepEqual(await offered({ tools: [{ type: 'web_fetch' }] }), ['web_fetch'])
     assert.deepEqual(await offered({ tools: [] }), [])
+    // Naming only functions (or MCP servers) narrows nothing: the network tools stay as they are by default.
+    assert.deepEqual((await offered({ tools: [{ type: 'function', name: 'f' }] })).sort(), ['browse', 'browser_act', 'image_search', 'screenshot', 'web_fetch', 'web_search'])
     assert.deepEqual((await offered({})).sort(), ['browse', 'browser_act', 'image_search', 'screenshot', 'web_fetch', 'web_search'])
     w().config.disabledTools = ['web_search']
     try {

@@ -210,6 +210,9 @@ describe('sandbox network (netns + nftables + egress proxy)', { skip }, () => {
     // while another sandbox still cannot reach it.
     assert.deepEqual(await hostGet(b.previewHost, 4001, '/x'), { status: 200, body: `sandbox-b-loopback GET /x host=${b.previewHost}:4001` })
     assert.equal((await tcp(a.netns, b.previewHost, 4001)).connected, undefined)
+    // Nor can another user of the host: only the service's own user opens connections into a sandbox.
+    const asNobodyOnHost = spawnSync('setpriv', ['--reuid', '65534', '--regid', '65534', '--clear-groups', process.execPath, '-e', CLIENT, 'tcp', b.previewHost, '4001'], { encoding: 'utf8', timeout: 10_000 })
+    assert.notEqual(JSON.parse(asNobodyOnHost.stdout.trim() || '{}').connected, true, asNobodyOnHost.stdout)
   })
 
   it('a sandbox without an allowlist reaches nothing, not even the proxy, yet previews work', async () => {

@@ -3,6 +3,9 @@ import https from 'node:https'
 import { Readable } from 'node:stream'
 import { guardedLookup, refusedHost } from '../webhooks/guarded-lookup.ts'
 
+/** A JSON answer larger than this is cut off (a stream of events is not: it is read as it comes). */
+const MAX_BODY_BYTES = 32 * 1024 * 1024
+
 export const MCP_REFUSED = 'MCP servers at loopback, private and link-local addresses are refused unless the deployment sets WARREN_ALLOW_PRIVATE_MCP'
 
 /** The fetch the MCP client transports are given. */
@@ -36,6 +39,13 @@ export function guardedFetch(opts: { allowPrivate: boolean }): GuardedFetch {
         const status = res.statusCode ?? 502
         const empty = status === 204 || status === 304 || init.method === 'HEAD'
         if (empty) res.resume()
+        if (!empty && !String(res.headers['content-type'] ?? '').includes('text/event-stream')) {
+          let size = 0
+          res.on('data', (d: Buffer) => {
+            size += d.length
+            if (size > MAX_BODY_BYTES) res.destroy(new Error(`the MCP server's answer is over ${MAX_BODY_BYTES} bytes`))
+          })
+        }
         resolve(new Response(empty ? null : (Readable.toWeb(res) as ReadableStream), { status, statusText: res.statusMessage, headers: out }))
       })
       req.on('error', reject)

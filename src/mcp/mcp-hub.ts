@@ -132,6 +132,9 @@ export function mcpHub(deps: McpHubDeps): McpHub {
       let conns = sessions.get(sessionId)
       if (!conns) sessions.set(sessionId, (conns = new Map()))
       const listing: McpListing = { tools: [], unavailable: [] }
+      // A server no longer configured (PUT /tools) is disconnected, its local process stopped.
+      const names = new Set(entries.map((e) => e.name))
+      for (const [name, conn] of conns) if (!names.has(name)) (conns.delete(name), void conn.client?.close().catch(() => {}))
       await Promise.all(
         entries.map(async (entry) => {
           const key = JSON.stringify(entry)
@@ -147,6 +150,11 @@ export function mcpHub(deps: McpHubDeps): McpHub {
             try {
               const { client, tools } = await connect(sessionId, entry)
               const c = conn
+              // Forgotten (the session deleted, or its servers closed) while this connected: not kept.
+              if (sessions.get(sessionId) !== conns || conns.get(entry.name) !== c) {
+                await client.close().catch(() => {})
+                c.closed = true
+              }
               c.client = client
               c.tools = tools
               client.onclose = () => (c.closed = true)

@@ -5,6 +5,8 @@ import type { SandboxProcess } from '../sandbox/sandbox.ts'
 
 /** What a local server wrote to stderr last, for the reason shown when it fails. */
 const STDERR_TAIL = 2000
+/** One message at most: a server (code in the sandbox) that writes without end is stopped, not buffered. */
+const MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 /**
  * The MCP stdio transport over a process in the session's sandbox: newline-delimited JSON-RPC on
@@ -33,7 +35,15 @@ export class SandboxStdioTransport implements Transport {
   async start(): Promise<void> {
     const proc = await this.launch()
     this.proc = proc
+    let pending = 0
     proc.stdout.on('data', (chunk: Buffer) => {
+      const newline = chunk.lastIndexOf(0x0a)
+      pending = newline < 0 ? pending + chunk.length : chunk.length - newline - 1
+      if (pending > MAX_MESSAGE_BYTES) {
+        this.onerror?.(new Error(`the server wrote a message over ${MAX_MESSAGE_BYTES} bytes; it was stopped`))
+        void this.close()
+        return
+      }
       this.buffer.append(chunk)
       for (;;) {
         let message: JSONRPCMessage | null

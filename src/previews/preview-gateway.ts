@@ -32,33 +32,37 @@ const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-auth
 
 type Target = { host: string; port: number; release: () => void }
 
-export function previewGateway(deps: { store: Store; workspaces: WorkspaceManager; config: Config }): PreviewGateway {
+export function previewGateway(deps: { store: Store; workspaces: WorkspaceManager; config: Config; reservedPorts(sessionId: string): number[] }): PreviewGateway {
   const { store, workspaces, config } = deps
   // Keep-alive towards the sandboxes: a page's many requests reuse a few connections.
   const agent = new http.Agent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64 })
-  const open = new Map<string, Set<Duplex>>()
+  // What a preview has open: an exchange in flight (its cut ends that exchange only, never the
+  // client's connection as a whole, which may carry other hosts' requests) or an upgraded socket.
+  const open = new Map<string, Set<() => void>>()
 
-  const track = (sessionId: string, socket: Duplex) => {
+  /** Registers `cut` under the session until `until` closes. */
+  const track = (sessionId: string, until: { once(event: 'close', fn: () => void): unknown }, cut: () => void) => {
     let set = open.get(sessionId)
     if (!set) open.set(sessionId, (set = new Set()))
-    if (set.has(socket)) return
-    set.add(socket)
-    socket.once('close', () => {
-      set.delete(socket)
+    set.add(cut)
+    until.once('close', () => {
+      set.delete(cut)
       if (set.size === 0 && open.get(sessionId) === set) open.delete(sessionId)
     })
   }
 
   /** Where the row's port is reached, holding the workspace awake until released; or the page saying why not. */
   async function reach(row: PreviewRow): Promise<Target | { page: ReturnType<typeof PAGES.notRunning> }> {
+    // The service's own ports in the workspace (its browser's DevTools) are never a preview's.
+    if (deps.reservedPorts(row.session_id).includes(row.port)) return { page: PAGES.reserved(row.port) }
     try {
       // A paused workspace resumes here; one that cannot is answered with the page, not a hang.
       const sandbox = await workspaces.live(row.session_id)
       if (!sandbox) return { page: PAGES.notRunning() }
       const address = await sandbox.resolvePreview(row.port)
       return { ...address, release: workspaces.hold(row.session_id) }
-    } catch (err) {
-      return { page: PAGES.failed(row.port, (err as Error).message) }
+    } catch {
+      return { page: PAGES.notRunning() }
     }
   }
 
@@ -78,10 +82,15 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
     return headers
   }
 
-  async function proxy(row: PreviewRow, req: IncomingMessage, res: ServerResponse, path: string, drop: Set<string>): Promise<void> {
-    track(row.session_id, req.socket)
+  async function proxy(row: PreviewRow, req: IncomingMessage, res: ServerResponse, path: string, onApiOrigin: boolean): Promise<void> {
+    // On the API's own origin the caller's token is not passed on, and the page runs sandboxed
+    // (an opaque origin): a site served there must not act as the API's origin in a browser.
+    const drop = onApiOrigin ? new Set(['authorization']) : new Set<string>()
+    track(row.session_id, res, () => res.destroy())
     const target = await reach(row)
     if ('page' in target) return sendPage(res, target.page)
+    // The client may have gone while the workspace woke: nothing is started for nobody.
+    if (res.destroyed) return target.release()
     let released = false
     const release = () => {
       if (!released) (released = true), target.release()
@@ -94,6 +103,7 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
         if (HOP.has(name) || value === undefined) continue
         headers[name] = name === 'set-cookie' ? hostOnlyCookies(value as string[]) : value
       }
+      if (onApiOrigin) headers['content-security-policy'] = 'sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads'
       res.writeHead(answer.statusCode ?? 502, answer.statusMessage, headers)
       // Streamed as it comes (server-sent events, chunked pages): each chunk is written at once.
       answer.pipe(res)
@@ -102,7 +112,7 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
     upstream.on('error', (err: NodeJS.ErrnoException) => {
       release()
       if (res.headersSent || res.destroyed) return void res.destroy()
-      sendPage(res, err.code === 'ECONNREFUSED' ? PAGES.nothingListening(row.port) : PAGES.failed(row.port, err.code ?? err.message))
+      sendPage(res, err.code === 'ECONNREFUSED' ? PAGES.nothingListening(row.port) : PAGES.failed(row.port, err.code ?? 'connection error'))
     })
     // A client that goes away takes its upstream request with it.
     res.once('close', () => {
@@ -112,16 +122,17 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
   }
 
   async function upgrade(row: PreviewRow, req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
-    track(row.session_id, socket)
+    track(row.session_id, socket, () => socket.destroy())
     const target = await reach(row)
     if ('page' in target) return void socket.end(rawPage(target.page, 'Bad Gateway'))
+    if (socket.destroyed) return target.release()
     socket.once('close', target.release)
     const upstream = net.connect({ host: target.host, port: target.port })
-    track(row.session_id, upstream)
+    track(row.session_id, upstream, () => upstream.destroy())
     upstream.setNoDelay(true)
     upstream.once('error', (err: NodeJS.ErrnoException) => {
       if (upstream.bytesRead > 0) return void socket.destroy()
-      socket.end(rawPage(err.code === 'ECONNREFUSED' ? PAGES.nothingListening(row.port) : PAGES.failed(row.port, err.code ?? err.message), 'Bad Gateway'))
+      socket.end(rawPage(err.code === 'ECONNREFUSED' ? PAGES.nothingListening(row.port) : PAGES.failed(row.port, err.code ?? 'connection error'), 'Bad Gateway'))
     })
     // No half-open WebSockets: the client leaving ends both sides (the server socket is half-open
     // capable, so without this nothing would ever close); the site leaving ends the client's after
@@ -146,18 +157,21 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
     })
   }
 
-  const failed = (res: ServerResponse) => (err: unknown) => sendPage(res, PAGES.error((err as Error).message))
+  const failed = (res: ServerResponse) => () => sendPage(res, PAGES.error())
 
   return {
     handleRequest(req, res) {
       const sub = previewSubdomainOf(req.headers.host, config.previewDomain)
       if (sub === null) return false
       void previewBySubdomain(store.db, sub)
-        .then((row) => (row ? proxy(row, req, res, req.url ?? '/', new Set()) : sendPage(res, PAGES.unknown())))
+        .then((row) => (row ? proxy(row, req, res, req.url ?? '/', false) : sendPage(res, PAGES.unknown())))
         .catch(failed(res))
       return true
     },
     handleUpgrade(req, socket, head) {
+      // Node takes its own error listener off an upgraded socket: without one, a client resetting
+      // the connection while the lookup runs would bring the whole process down.
+      socket.on('error', () => socket.destroy())
       const sub = previewSubdomainOf(req.headers.host, config.previewDomain)
       if (sub === null) return void socket.end(rawPage(PAGES.unknown(), 'Not Found'))
       void previewBySubdomain(store.db, sub)
@@ -165,9 +179,9 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
         .catch(() => socket.destroy())
     },
     // The caller's token never reaches the workspace.
-    serve: (row, req, res, path) => proxy(row, req, res, path, new Set(['authorization'])),
+    serve: (row, req, res, path) => proxy(row, req, res, path, true),
     cut(sessionId) {
-      for (const socket of open.get(sessionId) ?? []) socket.destroy()
+      for (const cut of open.get(sessionId) ?? []) cut()
       open.delete(sessionId)
     },
     close() {

@@ -37,5 +37,7 @@ export const PAGES = {
   nothingListening: (port: number) =>
     previewPage(502, 'Nothing is listening', `Nothing in the workspace is listening on port ${port}. Start the server there (on 0.0.0.0 or 127.0.0.1, port ${port}) and reload.`),
   failed: (port: number, reason: string) => previewPage(502, 'The preview could not be reached', `The server on port ${port} in the workspace did not answer: ${reason}.`),
-  error: (reason: string) => previewPage(502, 'The preview could not be served', `The service could not serve this preview: ${reason}. Try again shortly.`),
+  // Internal reasons are the service's business: a visitor of a public address is told only what they can act on.
+  error: () => previewPage(502, 'The preview could not be served', 'The service could not serve this preview just now. Try again shortly.'),
+  reserved: (port: number) => previewPage(403, 'Not a preview', `Port ${port} is the service's own in this workspace (its browser), never served as a preview.`),
 }

@@ -26,7 +26,12 @@ export const previewRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
         response: { 200: Preview, ...errorResponses(400, 404, 409) },
       },
     },
-    async (req) => publishPreview(deps, req.auth.orgId, req.params.session_id, req.body ?? {}),
+    async (req) => {
+      const preview = await publishPreview(deps, req.auth.orgId, req.params.session_id, req.body ?? {})
+      // What was open to the previous address or port ends: the preview is what this call says now.
+      previews.cut(req.params.session_id)
+      return preview
+    },
   )
 
   app.delete(

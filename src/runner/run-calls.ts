@@ -143,7 +143,8 @@ type Verdict = 'allow' | 'parked' | CallResult
 async function permit(ctx: Ctx, scope: TurnScope, call: ToolCallRequest, kind: ToolKind, row: PendingCall | undefined, mcpTool: McpTool | null): Promise<Verdict> {
   const { turn, agent } = scope
   // An MCP tool counts as writing unless its server declares it read-only (readOnlyHint).
-  const writes = kind === 'builtin' ? builtinTool(call.toolName)!.kind === 'writes' : mcpTool ? !mcpTool.readOnly : false
+  // browser_act can submit a form or press a button that changes something elsewhere: it writes.
+  const writes = kind === 'builtin' ? builtinTool(call.toolName)!.kind === 'writes' : mcpTool ? !mcpTool.readOnly : kind === 'network' && call.toolName === 'browser_act'
   if (row) {
     if (row.status === 'pending') return 'parked'
     const a = asObject(row.answer)
@@ -220,7 +221,14 @@ async function runMcpCall(ctx: Ctx, scope: TurnScope, call: ToolCallRequest, too
 async function runNetworkCall(ctx: Ctx, scope: TurnScope, call: ToolCallRequest, tool: NetworkTool): Promise<void> {
   const { turn } = scope
   const sandbox = () => ctx.workspaces.acquire(turn.session_id)
-  const out = await tool.run(asObject(call.input), { config: ctx.config, sandbox, page: () => ctx.browser.page(turn.session_id, sandbox), signal: scope.signal })
+  let out: Awaited<ReturnType<NetworkTool['run']>>
+  try {
+    out = await tool.run(asObject(call.input), { config: ctx.config, sandbox, page: () => ctx.browser.page(turn.session_id, sandbox), signal: scope.signal })
+  } catch (err) {
+    if (scope.signal.aborted) throw scope.signal.reason
+    // A tool that broke (a browser that would not start, a page that timed out) is the model's to know, not the turn's end.
+    out = { output: `${call.toolName} failed: ${(err as Error).message.split('\n')[0]}`, isError: true, summary: 'failed' }
+  }
   await recordCallResult(ctx, turn, call, { output: out.output, isError: out.isError, summary: out.summary, ...(out.content && !out.isError ? { content: out.content } : {}) })
   if (scope.signal.aborted) throw scope.signal.reason
 }

@@ -22,6 +22,8 @@ export type TurnRunner = {
   cancel(sessionId: string, turnId: string): Promise<void>
   /** Stops driving the session without writing anything more (it is being deleted). */
   forget(sessionId: string): void
+  /** Workspace ports the service itself uses in the session's sandbox (its browser's DevTools): never a preview. */
+  reservedPorts(sessionId: string): number[]
   /** Resolves when nothing drives the session (tests and benchmarks wait on it). */
   settled(sessionId: string): Promise<void>
   /** At service start: drives every turn that was working when the service stopped. */
@@ -59,7 +61,12 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
   })
   // The session's browser (browse, browser_act, screenshot) lives until the workspace pauses.
   const browser = browserHub()
-  workspaces.onPause((sessionId) => browser.close(sessionId))
+  // A paused workspace keeps nothing open: its browser closes, its MCP servers are disconnected
+  // (a local one would only sit frozen); both come back on the next use.
+  workspaces.onPause(async (sessionId) => {
+    await browser.close(sessionId)
+    await mcp.forget(sessionId)
+  })
   const deps = { ...runnerDeps, mcp, browser }
   const drivers = new Map<string, Driver>()
   const seen = new Map<string, Map<string, string>>()
@@ -221,6 +228,10 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
       for (const [t, s] of seenBy) if (s === sessionId) (seen.delete(t), seenBy.delete(t))
       void deps.mcp.forget(sessionId)
       void browser.close(sessionId)
+    },
+    reservedPorts(sessionId) {
+      const port = browser.port(sessionId)
+      return port === null ? [] : [port]
     },
     async settled(sessionId) {
       while (drivers.has(sessionId)) await drivers.get(sessionId)!.done

@@ -1,33 +1,23 @@
-import type { Store } from '../db/database.ts'
+import type { Db, Store } from '../db/database.ts'
+import { sealToolEntries, type StoredToolEntry } from '../tools/tool-entries.ts'
+import type { ToolEntry } from '../tools/tools.schema.ts'
 import type { SecretBox } from './secret-box.ts'
 
 export type ResealReport = { resealed: number; unreadable: number; by_table: Record<string, number> }
 
-type Sealer = (value: string) => string | null
-
-/** Re-seals the `secrets_enc` of every MCP entry in a JSON text of tool entries (or of an agent holding them). */
-function resealToolsJson(text: string | null, reseal: Sealer, inAgent: boolean): { text: string | null; changed: number } {
-  if (!text) return { text, changed: 0 }
-  const parsed = JSON.parse(text) as Record<string, unknown> | unknown[] | null
-  const tools = (inAgent ? (parsed as { tools?: unknown } | null)?.tools : parsed) as { secrets_enc?: string }[] | null | undefined
-  if (!Array.isArray(tools)) return { text, changed: 0 }
-  let changed = 0
-  for (const t of tools) {
-    if (typeof t?.secrets_enc !== 'string') continue
-    const next = reseal(t.secrets_enc)
-    if (next !== null) (t.secrets_enc = next), changed++
-  }
-  return { text: changed ? JSON.stringify(parsed) : text, changed }
-}
+/** A column holding sealed values: how its rows are named, and how one value is rewritten (null: unchanged). */
+type SealedColumn = { table: string; keys: string[]; column: string; rewrite(value: string): { next: string; count: number } | null }
 
 /**
  * Opens every secret the store holds sealed (with the current key or the previous one) and seals
- * it again under the current key, row by row: after it, the previous key can be dropped. A value
- * neither key opens is left as it is and counted; nothing is ever written in plain text.
+ * it again under the current key, row by row, so that the previous key can then be dropped. MCP
+ * credentials stored in plain text by an early version are sealed on the way. A value neither key
+ * opens is left as it is and counted; nothing is ever written in plain text. Safe beside a running
+ * service: a row is written only if it still holds what was read (else it is read again).
  */
 export async function resealSecrets(store: Store, box: SecretBox): Promise<ResealReport> {
   const report: ResealReport = { resealed: 0, unreadable: 0, by_table: {} }
-  const reseal: Sealer = (value) => {
+  const reseal = (value: string): string | null => {
     try {
       return box.seal(box.open(value))
     } catch {
@@ -35,34 +25,60 @@ export async function resealSecrets(store: Store, box: SecretBox): Promise<Resea
       return null
     }
   }
-  const count = (table: string, n: number) => {
+  const one = (value: string) => {
+    const next = reseal(value)
+    return next === null ? null : { next, count: 1 }
+  }
+  /** The MCP entries of a JSON text of tool entries (or of an agent holding them), sealed again. */
+  const tools = (inAgent: boolean) => (text: string) => {
+    const parsed = JSON.parse(text) as { tools?: unknown } | unknown[] | null
+    const list = (inAgent ? (parsed as { tools?: unknown } | null)?.tools : parsed) as (StoredToolEntry & { authorization?: string; headers?: object; env?: object })[] | null
+    if (!Array.isArray(list)) return null
+    let count = 0
+    list.forEach((t, i) => {
+      if (t?.type !== 'mcp') return
+      if (typeof t.secrets_enc === 'string') {
+        const next = reseal(t.secrets_enc)
+        if (next !== null) (t.secrets_enc = next), count++
+      } else if (t.authorization !== undefined || t.headers !== undefined || t.env !== undefined) {
+        list[i] = sealToolEntries(box, [t as unknown as ToolEntry], 'tools')[0]!
+        count++
+      }
+    })
+    return count ? { next: JSON.stringify(parsed), count } : null
+  }
+  const columns: SealedColumn[] = [
+    { table: 'model_credentials', keys: ['id'], column: 'api_key_enc', rewrite: one },
+    { table: 'webhook_subscriptions', keys: ['id'], column: 'secret_enc', rewrite: one },
+    { table: 'environment_profiles', keys: ['id'], column: 'env_enc', rewrite: one },
+    { table: 'idempotency_keys', keys: ['token_id', 'key'], column: 'body', rewrite: one },
+    { table: 'agents', keys: ['id'], column: 'tools', rewrite: tools(false) },
+    { table: 'sessions', keys: ['id'], column: 'agent', rewrite: tools(true) },
+  ]
+  for (const c of columns) {
+    const n = await resealColumn(store.db, c)
     report.resealed += n
-    report.by_table[table] = (report.by_table[table] ?? 0) + n
-  }
-  const db = store.db
-  for (const row of await db.selectFrom('model_credentials').select(['id', 'api_key_enc']).execute()) {
-    const next = reseal(row.api_key_enc)
-    if (next !== null) await db.updateTable('model_credentials').set({ api_key_enc: next }).where('id', '=', row.id).execute(), count('model_credentials', 1)
-  }
-  for (const row of await db.selectFrom('webhook_subscriptions').select(['id', 'secret_enc']).execute()) {
-    const next = reseal(row.secret_enc)
-    if (next !== null) await db.updateTable('webhook_subscriptions').set({ secret_enc: next }).where('id', '=', row.id).execute(), count('webhook_subscriptions', 1)
-  }
-  for (const row of await db.selectFrom('environment_profiles').select(['id', 'env_enc']).execute()) {
-    const next = reseal(row.env_enc)
-    if (next !== null) await db.updateTable('environment_profiles').set({ env_enc: next }).where('id', '=', row.id).execute(), count('environment_profiles', 1)
-  }
-  for (const row of await db.selectFrom('idempotency_keys').select(['token_id', 'key', 'body']).where('body', 'is not', null).execute()) {
-    const next = reseal(row.body!)
-    if (next !== null) await db.updateTable('idempotency_keys').set({ body: next }).where('token_id', '=', row.token_id).where('key', '=', row.key).execute(), count('idempotency_keys', 1)
-  }
-  for (const row of await db.selectFrom('agents').select(['id', 'tools']).execute()) {
-    const { text, changed } = resealToolsJson(row.tools, reseal, false)
-    if (changed) await db.updateTable('agents').set({ tools: text! }).where('id', '=', row.id).execute(), count('agents', changed)
-  }
-  for (const row of await db.selectFrom('sessions').select(['id', 'agent']).execute()) {
-    const { text, changed } = resealToolsJson(row.agent, reseal, true)
-    if (changed) await db.updateTable('sessions').set({ agent: text! }).where('id', '=', row.id).execute(), count('sessions', changed)
+    if (n) report.by_table[c.table] = n
   }
   return report
+}
+
+async function resealColumn(db: Db, c: SealedColumn): Promise<number> {
+  const q = db as unknown as Db & { selectFrom(t: string): any; updateTable(t: string): any }
+  const where = (b: any, row: Record<string, unknown>) => c.keys.reduce((acc, k) => acc.where(k, '=', row[k]), b)
+  let total = 0
+  for (let row of (await q.selectFrom(c.table).select([...c.keys, c.column]).where(c.column, 'is not', null).execute()) as Record<string, string>[]) {
+    for (let attempt = 0; attempt < 5 && row; attempt++) {
+      const r = c.rewrite(row[c.column]!)
+      if (!r) break
+      const res = await where(q.updateTable(c.table).set({ [c.column]: r.next }), row).where(c.column, '=', row[c.column]).executeTakeFirst()
+      if (Number(res.numUpdatedRows) > 0) {
+        total += r.count
+        break
+      }
+      // Changed meanwhile by the running service: read it again and reseal what it holds now.
+      row = (await where(q.selectFrom(c.table).select([...c.keys, c.column]), row).executeTakeFirst()) as Record<string, string>
+    }
+  }
+  return total
 }

@@ -59,6 +59,7 @@ export function openToolEntry(box: SecretBox, t: StoredToolEntry): ToolEntry {
 /** The entry as returned: every credential withheld, and named in `redacted`. */
 export function redactToolEntry(t: StoredToolEntry): ToolEntryOut {
   if (t.type !== 'mcp') return { ...t }
-  const { secrets_enc: _s, ...rest } = t
+  // Credentials in plain text never leave, even from a row stored before they were sealed.
+  const { secrets_enc: _s, authorization: _a, headers: _h, env: _e, ...rest } = t as Extract<StoredToolEntry, { type: 'mcp' }> & { authorization?: unknown; headers?: unknown; env?: unknown }
   return rest
 }

@@ -1,7 +1,7 @@
 import type { SandboxProvider } from '../sandbox.ts'
 import { startEgressProxy, type ProxyLogger } from './egress-proxy.ts'
 import { LocalSandboxProvider } from './local-provider.ts'
-import { localNetwork, type SandboxNetwork } from './network.ts'
+import { localNetwork, SANDBOX_POOL, type SandboxNetwork } from './network.ts'
 
 export type LocalStackOptions = {
   /**
@@ -24,7 +24,7 @@ export type LocalStackOptions = {
 export async function createLocalProvider(opts: LocalStackOptions = {}): Promise<SandboxProvider> {
   const prefix = opts.prefix ?? 'wr'
   let network: SandboxNetwork | null = null
-  const proxy = await startEgressProxy({ host: '127.0.0.1', resolveSandbox: (remote, local) => network?.resolve(remote, local) ?? null, allowPrivate: opts.allowPrivate ?? false, logger: opts.logger })
+  const proxy = await startEgressProxy({ host: '127.0.0.1', resolveSandbox: (remote, local) => network?.resolve(remote, local) ?? null, allowPrivate: opts.allowPrivate ?? false, forbidden: [SANDBOX_POOL], logger: opts.logger })
   network = localNetwork({ proxy, prefix, table: prefix === 'wr' ? 'warren' : `warren_${prefix}` })
   const provider = new LocalSandboxProvider({
     network,

@@ -1,7 +1,7 @@
 import { lookup as dnsLookup } from 'node:dns/promises'
 import { createServer, request as httpRequest, STATUS_CODES, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http'
 import { connect, createServer as createTcpServer, isIP, type AddressInfo, type Server, type Socket } from 'node:net'
-import { addressRefusal, hostAllowed, normalizeHost, type PrivatePolicy } from './net-address-policy.ts'
+import { addressRefusal, hostAllowed, inCidr, normalizeHost, type PrivatePolicy } from './net-address-policy.ts'
 
 /**
  * The egress proxy: the one door out of a sandbox. Sandboxes reach it on the host side of their
@@ -22,6 +22,8 @@ export type EgressProxyOptions = {
   resolveSandbox(remoteAddress: string, localAddress?: string): { allow: string[]; deny?: string[] } | null
   /** Lets private ranges through: true for all of them, or a list of CIDRs (tests' own namespaces). */
   allowPrivate?: PrivatePolicy
+  /** CIDRs refused whatever allowPrivate says: the sandboxes' own pool (no sandbox reaches another). */
+  forbidden?: string[]
   /** Resolves a name once; the proxy connects to exactly the address it checked. Default dns.lookup. */
   lookup?: LookupFn
   /** Tunnels and requests in flight per sandbox (default 64): one sandbox cannot exhaust the host. */
@@ -95,7 +97,7 @@ export async function startEgressProxy(opts: EgressProxyOptions): Promise<Egress
     }
     let why = 'no address'
     for (const c of candidates) {
-      const refusal = addressRefusal(c.address, opts.allowPrivate)
+      const refusal = (opts.forbidden ?? []).some((cidr) => inCidr(c.address, cidr)) ? "another sandbox's address" : addressRefusal(c.address, opts.allowPrivate)
       if (!refusal) return { address: c.address, port, release }
       why = refusal
     }

@@ -79,13 +79,21 @@ export function addressRefusal(address: string, allowPrivate: PrivatePolicy = fa
   }
   if (PRIVATE.check(target, type)) {
     if (allowPrivate === true) return null
-    if (Array.isArray(allowPrivate) && allowPrivate.some((c) => inCidr(target, type, c))) return null
+    if (Array.isArray(allowPrivate) && allowPrivate.some((c) => inCidrOf(target, type, c))) return null
     return 'private address'
   }
   return null
 }
 
-function inCidr(address: string, type: 'ipv4' | 'ipv6', cidr: string): boolean {
+/** Whether an IP address lies in a CIDR (either family; IPv4 embedded in IPv6 counts as IPv4). */
+export function inCidr(address: string, cidr: string): boolean {
+  const family = isIP(address)
+  if (family === 0) return false
+  const v4 = family === 4 ? address : embeddedV4(address)
+  return inCidrOf(v4 ?? address, v4 ? 'ipv4' : 'ipv6', cidr)
+}
+
+function inCidrOf(address: string, type: 'ipv4' | 'ipv6', cidr: string): boolean {
   const [net, len] = cidr.split('/')
   const netType = isIP(net) === 4 ? 'ipv4' : 'ipv6'
   if (netType !== type) return false

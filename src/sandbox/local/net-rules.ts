@@ -19,23 +19,29 @@ const SANDBOX_TABLE = 'warren_sandbox'
  * `ip_forward=1` host (Docker, for one) does not change that. The chains are rewritten in one
  * transaction (the proxy port may have changed since the last run) while the set's elements stay,
  * so re-applying the table never cuts an attached sandbox; cleanupOrphans prunes stale elements.
+ * Only the service's own user may open a connection into a sandbox (previews, the browser tools'
+ * DevTools): a sandbox redirects such connections to its loopback, which no other host user may
+ * reach.
  */
-export function hostTableScript(table: string, ifPrefix: string, proxyPort: number): string {
+export function hostTableScript(table: string, ifPrefix: string, proxyPort: number, serviceUid: number): string {
   const t = `inet ${table}`
   return `add table ${t}
 add set ${t} proxy_clients { type ifname . ipv4_addr . ipv4_addr; }
 add chain ${t} from_sandbox
 add chain ${t} input { type filter hook input priority filter - 10; policy accept; }
 add chain ${t} forward { type filter hook forward priority filter - 10; policy accept; }
+add chain ${t} output { type filter hook output priority filter - 10; policy accept; }
 flush chain ${t} from_sandbox
 flush chain ${t} input
 flush chain ${t} forward
+flush chain ${t} output
 add rule ${t} from_sandbox ct state established,related accept
 add rule ${t} from_sandbox meta l4proto tcp iifname . ip saddr . ip daddr @proxy_clients tcp dport ${proxyPort} accept
 add rule ${t} from_sandbox drop
 add rule ${t} input iifname "${ifPrefix}*" jump from_sandbox
 add rule ${t} forward iifname "${ifPrefix}*" drop
 add rule ${t} forward oifname "${ifPrefix}*" drop
+add rule ${t} output oifname "${ifPrefix}*" ct state new meta skuid != ${serviceUid} drop
 `
 }
 

@@ -6,6 +6,9 @@ import { run, runQuiet } from './net-exec.ts'
 import { hostAddresses, parsePool, pickSlot, slotAt, slotClashes, type Slot } from './net-pool.ts'
 import { hostTableScript, proxyClientElement, SANDBOX_IF, sandboxTableScript } from './net-rules.ts'
 
+/** The addresses sandboxes are given by default, a /30 each. */
+export const SANDBOX_POOL = '10.213.0.0/16'
+
 /**
  * Sandbox networking on the local host. Each sandbox gets a network namespace `<prefix>-<short>`
  * holding one end of a veth pair (`eth0`, the `.2` of its own /30) and no default route; the
@@ -65,7 +68,7 @@ export function localNetwork(opts: LocalNetworkOptions): SandboxNetwork {
   const table = opts.table ?? 'warren'
   if (!/^[a-z][a-z0-9]{1,4}$/.test(prefix)) throw new Error(`network prefix must be 2-5 lowercase letters or digits: ${prefix}`)
   if (!/^[a-z][a-z0-9_]{0,31}$/.test(table)) throw new Error(`invalid nftables table name: ${table}`)
-  const pool = parsePool(opts.subnet ?? '10.213.0.0/16')
+  const pool = parsePool(opts.subnet ?? SANDBOX_POOL)
   const proxy = opts.proxy
   const byId = new Map<string, Entry>()
   const byAddr = new Map<string, Entry>()
@@ -93,7 +96,7 @@ export function localNetwork(opts: LocalNetworkOptions): SandboxNetwork {
   }
 
   function ensureTable(): Promise<void> {
-    tableReady ??= run('nft', ['-f', '-'], hostTableScript(table, prefix, proxy.port)).then(
+    tableReady ??= run('nft', ['-f', '-'], hostTableScript(table, prefix, proxy.port, process.getuid?.() ?? 0)).then(
       () => undefined,
       (err) => {
         tableReady = null

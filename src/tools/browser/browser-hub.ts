@@ -22,14 +22,24 @@ export type BrowserHub = {
   page(sessionId: string, sandbox: () => Promise<Sandbox>): Promise<Page>
   close(sessionId: string): Promise<void>
   closeAll(): Promise<void>
+  /** The workspace port the session's browser listens on for DevTools (never to be published), or null. */
+  port(sessionId: string): number | null
 }
 
 export function browserHub(): BrowserHub {
   const sessions = new Map<string, Promise<SessionBrowser>>()
+  const ports = new Map<string, number>()
 
-  async function start(sessionId: string, sandbox: Sandbox): Promise<SessionBrowser> {
+  async function start(sessionId: string, sandbox: Sandbox, current: () => boolean): Promise<SessionBrowser> {
     // A port of its own each start: a server the agent runs may hold any fixed one.
     const port = 40_000 + Math.floor(Math.random() * 20_000)
+    ports.set(sessionId, port)
+    // Whatever ends this browser (a crash, the workspace reclaimed) forgets it, unless a newer one took its place.
+    const forget = () => {
+      if (!current()) return
+      sessions.delete(sessionId)
+      ports.delete(sessionId)
+    }
     const flags = [
       '--headless', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run', '--no-default-browser-check',
       '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-quic', '--mute-audio',
@@ -58,8 +68,8 @@ export function browserHub(): BrowserHub {
       const context = browser.contexts()[0] ?? (await browser.newContext())
       const page = context.pages()[0] ?? (await context.newPage())
       // Whatever ends it (the workspace reclaimed, a crash), the next use starts another.
-      browser.on('disconnected', () => sessions.delete(sessionId))
-      void proc.exited.then(() => sessions.delete(sessionId))
+      browser.on('disconnected', forget)
+      void proc.exited.then(forget)
       return { proc, browser, page }
     } catch (err) {
       await proc.kill().catch(() => {})
@@ -70,6 +80,7 @@ export function browserHub(): BrowserHub {
   async function close(sessionId: string): Promise<void> {
     const pending = sessions.get(sessionId)
     sessions.delete(sessionId)
+    ports.delete(sessionId)
     const b = await pending?.catch(() => null)
     if (!b) return
     await b.browser.close().catch(() => {})
@@ -80,15 +91,19 @@ export function browserHub(): BrowserHub {
     async page(sessionId, sandbox) {
       let pending = sessions.get(sessionId)
       if (!pending) {
-        pending = sandbox().then((s) => start(sessionId, s))
-        sessions.set(sessionId, pending)
-        pending.catch(() => sessions.delete(sessionId))
+        const mine: Promise<SessionBrowser> = sandbox().then((s) => start(sessionId, s, () => sessions.get(sessionId) === mine))
+        pending = mine
+        sessions.set(sessionId, mine)
+        mine.catch(() => {
+          if (sessions.get(sessionId) === mine) sessions.delete(sessionId), ports.delete(sessionId)
+        })
       }
       const b = await pending
-      if (b.page.isClosed()) b.page = await b.browser.contexts()[0]!.newPage()
+      if (b.page.isClosed()) b.page = await (b.browser.contexts()[0] ?? (await b.browser.newContext())).newPage()
       return b.page
     },
     close,
+    port: (sessionId) => ports.get(sessionId) ?? null,
     async closeAll() {
       await Promise.all([...sessions.keys()].map(close))
     },

@@ -108,11 +108,13 @@ export function unavailableNetworkTools(config: Pick<Config, 'disabledTools' | '
 }
 
 /**
- * The network tools the model is offered: the types the configuration names (all of them when it
- * names no configuration at all, none for []), less what the deployment turned off or cannot run.
+ * The network tools the model is offered: exactly the types the configuration names when it names
+ * any, none for [], every type otherwise (no configuration, or one of only MCP servers and
+ * functions), less what the deployment turned off or cannot run.
  */
 export function offeredNetworkTools(config: Pick<Config, 'disabledTools' | 'searchUrl'>, tools: StoredToolEntry[] | null): NetworkTool[] {
-  const named = tools === null ? [...NETWORK_TOOL_TYPES] : tools.map((t) => t.type).filter((t): t is NetworkToolType => (NETWORK_TOOL_TYPES as readonly string[]).includes(t))
+  const namedTypes = (tools ?? []).map((t) => t.type).filter((t): t is NetworkToolType => (NETWORK_TOOL_TYPES as readonly string[]).includes(t))
+  const named = tools !== null && (tools.length === 0 || namedTypes.length > 0) ? namedTypes : [...NETWORK_TOOL_TYPES]
   const unavailable = unavailableNetworkTools(config)
   return named.filter((t) => !unavailable.has(t)).map((t) => byType.get(t)!)
 }

@@ -16,7 +16,8 @@ export function urlHost(url: unknown): string | null {
   if (typeof url !== 'string') return null
   try {
     const u = new URL(url)
-    return u.protocol === 'http:' || u.protocol === 'https:' ? u.hostname.replace(/^\[|\]$/g, '').toLowerCase() : null
+    // As the proxy judges it: no brackets, no trailing dot (`host.` is `host`), lower case.
+    return u.protocol === 'http:' || u.protocol === 'https:' ? u.hostname.replace(/^\[|\]$/g, '').replace(/\.$/, '').toLowerCase() : null
   } catch {
     return null
   }
