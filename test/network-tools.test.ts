@@ -260,6 +260,14 @@ describe('the session browser’s lifetime [sqlite]', { skip }, () => {
     const uid = Number(/\d+/.exec(fake.modelRequests[before + 1]!.toolResults.at(-1)!.content)![0])
     assert.ok(uid > 0)
     assert.notEqual(chromiumOf(uid), '', 'Chromium runs, as the sandbox’s user')
+    // Its DevTools port is the service's own: never found by a preview, never published.
+    const [devtools] = w().runner.reservedPorts(sid)
+    assert.ok(devtools)
+    const named = await c.call('POST', `/v1/sessions/${sid}/preview`, { port: devtools })
+    assert.equal(named.statusCode, 409)
+    assert.match(named.json().error.message, /the service's own/)
+    const found = await c.call('POST', `/v1/sessions/${sid}/preview`, {})
+    assert.equal(found.statusCode, 409, 'nothing else listens, and the browser is not offered')
     await waitFor('the workspace pauses when idle', async () => (await c.getSession(sid)).environment.state === 'paused', 30_000)
     assert.equal(chromiumOf(uid), '', 'closed before the pause')
     // Used again, it starts again; deleting the session takes it away.
