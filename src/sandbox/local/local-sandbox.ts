@@ -61,7 +61,13 @@ export class LocalSandbox implements Sandbox {
 
   /** Starts the init; again after it died (an OOM kill, say): what ran in the background is gone then. */
   ensureInit(): Promise<InitHandle> {
-    if (this.init && !this.init.exited) return Promise.resolve(this.init)
+    // The init's exit may not have been reported yet when its namespace is already gone (killed a
+    // moment ago): its pid 1 is looked at too, so no command is sent into a dead namespace.
+    if (this.init && !this.init.exited && pidAlive(this.init.nsPid)) return Promise.resolve(this.init)
+    if (this.init && !this.init.exited) {
+      this.init.exited = true
+      this.init.child.kill('SIGKILL')
+    }
     if (this.starting) return this.starting
     const shell = this.ctx.initShell ?? parkInit(this.ctx.tools, this.cgroup.procsFiles())
     this.ctx.initShell = null
@@ -320,6 +326,17 @@ export class LocalSandbox implements Sandbox {
 
   private notDestroyed(): void {
     if (this.current === 'destroyed') throw new SandboxUnavailableError('destroyed')
+  }
+}
+
+/** Whether a process runs (neither gone nor a zombie waiting to be reaped). */
+function pidAlive(pid: number): boolean {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const state = stat[stat.lastIndexOf(')') + 2]
+    return state !== 'Z' && state !== 'X'
+  } catch {
+    return false
   }
 }
 
