@@ -8,6 +8,7 @@ import { errorOf, forEachDialect, useWarren } from './harness.ts'
 import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
 import { NO_RATE_LIMITS, client, newOrg } from './turns.helpers.ts'
 import { waitFor } from './fixtures.ts'
+import { openToolEntry } from '../src/tools/tool-entries.ts'
 
 const SECRETS = ['Bearer sk-mcp-very-secret-1', 'header-secret-value-2', 'env-secret-value-3']
 const MCP = {
@@ -91,13 +92,45 @@ forEachDialect('tool configuration', (dialect) => {
     const put = (payload: unknown, token = org.token) => w().inject({ method: 'PUT', url: `/v1/sessions/${sid}/tools`, token, payload: payload as never })
     const unknown = await put({ tools: [{ ...MCP, secret_sauce: 1 }] })
     assert.equal(unknown.statusCode, 400)
-    assert.match(errorOf(unknown).message, /Unknown field "tools\[0\]\.secret_sauce": a tool entry of type "mcp" accepts type, name, url, command, args, allowed_tools, required, authorization, headers, env, description, timeout_seconds/)
+    assert.match(errorOf(unknown).message, /Unknown field "tools\[0\]\.secret_sauce": a tool entry of type "mcp" accepts type, name, url, command, args, allowed_tools, required, authorization, headers, env, redacted, description, timeout_seconds/)
     const both = await put({ tools: [{ type: 'mcp', name: 'x', url: 'https://a.example', command: 'node' }] })
     assert.match(errorOf(both).message, /exactly one of "url" \(remote\) or "command" \(local\)/)
     assert.match(errorOf(await put({ tools: [{ type: 'telepathy' }] })).message, /"tools\[0\]\.type" must be one of/)
     assert.match(errorOf(await put({})).message, /Missing required field "tools"/)
     assert.equal((await put({ tools: [] }, (await newOrg(w())).token)).statusCode, 404)
     assert.deepEqual((await c.call('GET', `/v1/sessions/${sid}/tools`)).json().tools, [LOOKUP])
+  })
+
+  it('what GET returned can be PUT back as is: the credentials it withheld are kept; a name they do not hold is refused', async () => {
+    const org = await newOrg(w())
+    const c = client(w(), org)
+    await c.connect(fake, 'openai')
+    const sid = await c.session({ tools: [MCP, LOCAL] })
+    const read = (await c.call('GET', `/v1/sessions/${sid}/tools`)).json().tools
+    const put = (tools: unknown) => w().inject({ method: 'PUT', url: `/v1/sessions/${sid}/tools`, token: org.token, payload: { tools } as never })
+    // Back as it came, with one more allowed tool: the credentials stay, sealed.
+    const edited = read.map((t: { name: string }) => (t.name === 'docs' ? { ...t, allowed_tools: ['search', 'fetch'] } : t))
+    const res = await put(edited)
+    assert.equal(res.statusCode, 200, res.body)
+    assert.deepEqual(res.json().tools, edited)
+    const stored = (await w().store.db.selectFrom('sessions').select('agent').where('id', '=', sid).executeTakeFirstOrThrow()).agent
+    const tools = JSON.parse(stored).tools.map((t: never) => openToolEntry(w().box, t))
+    assert.equal(tools[0].authorization, SECRETS[0])
+    assert.deepEqual(tools[0].headers, { 'x-api-key': SECRETS[1] })
+    assert.deepEqual(tools[1].env, { TOKEN: SECRETS[2] })
+    // A new value sent beside redacted wins; a name the configuration does not hold is refused.
+    const replaced = await put([{ ...read[0], authorization: 'Bearer new-one' }, read[1]])
+    assert.equal(replaced.statusCode, 200, replaced.body)
+    const after = JSON.parse((await w().store.db.selectFrom('sessions').select('agent').where('id', '=', sid).executeTakeFirstOrThrow()).agent).tools.map((t: never) => openToolEntry(w().box, t))
+    assert.equal(after[0].authorization, 'Bearer new-one')
+    assert.deepEqual(after[0].headers, { 'x-api-key': SECRETS[1] })
+    const unknown = await put([{ ...read[0], redacted: ['headers.x-other'] }])
+    assert.equal(unknown.statusCode, 400)
+    assert.match(errorOf(unknown).message, /tools\[0\]\.redacted names "headers\.x-other", which the current configuration of "docs" does not hold/)
+    // Where nothing is replaced (a new session), redacted has nothing to keep.
+    const fresh = await c.call('POST', '/v1/sessions', { tools: [read[0]] })
+    assert.equal(fresh.statusCode, 400)
+    assert.match(errorOf(fresh).message, /no configuration here to keep credentials from/)
   })
 
   it('stored agents keep credentials sealed too, and a session started from one shows them withheld', async () => {

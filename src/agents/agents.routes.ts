@@ -99,7 +99,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store,
       const b = req.body
       const current = await getAgent(db, req.auth.orgId, req.params.agent_id)
       if (!current) throw notFound('agent', req.params.agent_id)
-      const tools = b.tools ? sealToolEntries(box, b.tools, 'tools') : current.tools
+      const tools = b.tools ? sealToolEntries(box, b.tools, 'tools', current.tools) : current.tools
       const model = b.model ?? current.model
       // The connection is only re-decided when the model or the connection changes, so renaming an
       // agent never fails over a connection problem it did not ask about.

@@ -27,12 +27,17 @@ export function checkToolEntries(tools: ToolEntry[], field: string): void {
   })
 }
 
-/** Checked entries in their stored form: credentials sealed. */
-export function sealToolEntries(box: SecretBox, tools: ToolEntry[], field: string): StoredToolEntry[] {
+/**
+ * Checked entries in their stored form: credentials sealed. An MCP entry's `redacted` names
+ * credentials to keep from `current` (the configuration being replaced, its entry of the same
+ * name); a name it does not hold is refused, and where nothing is replaced `redacted` is too.
+ */
+export function sealToolEntries(box: SecretBox, tools: ToolEntry[], field: string, current?: StoredToolEntry[] | null): StoredToolEntry[] {
   checkToolEntries(tools, field)
-  return tools.map((t) => {
-    if (t.type !== 'mcp') return t
-    const { authorization, headers, env, ...rest } = t
+  return tools.map((given, i) => {
+    if (given.type !== 'mcp') return given
+    const t = given.redacted?.length ? keepRedacted(box, given, current, `${field}[${i}]`) : given
+    const { authorization, headers, env, redacted: _kept, ...rest } = t
     const redacted = [
       ...(authorization !== undefined ? ['authorization'] : []),
       ...Object.keys(headers ?? {}).map((h) => `headers.${h}`),
@@ -42,6 +47,28 @@ export function sealToolEntries(box: SecretBox, tools: ToolEntry[], field: strin
     const secrets: McpSecrets = { authorization, headers, env }
     return { ...rest, redacted, secrets_enc: box.seal(JSON.stringify(secrets)) }
   })
+}
+
+type McpIn = Extract<ToolEntry, { type: 'mcp' }>
+
+/** The entry with the credentials its `redacted` names taken from the current entry of that name. */
+function keepRedacted(box: SecretBox, t: McpIn, current: StoredToolEntry[] | null | undefined, where: string): McpIn {
+  if (current === undefined) throw new ApiError('invalid_request', `${where}.redacted: there is no configuration here to keep credentials from; send them.`)
+  const before = (current ?? []).find((c): c is Extract<StoredToolEntry, { type: 'mcp' }> => c.type === 'mcp' && c.name === t.name)
+  const held = before ? openToolEntry(box, before) : null
+  const old = held?.type === 'mcp' ? held : null
+  const out: McpIn = { ...t, headers: { ...(t.headers ?? {}) }, env: { ...(t.env ?? {}) } }
+  for (const name of t.redacted ?? []) {
+    const [kind, key] = name.startsWith('headers.') ? ['headers', name.slice(8)] : name.startsWith('env.') ? ['env', name.slice(4)] : [name, '']
+    const value = kind === 'authorization' ? old?.authorization : kind === 'headers' ? old?.headers?.[key] : kind === 'env' ? old?.env?.[key] : undefined
+    if (value === undefined) throw new ApiError('invalid_request', `${where}.redacted names "${name}", which the current configuration of "${t.name}" does not hold; send the value.`)
+    if (kind === 'authorization') out.authorization ??= value
+    else if (kind === 'headers') out.headers![key] ??= value
+    else out.env![key] ??= value
+  }
+  if (Object.keys(out.headers!).length === 0) delete out.headers
+  if (Object.keys(out.env!).length === 0) delete out.env
+  return out
 }
 
 /** An entry with its credentials back, for the one place that uses them (connecting to the server). */

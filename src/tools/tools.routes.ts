@@ -50,10 +50,12 @@ export const toolRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store, 
       },
     },
     async (req) => {
-      const sealed = sealToolEntries(box, req.body.tools, 'tools')
-      const shown = sealed.map(redactToolEntry)
+      const shown: ReturnType<typeof redactToolEntry>[] = []
       await withEvents(store, bus, async (trx, record) => {
         const row = await requireSession(trx, req.auth.orgId, req.params.session_id)
+        // Credentials a GET withheld and a PUT sends back as `redacted` are kept from what is replaced.
+        const sealed = sealToolEntries(box, req.body.tools, 'tools', storedAgentOf(row).tools)
+        shown.push(...sealed.map(redactToolEntry))
         await setSessionTools(trx, row, sealed, Date.now())
         // Internal vocabulary: it drives nothing outside, but the log says when the tools changed.
         await record({ orgId: req.auth.orgId, sessionId: row.id, type: 'session.tools_updated', payload: { tools: shown } })

@@ -20,6 +20,12 @@ export const McpToolEntry = Type.Object(
     authorization: Type.Optional(Type.String({ maxLength: 8000, description: 'Write-only: sent as the Authorization header, never returned.' })),
     headers: Type.Optional(Type.Record(Type.String(), Type.String({ maxLength: 8000 }), { description: 'Write-only header values, never returned.' })),
     env: Type.Optional(Type.Record(Type.String(), Type.String({ maxLength: 8000 }), { description: 'Write-only environment of a local server, never returned.' })),
+    redacted: Type.Optional(
+      Type.Array(Type.String({ maxLength: 300 }), {
+        maxItems: 200,
+        description: 'As a response shows it: the credentials named here are kept from the configuration being replaced (PUT back what GET returned, and they stay). Only where a configuration is replaced.',
+      }),
+    ),
     description: Type.Optional(Type.String({ maxLength: 4000 })),
     timeout_seconds: Type.Optional(Timeout),
   },
