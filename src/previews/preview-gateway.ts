@@ -6,6 +6,7 @@ import type { Store } from '../db/database.ts'
 import type { WorkspaceManager } from '../workspaces/workspace-manager.ts'
 import { PAGES, rawPage, sendPage } from './preview-page.ts'
 import { previewSubdomainOf } from './preview-address.ts'
+import { hopByHop } from '../shared/hop-by-hop.ts'
 import { previewBySubdomain, type PreviewRow } from './previews.store.ts'
 
 /**
@@ -26,9 +27,6 @@ export type PreviewGateway = {
   /** Cuts every open preview connection (the service is stopping: an open WebSocket would hold it). */
   close(): void
 }
-
-// Hop-by-hop headers (RFC 9110 §7.6.1) are the proxy's own business, never forwarded.
-const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade'])
 
 type Target = { host: string; port: number; release: () => void }
 
@@ -68,10 +66,11 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
 
   function forwardedHeaders(req: IncomingMessage, drop: Set<string>): http.OutgoingHttpHeaders {
     const headers: http.OutgoingHttpHeaders = {}
+    const hop = hopByHop(req.headers)
     const raw = req.rawHeaders
     for (let i = 0; i < raw.length; i += 2) {
       const name = raw[i]!.toLowerCase()
-      if (HOP.has(name) || drop.has(name)) continue
+      if (hop.has(name) || drop.has(name)) continue
       const prev = headers[name]
       headers[name] = prev === undefined ? raw[i + 1]! : Array.isArray(prev) ? [...prev, raw[i + 1]!] : [String(prev), raw[i + 1]!]
     }
@@ -99,8 +98,9 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
     const upstream = http.request({ host: target.host, port: target.port, method: req.method, path, headers: forwardedHeaders(req, drop), agent })
     upstream.on('response', (answer) => {
       const headers: http.OutgoingHttpHeaders = {}
+      const hop = hopByHop(answer.headers)
       for (const [name, value] of Object.entries(answer.headers)) {
-        if (HOP.has(name) || value === undefined) continue
+        if (hop.has(name) || value === undefined) continue
         headers[name] = name === 'set-cookie' ? hostOnlyCookies(value as string[]) : value
       }
       if (onApiOrigin) headers['content-security-policy'] = 'sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads'

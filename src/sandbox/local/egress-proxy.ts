@@ -2,6 +2,7 @@ import { lookup as dnsLookup } from 'node:dns/promises'
 import { createServer, request as httpRequest, STATUS_CODES, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http'
 import { connect, createServer as createTcpServer, isIP, type AddressInfo, type Server, type Socket } from 'node:net'
 import { addressRefusal, hostAllowed, inCidr, normalizeHost, type PrivatePolicy } from './net-address-policy.ts'
+import { hopByHop } from '../../shared/hop-by-hop.ts'
 
 /**
  * The egress proxy: the one door out of a sandbox. Sandboxes reach it on the host side of their
@@ -45,8 +46,6 @@ export type EgressProxy = {
 
 type Grant = { address: string; port: number; release(): void }
 type Refusal = { status: number; reason: string }
-
-const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade']
 
 const plainAddress = (a: string | undefined) => (a ?? '').replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/i, '')
 
@@ -143,8 +142,7 @@ export async function startEgressProxy(opts: EgressProxyOptions): Promise<Egress
 
   function forwardHeaders(headers: IncomingHttpHeaders): IncomingHttpHeaders {
     const out: IncomingHttpHeaders = { ...headers }
-    const listed = String(headers.connection ?? '').split(',').map((h) => h.trim().toLowerCase())
-    for (const h of [...HOP_BY_HOP, ...listed]) delete out[h]
+    for (const h of hopByHop(headers)) delete out[h]
     return out
   }
 
