@@ -8,10 +8,8 @@ import { markSteersDelivered, undeliveredSteers } from '../turns/steers.store.ts
 import type { TurnError } from '../turns/turns.schema.ts'
 import { turnEventScope } from '../turns/turns.store.ts'
 import { WORKSPACE_MOUNT } from '../workspaces/workspace-manager.ts'
-import { functionEntries, offeredTools, toolKind } from './agent-tools.ts'
-import type { McpHub } from '../mcp/mcp-hub.ts'
-import { mcpEntries } from '../mcp/mcp-tools.ts'
-import { offeredNetworkTools } from '../tools/network/index.ts'
+import { offeredTools, toolKind, toolsInPlay } from './agent-tools.ts'
+import type { McpHub, McpUnavailable } from '../mcp/mcp-hub.ts'
 import { planCompaction } from './compaction.ts'
 import { agentInstructions } from './instructions.ts'
 import { contextWindow, languageModel, maxOutputTokens } from './language-model.ts'
@@ -57,8 +55,8 @@ export async function agentStep(ctx: Ctx, scope: TurnScope): Promise<StepResult>
     })
   }
 
-  const functions = functionEntries(agent.tools)
-  const inPlay = { functions, network: offeredNetworkTools(ctx.config, agent.tools), mcp: await listMcpTools(ctx, turn, mcpEntries(agent.tools)) }
+  const { inPlay, unavailable } = await toolsInPlay(ctx, turn, agent.tools)
+  await reportUnavailable(ctx, turn, unavailable)
   const tools = offeredTools(inPlay)
   const instructions = agentInstructions(WORKSPACE_MOUNT, agent.instructions ?? '')
   const window = contextWindow(agent.model, ctx.config.contextWindowTokens)
@@ -116,19 +114,16 @@ export async function agentStep(ctx: Ctx, scope: TurnScope): Promise<StepResult>
 }
 
 /**
- * The tools of the session's MCP servers for this step. A server that would not connect is
- * reported once a turn (`mcp.unavailable`) and skipped; a required one fails the turn, naming it.
+ * MCP servers that would not connect: each reported once a turn (`mcp.unavailable`) and skipped;
+ * a required one fails the turn, naming it.
  */
-async function listMcpTools(ctx: Ctx, turn: TurnScope['turn'], entries: ReturnType<typeof mcpEntries>) {
-  if (entries.length === 0) return []
-  const listing = await ctx.mcp.list(turn.session_id, turn.id, entries)
-  const required = listing.unavailable.find((u) => u.required)
+async function reportUnavailable(ctx: Ctx, turn: TurnScope['turn'], unavailable: McpUnavailable[]): Promise<void> {
+  const required = unavailable.find((u) => u.required)
   if (required) throw new TurnFailure({ code: 'sandbox_error', message: `The required MCP server "${required.server}" would not connect: ${required.reason}` })
-  const fresh = listing.unavailable.filter((u) => u.fresh)
+  const fresh = unavailable.filter((u) => u.fresh)
   if (fresh.length > 0) {
     await withEvents(ctx.store, ctx.bus, async (trx, record) => {
       for (const u of fresh) await record({ ...turnEventScope(turn), type: 'mcp.unavailable', payload: { server: u.server, reason: u.reason } })
     })
   }
-  return listing.tools
 }

@@ -2,8 +2,10 @@ import { jsonSchema, tool, type ToolSet } from 'ai'
 import { BUILTIN_TOOLS } from '../tools/builtin/index.ts'
 import type { ToolEntry } from '../tools/tools.schema.ts'
 import type { StoredToolEntry } from '../tools/tool-entries.ts'
-import type { McpTool } from '../mcp/mcp-tools.ts'
-import type { NetworkTool } from '../tools/network/index.ts'
+import type { Config } from '../config.ts'
+import type { McpHub, McpUnavailable } from '../mcp/mcp-hub.ts'
+import { mcpEntries, type McpTool } from '../mcp/mcp-tools.ts'
+import { offeredNetworkTools, type NetworkTool } from '../tools/network/index.ts'
 
 /** How the runner handles a call, by the tool's name. */
 export type ToolKind = 'builtin' | 'todo' | 'question' | 'function' | 'network' | 'mcp' | 'unknown'
@@ -79,4 +81,15 @@ export function offeredTools({ functions, network, mcp }: ToolsInPlay): ToolSet 
   }
   for (const t of mcp) if (!set[t.name]) add(t.name, t.description, t.inputSchema)
   return set
+}
+
+/**
+ * What the session's model may call this step beyond the built-in tools, from its configuration:
+ * its functions, the network tools offered, and the tools of its MCP servers (connected when
+ * first needed, kept while connected), with the servers that could not be reached.
+ */
+export async function toolsInPlay(ctx: { config: Config; mcp: McpHub }, turn: { id: string; session_id: string }, tools: StoredToolEntry[] | null): Promise<{ inPlay: ToolsInPlay; unavailable: McpUnavailable[] }> {
+  const servers = mcpEntries(tools)
+  const listing = servers.length > 0 ? await ctx.mcp.list(turn.session_id, turn.id, servers) : { tools: [], unavailable: [] }
+  return { inPlay: { functions: functionEntries(tools), network: offeredNetworkTools(ctx.config, tools), mcp: listing.tools }, unavailable: listing.unavailable }
 }

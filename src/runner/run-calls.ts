@@ -5,11 +5,11 @@ import { builtinTool, ruleSubject } from '../tools/builtin/index.ts'
 import { WORKSPACE_MOUNT } from '../workspaces/workspace-manager.ts'
 import { callsOfTurn, insertPendingCall, type PendingCall } from '../turns/pending-calls.store.ts'
 import { setRunningCall, turnEventScope, type TurnRow } from '../turns/turns.store.ts'
-import { functionEntries, toolKind, type ToolKind } from './agent-tools.ts'
+import { toolKind, toolsInPlay, type ToolKind } from './agent-tools.ts'
 import type { McpHub } from '../mcp/mcp-hub.ts'
 import type { BrowserHub } from '../tools/browser/browser-hub.ts'
-import { mcpEntries, type McpTool } from '../mcp/mcp-tools.ts'
-import { networkRuleSubject, offeredNetworkTools, type NetworkTool } from '../tools/network/index.ts'
+import type { McpTool } from '../mcp/mcp-tools.ts'
+import { networkRuleSubject, type NetworkTool } from '../tools/network/index.ts'
 import type { ToolCallRequest } from './model-step.ts'
 import { decide, type ApprovalMode } from './permissions.ts'
 import { recordCallResult, type CallResult } from './record-step.ts'
@@ -36,10 +36,7 @@ const asObject = (v: unknown): Record<string, unknown> => (v && typeof v === 'ob
  */
 export async function handleOpenCalls(ctx: Ctx, scope: TurnScope, open: ToolCallRequest[]): Promise<'parked' | 'continue'> {
   const { turn, agent } = scope
-  const functions = functionEntries(agent.tools)
-  const servers = mcpEntries(agent.tools)
-  const mcp = servers.length > 0 ? (await ctx.mcp.list(turn.session_id, turn.id, servers)).tools : []
-  const inPlay = { functions, network: offeredNetworkTools(ctx.config, agent.tools), mcp }
+  const { inPlay } = await toolsInPlay(ctx, turn, agent.tools)
   const rows = new Map((await callsOfTurn(ctx.store.db, turn.id)).map((c) => [c.callId, c]))
   for (const call of open) {
     const kind = toolKind(call.toolName, inPlay)
@@ -67,7 +64,7 @@ export async function handleOpenCalls(ctx: Ctx, scope: TurnScope, open: ToolCall
       await recordCallResult(ctx, turn, call, { output: `There is no tool named "${call.toolName}". Call one of the tools you were offered.`, isError: true })
       continue
     }
-    const mcpTool = kind === 'mcp' ? mcp.find((t) => t.name === call.toolName)! : null
+    const mcpTool = kind === 'mcp' ? inPlay.mcp.find((t) => t.name === call.toolName)! : null
     const verdict = await permit(ctx, scope, call, kind, row, mcpTool)
     if (verdict === 'parked') return 'parked'
     if (verdict !== 'allow') {
@@ -185,15 +182,7 @@ async function runCall(ctx: Ctx, scope: TurnScope, call: ToolCallRequest, kind: 
     return recordCallResult(ctx, turn, call, { output: `Task list updated (${list.length} items).`, isError: false, events: [{ type: 'agent.todos', payload: { items: list } }] })
   }
   const tool = builtinTool(call.toolName)!
-  if (turn.running_call === call.toolCallId) {
-    // The service stopped while this call ran: its outcome is unknown, and running it again
-    // could repeat a change, so the model is told and decides.
-    return recordCallResult(ctx, turn, call, {
-      output: 'The service restarted while this tool was running; whether it finished is unknown. Check the workspace before running it again.',
-      isError: true,
-      summary: 'interrupted by a service restart',
-    })
-  }
+  if (turn.running_call === call.toolCallId) return restartedDuring(ctx, turn, call, 'Check the workspace before running it again.')
   const sandbox = await ctx.workspaces.acquire(turn.session_id)
   await setRunningCall(ctx.store.db, turn.id, call.toolCallId)
   const outcome = await tool.run(args, { sandbox, workspaceDir: ctx.workspaces.workspaceDir(turn.session_id), mount: WORKSPACE_MOUNT, signal: scope.signal, seen: scope.seen })
@@ -201,16 +190,22 @@ async function runCall(ctx: Ctx, scope: TurnScope, call: ToolCallRequest, kind: 
   if (scope.signal.aborted) throw scope.signal.reason
 }
 
+/**
+ * The service stopped while this call ran: its outcome is unknown, and running it again could
+ * repeat a change, so the model is told and decides.
+ */
+function restartedDuring(ctx: Ctx, turn: TurnRow, call: ToolCallRequest, advice: string): Promise<void> {
+  return recordCallResult(ctx, turn, call, {
+    output: `The service restarted while this tool was running; whether it finished is unknown. ${advice}`,
+    isError: true,
+    summary: 'interrupted by a service restart',
+  })
+}
+
 /** Calls an MCP server's tool, within the entry's timeout; what it answers reaches the model as is. */
 async function runMcpCall(ctx: Ctx, scope: TurnScope, call: ToolCallRequest, tool: McpTool): Promise<void> {
   const { turn } = scope
-  if (turn.running_call === call.toolCallId) {
-    return recordCallResult(ctx, turn, call, {
-      output: 'The service restarted while this tool was running; whether it finished is unknown. Check before calling it again.',
-      isError: true,
-      summary: 'interrupted by a service restart',
-    })
-  }
+  if (turn.running_call === call.toolCallId) return restartedDuring(ctx, turn, call, 'Check before calling it again.')
   await setRunningCall(ctx.store.db, turn.id, call.toolCallId)
   const out = await ctx.mcp.call(turn.session_id, tool, asObject(call.input), scope.signal)
   const summary = out.isError ? `${tool.server} answered with an error` : `${tool.server}: ${out.text.length} characters${out.parts ? ', with images' : ''}`
