@@ -1,3 +1,4 @@
+import type { ResultPart } from '../tools/result-parts.ts'
 import type { StoredToolEntry } from '../tools/tool-entries.ts'
 
 export type McpEntry = Extract<StoredToolEntry, { type: 'mcp' }>
@@ -33,12 +34,12 @@ export type McpOutput = {
   text: string
   isError: boolean
   /** Set when the result holds images: the parts in order, images included. */
-  parts?: ({ type: 'text'; text: string } | { type: 'file'; data: { type: 'data'; data: string }; mediaType: string })[]
+  parts?: ResultPart[]
 }
 
 export function mcpOutput(result: { content?: unknown; structuredContent?: unknown; isError?: unknown; toolResult?: unknown }): McpOutput {
   const blocks = (Array.isArray(result.content) ? result.content : []) as ContentBlock[]
-  const parts: NonNullable<McpOutput['parts']> = []
+  const parts: ResultPart[] = []
   for (const b of blocks) {
     if (b.type === 'text' && typeof b.text === 'string') parts.push({ type: 'text', text: b.text })
     else if (b.type === 'image' && typeof b.data === 'string') parts.push({ type: 'file', data: { type: 'data', data: b.data }, mediaType: b.mimeType ?? 'image/png' })

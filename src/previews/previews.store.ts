@@ -5,17 +5,18 @@ import { toJson } from '../shared/json.ts'
 
 export type PreviewRow = { subdomain: string; session_id: string; org_id: string; port: number; created_at: number }
 
+/** Counts come back as text from some drivers (bigint on PostgreSQL). */
+const toPreviewRow = (row: PreviewRow | undefined): PreviewRow | null => (row ? { ...row, port: Number(row.port), created_at: Number(row.created_at) } : null)
+
 const bySubdomain = prepared((db, subdomain: string) => db.selectFrom('previews').selectAll().where('subdomain', '=', subdomain))
 
 /** What the proxy needs for each request: whose site a subdomain is, and which port (read every time: a DELETE stops it at once). */
 export async function previewBySubdomain(db: Db, subdomain: string): Promise<PreviewRow | null> {
-  const [row] = await bySubdomain(db, subdomain)
-  return row ? { ...row, port: Number(row.port), created_at: Number(row.created_at) } : null
+  return toPreviewRow((await bySubdomain(db, subdomain))[0])
 }
 
 export async function previewOfSession(db: Db, sessionId: string): Promise<PreviewRow | null> {
-  const row = await db.selectFrom('previews').selectAll().where('session_id', '=', sessionId).executeTakeFirst()
-  return row ? { ...row, port: Number(row.port), created_at: Number(row.created_at) } : null
+  return toPreviewRow(await db.selectFrom('previews').selectAll().where('session_id', '=', sessionId).executeTakeFirst())
 }
 
 /** Replaces the session's preview (one per session) with this one. */

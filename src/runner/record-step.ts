@@ -5,6 +5,7 @@ import type { FileChange } from '../tools/builtin/builtin-tool.ts'
 import { appendConversation } from '../turns/conversation.store.ts'
 import { countStep, isWorking, setRunningCall, turnEventScope, type TurnRow } from '../turns/turns.store.ts'
 import type { StepResult, ToolCallRequest } from './model-step.ts'
+import type { ResultPart } from '../tools/result-parts.ts'
 
 type Ctx = Pick<Deps, 'store' | 'bus'>
 
@@ -49,7 +50,7 @@ export type CallResult = {
   /** What the model receives (unless `content` is given). */
   output: string
   /** A result with images: its parts in order, sent to the model instead of `output`. */
-  content?: ({ type: 'text'; text: string } | { type: 'file'; data: { type: 'data'; data: string }; mediaType: string })[]
+  content?: ResultPart[]
   isError: boolean
   /** Set for sandbox tools: `agent.tool_result` is recorded with this summary. */
   summary?: string

@@ -6,7 +6,9 @@ import type { Sandbox, SandboxProcess } from '../../sandbox/sandbox.ts'
 export const CHROMIUM = '/usr/lib/chromium/chromium'
 const START_TIMEOUT_MS = 20_000
 
-export const chromiumAvailable = (): boolean => fs.existsSync(CHROMIUM)
+// Looked for once: the tools offered are decided at every model step, the binary does not come and go.
+let chromiumFound: boolean | undefined
+export const chromiumAvailable = (): boolean => (chromiumFound ??= fs.existsSync(CHROMIUM))
 
 type SessionBrowser = { proc: SandboxProcess; browser: Browser; page: Page }
 

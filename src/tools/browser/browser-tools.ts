@@ -1,4 +1,5 @@
 import type { Page } from 'playwright-core'
+import type { ResultPart } from '../result-parts.ts'
 
 const NAV_TIMEOUT_MS = 30_000
 const ACT_TIMEOUT_MS = 10_000
@@ -9,7 +10,7 @@ export type BrowserOutcome = {
   output: string
   isError: boolean
   summary: string
-  content?: ({ type: 'text'; text: string } | { type: 'file'; data: { type: 'data'; data: string }; mediaType: string })[]
+  content?: ResultPart[]
 }
 
 const cut = (text: string, max: number, what: string) => (text.length > max ? `${text.slice(0, max)}\n[${what} cut at ${max} of ${text.length} characters]` : text)

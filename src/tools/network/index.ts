@@ -24,6 +24,21 @@ export type NetworkTool = {
   run(args: Record<string, unknown>, ctx: NetworkToolContext): Promise<NetworkOutcome>
 }
 
+/** web_search and image_search: the same question to the search backend, of web pages or of images. */
+function searchTool(type: 'web_search' | 'image_search', kind: 'web' | 'images', description: string): NetworkTool {
+  return {
+    type,
+    description,
+    parameters: {
+      type: 'object',
+      properties: { query: { type: 'string' }, count: { type: 'integer', description: 'How many results (default 10, at most 20).' } },
+      required: ['query'],
+      additionalProperties: false,
+    },
+    run: (args, ctx) => webSearch(ctx.config.searchUrl!, args, kind, ctx.signal),
+  }
+}
+
 const NETWORK_TOOLS: NetworkTool[] = [
   {
     type: 'web_fetch',
@@ -37,28 +52,8 @@ const NETWORK_TOOLS: NetworkTool[] = [
     },
     run: async (args, ctx) => webFetch(await ctx.sandbox(), args, ctx.signal),
   },
-  {
-    type: 'web_search',
-    description: 'Search the web. Returns titles, addresses and snippets; read a result with web_fetch.',
-    parameters: {
-      type: 'object',
-      properties: { query: { type: 'string' }, count: { type: 'integer', description: 'How many results (default 10, at most 20).' } },
-      required: ['query'],
-      additionalProperties: false,
-    },
-    run: (args, ctx) => webSearch(ctx.config.searchUrl!, args, 'web', ctx.signal),
-  },
-  {
-    type: 'image_search',
-    description: 'Search for images. Returns each image’s address and size with the page it is on.',
-    parameters: {
-      type: 'object',
-      properties: { query: { type: 'string' }, count: { type: 'integer', description: 'How many results (default 10, at most 20).' } },
-      required: ['query'],
-      additionalProperties: false,
-    },
-    run: (args, ctx) => webSearch(ctx.config.searchUrl!, args, 'images', ctx.signal),
-  },
+  searchTool('web_search', 'web', 'Search the web. Returns titles, addresses and snippets; read a result with web_fetch.'),
+  searchTool('image_search', 'images', 'Search for images. Returns each image’s address and size with the page it is on.'),
   {
     type: 'browse',
     description:
