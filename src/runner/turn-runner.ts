@@ -226,7 +226,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
     forget(sessionId) {
       drivers.get(sessionId)?.controller.abort({ stop: 'forget' } satisfies Stop)
       for (const [t, s] of seenBy) if (s === sessionId) (seen.delete(t), seenBy.delete(t))
-      void deps.mcp.forget(sessionId)
+      void mcp.forget(sessionId)
       void browser.close(sessionId)
     },
     reservedPorts(sessionId) {
@@ -245,7 +245,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
       workspaces.reclaimed.off('reclaimed', onReclaimed)
       for (const d of drivers.values()) d.controller.abort({ stop: 'close' } satisfies Stop)
       await Promise.allSettled([...drivers.values()].map((d) => d.done))
-      await deps.mcp.close()
+      await mcp.close()
       await browser.closeAll()
     },
   }
