@@ -9,7 +9,8 @@ import type { Sandbox, SandboxProvider } from '../src/sandbox/sandbox.ts'
 import { createLocalProvider } from '../src/sandbox/local/create-local.ts'
 import { BUILTIN_TOOLS, builtinTool, ruleSubject, type ToolContext, type ToolOutcome } from '../src/tools/builtin/index.ts'
 import { unifiedDiff } from '../src/tools/builtin/diff.ts'
-import { compareSnapshots, snapshotWorkspace } from '../src/tools/builtin/workspace-snapshot.ts'
+import { compareSnapshots } from '../src/tools/builtin/compare-snapshots.ts'
+import { snapshotWorkspace } from '../src/sandbox/local/workspace-walk.ts'
 
 /**
  * The built-in tools against a real local sandbox (bubblewrap, as root): what the model gets
@@ -125,7 +126,6 @@ describe('built-in tools in a real sandbox', { skip }, () => {
 
   const context = (over: Partial<ToolContext> = {}): ToolContext => ({
     sandbox,
-    workspaceDir,
     mount: '/workspace',
     signal: new AbortController().signal,
     seen: new Map(),

@@ -186,6 +186,40 @@ export function sandboxContract(name: string, o: ContractOptions): void {
       assert.equal(await main.readFile('nowhere/missing.txt'), null)
     })
 
+    it('lists, stats, streams and snapshots workspace files, null for what is missing', async () => {
+      await run(main, 'mkdir -p tree/sub tree/.git tree/node_modules/p && echo one > tree/a.txt && printf 12345 > tree/sub/b.txt && echo x > tree/.git/HEAD && echo y > tree/node_modules/p/i.js && ln -s a.txt tree/to-a && mkfifo tree/pipe')
+      const listed = (await main.list('tree'))!.sort((x, y) => (x.path < y.path ? -1 : 1))
+      assert.deepEqual(listed, [
+        { path: 'tree/a.txt', type: 'file' },
+        { path: 'tree/pipe', type: 'other' },
+        { path: 'tree/sub/b.txt', type: 'file' },
+        { path: 'tree/to-a', type: 'link', target: 'a.txt' },
+      ])
+      assert.ok((await main.list(''))!.some((e) => e.path === 'tree/sub/b.txt'))
+      assert.deepEqual(await main.list('./tree/sub'), [{ path: 'tree/sub/b.txt', type: 'file' }])
+      assert.equal(await main.list('tree/missing'), null)
+      assert.equal(await main.list('tree/a.txt'), null)
+      const st = await main.stat('tree/sub/b.txt')
+      assert.deepEqual([st?.type, st?.size], ['file', 5])
+      assert.equal((await main.stat('tree/sub'))?.type, 'folder')
+      assert.equal((await main.stat('tree/to-a'))?.type, 'link')
+      assert.equal(await main.stat('tree/missing'), null)
+      assert.equal(await main.stat('nowhere/missing'), null)
+      const opened = (await main.openRead('tree/sub/b.txt'))!
+      assert.equal(opened.size, 5)
+      const chunks: Buffer[] = []
+      for await (const c of opened.stream) chunks.push(c as Buffer)
+      assert.equal(Buffer.concat(chunks).toString(), '12345')
+      assert.equal(await main.openRead('tree/missing'), null)
+      await assert.rejects(main.openRead('tree/sub'), SandboxPathError)
+      await assert.rejects(main.openRead('tree/pipe'), SandboxPathError)
+      const snap = await main.snapshot()
+      assert.equal(snap.get('tree/sub/b.txt')?.size, 5)
+      for (const p of ['tree/to-a', 'tree/pipe', 'tree/.git/HEAD', 'tree/node_modules/p/i.js']) assert.equal(snap.has(p), false, p)
+      await run(main, 'echo more >> tree/a.txt')
+      assert.notEqual((await main.snapshot()).get('tree/a.txt')?.size, snap.get('tree/a.txt')?.size)
+    })
+
     it('refuses paths that leave the workspace, through symlinks too', async () => {
       await run(main, 'ln -s /etc escape; ln -s /etc/passwd pw; mkdir -p in; ln -s .. in/up')
       for (const p of ['escape/x', 'pw', 'in/up/x', '../x', 'a/../../x', '/etc/x', '']) {
@@ -194,6 +228,18 @@ export function sandboxContract(name: string, o: ContractOptions): void {
       for (const p of ['escape/passwd', 'pw', '../etc/passwd', '/etc/passwd']) {
         await assert.rejects(main.readFile(p), SandboxPathError, `readFile(${p})`)
       }
+      for (const p of ['escape/passwd', 'in/up/etc/passwd', '../etc/passwd', '/etc/passwd', '']) {
+        await assert.rejects(main.stat(p), SandboxPathError, `stat(${p})`)
+        await assert.rejects(main.openRead(p), SandboxPathError, `openRead(${p})`)
+      }
+      await assert.rejects(main.openRead('pw'), SandboxPathError, 'openRead(pw)')
+      for (const p of ['../x', '/etc', 'a/../../x']) await assert.rejects(main.list(p), SandboxPathError, `list(${p})`)
+      // A link is what it is, never what it points to: stat names it, a listing does not enter it.
+      assert.equal((await main.stat('pw'))?.type, 'link')
+      assert.equal(await main.list('escape'), null)
+      assert.equal(await main.list('in/up'), null)
+      assert.ok((await main.list('in'))!.some((e) => e.path === 'in/up' && e.type === 'link'))
+      assert.ok(![...(await main.snapshot()).keys()].some((p) => p.startsWith('escape/') || p.startsWith('in/up/')))
       assert.equal(fs.existsSync('/etc/x'), false)
     })
 

@@ -185,7 +185,7 @@ async function runCall(ctx: Ctx, scope: TurnScope, call: ToolCallRequest, kind: 
   if (turn.running_call === call.toolCallId) return restartedDuring(ctx, turn, call, 'Check the workspace before running it again.')
   const sandbox = await ctx.workspaces.acquire(turn.session_id)
   await setRunningCall(ctx.store.db, turn.id, call.toolCallId)
-  const outcome = await tool.run(args, { sandbox, workspaceDir: ctx.workspaces.workspaceDir(turn.session_id), mount: WORKSPACE_MOUNT, signal: scope.signal, seen: scope.seen })
+  const outcome = await tool.run(args, { sandbox, mount: WORKSPACE_MOUNT, signal: scope.signal, seen: scope.seen })
   await recordCallResult(ctx, turn, call, { output: outcome.output, isError: outcome.isError, summary: outcome.summary, cancelled: outcome.cancelled, changes: outcome.changes })
   if (scope.signal.aborted) throw scope.signal.reason
 }

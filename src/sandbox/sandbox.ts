@@ -71,15 +71,66 @@ export type SandboxProcess = {
 
 export type SandboxState = 'running' | 'paused' | 'destroyed'
 
-export type Sandbox = {
+export type EntryType = 'file' | 'folder' | 'link' | 'other'
+
+/** What one entry of the workspace is, the entry itself: a link is a link, never what it points to. */
+export type EntryStat = {
+  type: EntryType
+  /** Bytes of a regular file; whatever the host says for anything else. */
+  size: number
+  mtimeMs: number
+}
+
+/** One entry of a listing: a regular file, a link (with its target, not followed) or another non-folder. */
+export type ListedEntry = {
+  /** Relative to the workspace, no leading `./`. */
+  path: string
+  type: Exclude<EntryType, 'folder'>
+  /** A link's target as written, for links only. */
+  target?: string
+}
+
+/** What tells a regular file changed between two snapshots without reading it. */
+export type FileStamp = { size: number; mtimeMs: number; ino: number }
+/** The regular files of the workspace by path, outside `.git` and `node_modules` folders. */
+export type WorkspaceSnapshot = Map<string, FileStamp>
+
+/** A regular file opened for reading: its size when opened, and its bytes (the file that was checked, whatever the path is now). */
+export type OpenedFile = {
+  size: number
+  /** Ends the file's use when it ends or is destroyed; destroy it when not read to the end. */
+  stream: NodeJS.ReadableStream & { destroy(): void }
+}
+
+/**
+ * Reads of a workspace. Paths are relative to the workspace and never leave it: an absolute
+ * path, `..`, a NUL byte or a symbolic link anywhere in the path is refused (throws
+ * SandboxPathError), never followed, whatever the agent planted in the tree meanwhile.
+ */
+export type WorkspaceReader = {
+  /** Resolves null when the path does not exist. Paths are relative to the workspace and never leave it. */
+  readFile(path: string): Promise<Buffer | null>
+  /** The entry itself (a link is reported as a link); null when it does not exist; throws SandboxPathError when a folder on the way is a link. */
+  stat(path: string): Promise<EntryStat | null>
+  /**
+   * Every non-folder entry below the folder `path` ('' or '.' for the whole workspace), recursively,
+   * skipping `.git` and `node_modules` folders, in no set order; null when `path` is missing, not a
+   * folder or a link (nothing below a link is listed).
+   */
+  list(path: string): Promise<ListedEntry[] | null>
+  /** A regular file as a stream, for reading large files without holding them; null when it does not exist; throws SandboxPathError for a link, folder or device. */
+  openRead(path: string): Promise<OpenedFile | null>
+  /** The regular files of the workspace with their stamps, to tell what a command changed (compare two). */
+  snapshot(): Promise<WorkspaceSnapshot>
+}
+
+export type Sandbox = WorkspaceReader & {
   readonly id: string
   readonly state: SandboxState
   /** Runs `command` with /bin/sh -c inside the sandbox. Rejects only when the sandbox is unusable. */
   exec(req: ExecRequest, signal?: AbortSignal): Promise<ExecResult>
   /** Starts `command` with /bin/sh -c inside the sandbox, its stdin, stdout and stderr piped to the caller. */
   spawn(req: { command: string; cwd?: string; env?: Record<string, string> }): Promise<SandboxProcess>
-  /** Resolves null when the path does not exist. Paths are relative to the workspace and never leave it. */
-  readFile(path: string): Promise<Buffer | null>
   /** Creates parent folders; refuses (throws SandboxPathError) a path that leaves the workspace, symlinks included. */
   writeFile(path: string, data: Buffer, mode?: number): Promise<void>
   /** Where a port served inside the sandbox can be reached from the service. */

@@ -1,13 +1,13 @@
 import fs from 'node:fs'
 import path from 'node:path'
-import type { ExecRequest, ExecResult, Sandbox, SandboxProcess, SandboxSpec, SandboxState } from '../sandbox.ts'
+import type { EntryStat, ExecRequest, ExecResult, ListedEntry, OpenedFile, Sandbox, SandboxProcess, SandboxSpec, SandboxState, WorkspaceReader, WorkspaceSnapshot } from '../sandbox.ts'
 import { SandboxUnavailableError } from '../sandbox.ts'
 import { execArgv, sandboxEnv, type Tools } from './bubblewrap.ts'
 import type { SandboxCgroup } from './cgroups.ts'
 import { parkExec, parkSpawn, type Parked } from './parked.ts'
 import { abortedResult, runCommand } from './run-command.ts'
 import { parkInit, startInit, type InitHandle } from './sandbox-init.ts'
-import { readWorkspaceFile, writeWorkspaceFile } from './workspace-files.ts'
+import { workspaceReader, writeWorkspaceFile } from './workspace-files.ts'
 
 /** The network hook a local sandbox was given (see LocalProviderOptions.network). */
 export type AttachedNetwork = { netnsName: string | null; env: Record<string, string>; previewHost: string }
@@ -46,9 +46,11 @@ export class LocalSandbox implements Sandbox {
   private spare: Spare | null
   private refilling: Promise<Spare | null> | null = null
   private destroying: Promise<void> | null = null
+  private files: WorkspaceReader
 
   constructor(ctx: LocalSandboxContext) {
     this.ctx = ctx
+    this.files = workspaceReader(ctx.spec.workspaceDir)
     this.id = ctx.spec.id
     this.uid = ctx.uid
     this.cgroup = ctx.cgroup
@@ -167,7 +169,27 @@ export class LocalSandbox implements Sandbox {
 
   async readFile(p: string): Promise<Buffer | null> {
     this.notDestroyed()
-    return readWorkspaceFile(this.ctx.spec.workspaceDir, p)
+    return this.files.readFile(p)
+  }
+
+  async stat(p: string): Promise<EntryStat | null> {
+    this.notDestroyed()
+    return this.files.stat(p)
+  }
+
+  async list(p: string): Promise<ListedEntry[] | null> {
+    this.notDestroyed()
+    return this.files.list(p)
+  }
+
+  async openRead(p: string): Promise<OpenedFile | null> {
+    this.notDestroyed()
+    return this.files.openRead(p)
+  }
+
+  async snapshot(): Promise<WorkspaceSnapshot> {
+    this.notDestroyed()
+    return this.files.snapshot()
   }
 
   async writeFile(p: string, data: Buffer, mode?: number): Promise<void> {

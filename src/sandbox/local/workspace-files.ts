@@ -1,6 +1,7 @@
 import fs from 'node:fs'
 import fsp, { type FileHandle } from 'node:fs/promises'
-import { SandboxPathError } from '../sandbox.ts'
+import { SandboxPathError, type EntryStat, type OpenedFile, type WorkspaceReader } from '../sandbox.ts'
+import { listWorkspace, snapshotWorkspace } from './workspace-walk.ts'
 
 /**
  * File access to a workspace from the host, as root, while the agent may be changing the tree
@@ -13,6 +14,28 @@ import { SandboxPathError } from '../sandbox.ts'
 const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK } = fs.constants
 // libuv adds O_CLOEXEC to every open on its own.
 const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW
+
+/**
+ * Reads of the workspace folder `root` from the host. Nothing here needs the sandbox's processes,
+ * so they work whatever its state, and after it is gone: the folder outlives it.
+ */
+export function workspaceReader(root: string): WorkspaceReader {
+  return {
+    readFile: (p) => readWorkspaceFile(root, p),
+    stat: (p) => statWorkspaceEntry(root, p),
+    async list(p) {
+      return listWorkspace(root, folderPath(p))
+    },
+    openRead: (p) => openWorkspaceStream(root, p),
+    snapshot: () => snapshotWorkspace(root),
+  }
+}
+
+/** A folder to list: '' (or '.') for the workspace itself, else a path splitPath accepts. */
+function folderPath(p: string): string {
+  if (typeof p === 'string' && p.split('/').every((s) => s === '' || s === '.') && !p.startsWith('/')) return ''
+  return splitPath(p).join('/')
+}
 
 /** The components of a workspace-relative path; refuses what could leave the workspace. */
 export function splitPath(p: string): string[] {
@@ -80,6 +103,37 @@ async function openParent(root: string, parts: string[], create: { uid: number }
     dir = next
   }
   return dir
+}
+
+const typeOf = (st: fs.Stats): EntryStat['type'] => (st.isFile() ? 'file' : st.isDirectory() ? 'folder' : st.isSymbolicLink() ? 'link' : 'other')
+
+async function statWorkspaceEntry(root: string, p: string): Promise<EntryStat | null> {
+  const parts = splitPath(p)
+  const dir = await openParent(root, parts, null)
+  if (!dir) return null
+  try {
+    const st = await fsp.lstat(at(dir, parts.at(-1)!))
+    return { type: typeOf(st), size: st.size, mtimeMs: st.mtimeMs }
+  } catch (err) {
+    if (code(err) === 'ENOENT' || code(err) === 'ENOTDIR') return null
+    throw err
+  } finally {
+    await dir.close()
+  }
+}
+
+async function openWorkspaceStream(root: string, p: string): Promise<OpenedFile | null> {
+  const fh = await openWorkspaceFile(root, p)
+  if (!fh) return null
+  let size: number
+  try {
+    size = (await fh.stat()).size
+  } catch (err) {
+    await fh.close()
+    throw err
+  }
+  // Big reads for big files; a small file would pay for a large buffer it does not fill.
+  return { size, stream: fh.createReadStream({ highWaterMark: size >= 1024 * 1024 ? 1024 * 1024 : 64 * 1024 }) }
 }
 
 export async function readWorkspaceFile(root: string, p: string): Promise<Buffer | null> {

@@ -1,18 +1,18 @@
 import { StringDecoder } from 'node:string_decoder'
-import type { ExecResult } from '../../sandbox/sandbox.ts'
+import type { ExecResult, Sandbox, WorkspaceSnapshot } from '../../sandbox/sandbox.ts'
 import type { ToolOutcome } from './builtin-tool.ts'
 import { bashChanges } from './changes.ts'
 import { defineTool } from './define.ts'
 import { HeadTail, plural } from './text.ts'
-import { compareSnapshots, snapshotWorkspace, type Snapshot } from './workspace-snapshot.ts'
+import { compareSnapshots } from './compare-snapshots.ts'
 
 const DEFAULT_TIMEOUT_S = 120
 const MAX_TIMEOUT_S = 1800
 /** The model gets at most 2× this many characters of output: the head and the tail. */
 const HALF_OUTPUT = 15_000
 
-/** Null when the host folder cannot be walked (it vanished): the call then reports no changes rather than failing. */
-const snapshot = (dir: string): Promise<Snapshot | null> => snapshotWorkspace(dir).catch(() => null)
+/** Null when the workspace cannot be walked (it vanished): the call then reports no changes rather than failing. */
+const snapshot = (sandbox: Sandbox): Promise<WorkspaceSnapshot | null> => sandbox.snapshot().catch(() => null)
 
 function status(r: ExecResult, timeoutS: number): { line: string; short: string } {
   if (r.aborted) return { line: '[cancelled: the command was stopped]', short: 'cancelled' }
@@ -33,7 +33,7 @@ export const bash = defineTool({
   },
   async run(args, ctx): Promise<ToolOutcome> {
     const timeoutS = args.timeout_seconds ?? DEFAULT_TIMEOUT_S
-    const before = await snapshot(ctx.workspaceDir)
+    const before = await snapshot(ctx.sandbox)
     const acc = new HeadTail(HALF_OUTPUT)
     const take = (s: string) => {
       if (s === '') return
@@ -58,7 +58,7 @@ export const bash = defineTool({
     )
     take(out.end())
     take(err.end())
-    const after = await snapshot(ctx.workspaceDir)
+    const after = await snapshot(ctx.sandbox)
     const changes = before && after ? await bashChanges(ctx, compareSnapshots(before, after)) : []
     const s = status(r, timeoutS)
     const body = acc.total === 0 ? '(no output)\n' : acc.text()

@@ -11,9 +11,8 @@ export type FileChange = {
 }
 
 export type ToolContext = {
+  /** The workspace, read and changed only through the seam (which refuses links). */
   sandbox: Sandbox
-  /** Host folder of the workspace, for lstat-only snapshots (never follow links, never read content from here). */
-  workspaceDir: string
   /** Where the workspace is mounted in the sandbox: '/workspace'. */
   mount: string
   signal: AbortSignal

@@ -1,8 +1,8 @@
 import type { FileChange, ToolContext } from './builtin-tool.ts'
-import { sizeOnHost } from './host-size.ts'
+import { fileSize } from './file-size.ts'
 import { unifiedDiff } from './diff.ts'
 import { diffable, MAX_DIFF_SOURCE } from './text.ts'
-import type { SnapshotChange } from './workspace-snapshot.ts'
+import type { SnapshotChange } from './compare-snapshots.ts'
 
 /** Most files of one bash call read back for a diff: a build writing thousands gets kinds only. */
 const MAX_DIFFED = 50
@@ -48,7 +48,7 @@ export async function bashChanges(ctx: ToolContext, found: SnapshotChange[]): Pr
       out.push({ path, kind })
       continue
     }
-    const size = await sizeOnHost(ctx, path)
+    const size = await fileSize(ctx, path)
     if (size === null || size > MAX_DIFF_SOURCE) {
       // Too large to diff: never read a file of gigabytes into the service for nothing.
       ctx.seen.delete(path)

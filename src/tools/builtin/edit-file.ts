@@ -1,5 +1,5 @@
 import { failed } from './args.ts'
-import { MAX_READ_BYTES, sizeOnHost } from './host-size.ts'
+import { MAX_READ_BYTES, fileSize } from './file-size.ts'
 import { fileChange } from './changes.ts'
 import { defineTool } from './define.ts'
 import { workspacePath } from './paths.ts'
@@ -30,8 +30,8 @@ export const editFile = defineTool({
     const rel = p.path
     if (args.old_string === '') return failed('old_string is empty; to create a file or replace all of it, use write_file.', 'empty old_string')
     if (args.old_string === args.new_string) return failed('old_string and new_string are the same; there is nothing to change.', 'no change')
-    const onHost = await sizeOnHost(ctx, rel)
-    if (onHost !== null && onHost > MAX_READ_BYTES) return failed(`${rel} is ${onHost} bytes, too large to edit at once; use bash (head, tail, sed -n) to work on parts of it.`, `too large: ${rel}`)
+    const bytes = await fileSize(ctx, rel)
+    if (bytes !== null && bytes > MAX_READ_BYTES) return failed(`${rel} is ${bytes} bytes, too large to edit at once; use bash (head, tail, sed -n) to work on parts of it.`, `too large: ${rel}`)
     const buf = await ctx.sandbox.readFile(rel)
     if (!buf) return failed(`File not found: ${rel}`, `not found: ${rel}`)
     if (looksBinary(buf)) return failed(`${rel} is a binary file; edit_file only edits text.`, `binary file ${rel}`)

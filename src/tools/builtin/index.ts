@@ -8,7 +8,7 @@ import { writeFile } from './write-file.ts'
 
 export type { BuiltinTool, FileChange, ToolContext, ToolOutcome } from './builtin-tool.ts'
 export { ruleSubject } from './builtin-tool.ts'
-export { compareSnapshots, snapshotWorkspace } from './workspace-snapshot.ts'
+export { compareSnapshots } from './compare-snapshots.ts'
 
 /** The built-in tools the model sees, under their public names (decisions.md §3). */
 export const BUILTIN_TOOLS: BuiltinTool[] = [bash, readFile, writeFile, editFile, listFiles, grep]

@@ -1,17 +1,15 @@
-import fs from 'node:fs'
 import { failed } from './args.ts'
 import { defineTool } from './define.ts'
 import { globMatcher } from './glob-match.ts'
 import { shown, workspacePath } from './paths.ts'
 import { plural } from './text.ts'
-import { openWorkspaceDir, walkTree } from './workspace-snapshot.ts'
 
 const MAX_ENTRIES = 1000
 
 /**
- * Walks the host folder (names and link targets only, never following a link) rather than
+ * Lists through the seam (names and link targets only, never following a link) rather than
  * running `find` in the sandbox: no process to start, so it is fast and works the same whether
- * or not a command is running, and the walk is the one the bash snapshots already trust.
+ * or not a command is running.
  */
 export const listFiles = defineTool({
   name: 'list_files',
@@ -27,25 +25,14 @@ export const listFiles = defineTool({
     const p = workspacePath(args.path ?? '.', ctx.mount)
     if (!p.ok) return failed(`Refused: ${p.error}.`, 'refused')
     const rel = p.path
-    const fd = openWorkspaceDir(ctx.workspaceDir, rel)
-    if (fd === null) return failed(`${shown(rel)} is not a folder of the workspace (it is missing, a file, or a symbolic link).`, `not a folder: ${shown(rel)}`)
+    const listed = await ctx.sandbox.list(rel)
+    if (listed === null) return failed(`${shown(rel)} is not a folder of the workspace (it is missing, a file, or a symbolic link).`, `not a folder: ${shown(rel)}`)
     const match = args.pattern ? globMatcher(args.pattern) : () => true
     const found: { path: string; line: string }[] = []
-    try {
-      await walkTree(fd, '', (under, entry, where) => {
-        if (!entry.isFile() && !entry.isSymbolicLink()) return
-        if (!match(under)) return
-        const full = rel === '' ? under : `${rel}/${under}`
-        let target = ''
-        if (entry.isSymbolicLink()) {
-          try {
-            target = ` -> ${fs.readlinkSync(where)}`
-          } catch {}
-        }
-        found.push({ path: full, line: full + target })
-      })
-    } finally {
-      fs.closeSync(fd)
+    for (const e of listed) {
+      if (e.type === 'other') continue
+      if (!match(rel === '' ? e.path : e.path.slice(rel.length + 1))) continue
+      found.push({ path: e.path, line: e.type === 'link' && e.target !== undefined ? `${e.path} -> ${e.target}` : e.path })
     }
     found.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
     const what = `${args.pattern ? `matching ${args.pattern} ` : ''}under ${shown(rel)}`

@@ -2,7 +2,7 @@ import { failed } from './args.ts'
 import { defineTool } from './define.ts'
 import { workspacePath } from './paths.ts'
 import { looksBinary, MAX_DIFF_SOURCE, plural } from './text.ts'
-import { MAX_READ_BYTES, sizeOnHost } from './host-size.ts'
+import { MAX_READ_BYTES, fileSize } from './file-size.ts'
 
 const DEFAULT_LIMIT = 2000
 const MAX_LINE = 2000
@@ -25,8 +25,8 @@ export const readFile = defineTool({
     if (!p.ok) return failed(`Refused: ${p.error}.`, 'refused')
     if (p.path === '') return failed(`${args.path} is the workspace folder, not a file; use list_files to see what it holds.`, 'not a file')
     const rel = p.path
-    const onHost = await sizeOnHost(ctx, rel)
-    if (onHost !== null && onHost > MAX_READ_BYTES) return failed(`${rel} is ${onHost} bytes, too large to read at once; use bash (head, tail, sed -n) to work on parts of it.`, `too large: ${rel}`)
+    const bytes = await fileSize(ctx, rel)
+    if (bytes !== null && bytes > MAX_READ_BYTES) return failed(`${rel} is ${bytes} bytes, too large to read at once; use bash (head, tail, sed -n) to work on parts of it.`, `too large: ${rel}`)
     const buf = await ctx.sandbox.readFile(rel)
     if (!buf) return failed(`File not found: ${rel}`, `not found: ${rel}`)
     if (looksBinary(buf)) {

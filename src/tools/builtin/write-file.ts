@@ -1,5 +1,5 @@
 import { failed } from './args.ts'
-import { sizeOnHost } from './host-size.ts'
+import { fileSize } from './file-size.ts'
 import { fileChange } from './changes.ts'
 import { defineTool } from './define.ts'
 import { workspacePath } from './paths.ts'
@@ -22,7 +22,7 @@ export const writeFile = defineTool({
     const rel = p.path
     // Read first: the old text gives the diff, and a refused path (a link) is refused before any write.
     // A huge file is replaced without reading it back: there would be no diff of it anyway.
-    const oldSize = await sizeOnHost(ctx, rel)
+    const oldSize = await fileSize(ctx, rel)
     const huge = oldSize !== null && oldSize > MAX_DIFF_SOURCE
     const old = huge ? null : await ctx.sandbox.readFile(rel)
     const existed = huge || old !== null

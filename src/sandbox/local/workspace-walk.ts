@@ -1,18 +1,17 @@
 import fs, { type Dirent } from 'node:fs'
+import type { ListedEntry, WorkspaceSnapshot } from '../sandbox.ts'
 
 /**
- * What changed in a workspace across a command, from the host, by metadata only. The agent may
- * be changing the tree while we walk it (a background process), so every folder is opened
- * relative to its parent's fd with O_NOFOLLOW: a folder swapped for a symlink mid-walk is
- * skipped instead of followed out of the workspace, and nothing here ever reads file content.
+ * The local provider's walks of a workspace folder from the host, by metadata only (snapshots
+ * and listings). The agent may be changing the tree while we walk it (a background process), so
+ * every folder is opened relative to its parent's fd with O_NOFOLLOW: a folder swapped for a
+ * symlink mid-walk is skipped instead of followed out of the workspace, and nothing here ever
+ * reads file content.
  *
  * Synchronous calls in slices: this runs twice per bash call, and sync lstat is 3-4× faster
  * than a promise per file (1,000 files: ~7 ms instead of ~25 ms); yielding to the event loop
  * every SLICE entries keeps a large tree from stalling the service for more than a few ms.
  */
-
-export type FileStamp = { size: number; mtimeMs: number; ino: number }
-export type Snapshot = Map<string, FileStamp>
 
 /** Folders never walked: version control and dependencies are not the agent's work product. */
 export const SKIPPED_DIRS: ReadonlySet<string> = new Set(['.git', 'node_modules'])
@@ -88,8 +87,8 @@ export async function walkTree(fd: number, prefix: string, visit: Visit): Promis
 }
 
 /** Every regular file of the workspace (outside SKIPPED_DIRS) with the metadata that tells a change. */
-export async function snapshotWorkspace(dir: string): Promise<Snapshot> {
-  const out: Snapshot = new Map()
+export async function snapshotWorkspace(dir: string): Promise<WorkspaceSnapshot> {
+  const out: WorkspaceSnapshot = new Map()
   const root = fs.openSync(dir, O_RDONLY | O_DIRECTORY)
   try {
     await walkTree(root, '', (rel, entry, where) => {
@@ -107,19 +106,24 @@ export async function snapshotWorkspace(dir: string): Promise<Snapshot> {
   return out
 }
 
-export type SnapshotChange = { path: string; kind: 'created' | 'modified' | 'deleted' }
-
-/**
- * Created, modified (size, mtime or inode differ: a rename over the file counts) and deleted
- * files, sorted by path. A regular file turned into a link or folder reads as deleted.
- */
-export function compareSnapshots(before: Snapshot, after: Snapshot): SnapshotChange[] {
-  const out: SnapshotChange[] = []
-  for (const [p, a] of after) {
-    const b = before.get(p)
-    if (!b) out.push({ path: p, kind: 'created' })
-    else if (b.size !== a.size || b.mtimeMs !== a.mtimeMs || b.ino !== a.ino) out.push({ path: p, kind: 'modified' })
+/** Every non-folder entry below the folder `rel` of the workspace, links with their target; null when `rel` is no folder. */
+export async function listWorkspace(root: string, rel: string): Promise<ListedEntry[] | null> {
+  const fd = openWorkspaceDir(root, rel)
+  if (fd === null) return null
+  const prefix = rel === '' ? '' : `${rel}/`
+  const out: ListedEntry[] = []
+  try {
+    await walkTree(fd, prefix, (p, entry, where) => {
+      if (entry.isFile()) return void out.push({ path: p, type: 'file' })
+      if (!entry.isSymbolicLink()) return void out.push({ path: p, type: 'other' })
+      const link: ListedEntry = { path: p, type: 'link' }
+      try {
+        link.target = fs.readlinkSync(where)
+      } catch {}
+      out.push(link)
+    })
+  } finally {
+    fs.closeSync(fd)
   }
-  for (const p of before.keys()) if (!after.has(p)) out.push({ path: p, kind: 'deleted' })
-  return out.sort((x, y) => (x.path < y.path ? -1 : x.path > y.path ? 1 : 0))
+  return out
 }
