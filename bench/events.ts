@@ -61,7 +61,7 @@ const config = loadConfig({ WARREN_DATA_DIR: dataDir, PORT: '0', WARREN_RATE_GEN
 const store = await openStore({ dataDir })
 const bus = memoryEventBus()
 const box = secretBox(randomBytes(32))
-const provider = await createLocalProvider({ prefix: 'be', uidBase: 396_000 })
+const provider = await createLocalProvider({ workspaceRoot: path.join(dataDir, 'workspaces'), prefix: 'be', uidBase: 396_000 })
 const workspaces = workspaceManager({ store, bus, config, box, provider })
 const blobs = localBlobStore(path.join(dataDir, 'artifacts'))
 const runner = turnRunner({ store, bus, config, box, workspaces, publish: (turn) => publishTurn({ store, bus, workspaces, blobs }, turn) })

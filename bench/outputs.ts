@@ -38,6 +38,7 @@ import { withEvents } from '../src/events/record-event.ts'
 import { localBlobStore } from '../src/artifacts/blob-store.ts'
 import { publishTurn } from '../src/artifacts/publish-turn.ts'
 import type { WorkspaceManager } from '../src/workspaces/workspace-manager.ts'
+import { workspaceReader } from '../src/sandbox/local/workspace-files.ts'
 
 const arg = (name: string, def: number) => Number(process.argv[process.argv.indexOf(name) + 1]) || def
 const only = process.argv.includes('--only') ? process.argv[process.argv.indexOf('--only') + 1] : null
@@ -68,8 +69,8 @@ async function publication() {
   const store = await openStore({ dataDir })
   const bus = memoryEventBus()
   const workspaceRoot = path.join(dataDir, 'workspaces')
-  // Only the folder of a session's files is asked of the workspace manager when publishing.
-  const workspaces = { workspaceDir: (id: string) => path.join(workspaceRoot, id) } as WorkspaceManager
+  // Only the reads of a session's workspace are asked of the workspace manager when publishing.
+  const workspaces = { files: (id: string) => workspaceReader(path.join(workspaceRoot, id)) } as WorkspaceManager
   const mibps = (ms: number) => (MIB_TOTAL / ms) * 1000
 
   const times = { publish: [] as number[], copy: [] as number[], hash: [] as number[] }

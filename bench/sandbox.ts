@@ -57,20 +57,22 @@ const closedDir = path.join(dataDir, 'closed')
 fs.mkdirSync(openDir, { mode: 0o711 })
 fs.mkdirSync(closedDir, { mode: 0o700 })
 fs.chmodSync(dataDir, 0o711)
-const provider = new LocalSandboxProvider({ uidBase: UID_BASE, uidCount: 400, cgroupParent: 'warren-bench', prefix: 'bench-' })
+const provider = new LocalSandboxProvider({ workspaceRoot: openDir, uidBase: UID_BASE, uidCount: 400, cgroupParent: 'warren-bench', prefix: 'bench-' })
+// The same, over workspaces the sandbox uid cannot reach (staged on a private mount).
+const staged = new LocalSandboxProvider({ workspaceRoot: closedDir, uidBase: UID_BASE + 1800, uidCount: 400, cgroupParent: 'warren-bench', prefix: 'bench-staged-' })
 // No warm pool: every create makes its cgroups and joins them on the spot.
-const cold = new LocalSandboxProvider({ uidBase: UID_BASE + 400, uidCount: 400, cgroupParent: 'warren-bench', prefix: 'bench-cold-', warm: 0 })
+const cold = new LocalSandboxProvider({ workspaceRoot: openDir, uidBase: UID_BASE + 400, uidCount: 400, cgroupParent: 'warren-bench', prefix: 'bench-cold-', warm: 0 })
 // The service's own stack: the same provider with a network namespace, veth and rules per sandbox.
-const networked = (await createLocalProvider({ prefix: 'bn', uidBase: UID_BASE + 800 })) as LocalSandboxProvider
+const networked = (await createLocalProvider({ workspaceRoot: openDir, prefix: 'bn', uidBase: UID_BASE + 800 })) as LocalSandboxProvider
 await networked.cleanupOrphans()
 const report = provider.report()
 if (report.missing.length) console.log(`host: ${report.missing.join(' ')}`)
 await provider.cleanupOrphans()
 await cold.cleanupOrphans()
+await staged.cleanupOrphans()
 
-const spec = (id: string, dir = openDir): SandboxSpec => ({
+const spec = (id: string): SandboxSpec => ({
   id,
-  workspaceDir: path.join(dir, id),
   workspaceMount: '/workspace',
   env: {},
   network: { allow: [] },
@@ -82,17 +84,17 @@ try {
   for (let i = 0; i < 5; i++) {
     await spawnWait(bareBwrap)
     await spawnWait(bareSandbox)
-    for (const [p, dir] of [[provider, openDir], [provider, closedDir], [cold, openDir]] as const) {
-      const s = await p.create(spec(`warm${i}`, dir))
+    for (const p of [provider, staged, cold]) {
+      const s = await p.create(spec(`warm${i}`))
       await s.exec({ command: 'true' })
       await s.destroy()
     }
   }
 
-  const createAndRun = async (p: LocalSandboxProvider, id: string, dir: string) => {
+  const createAndRun = async (p: LocalSandboxProvider, id: string) => {
     await p.warmUp()
     const t = performance.now()
-    const sb = await p.create(spec(id, dir))
+    const sb = await p.create(spec(id))
     const r = await sb.exec({ command: 'true' })
     const took = performance.now() - t
     if (r.exitCode !== 0) throw new Error(`exec failed: ${r.stderr}`)
@@ -109,10 +111,10 @@ try {
   for (let i = 0; i < rounds; i++) {
     bwrapT.push(...(await time(1, () => spawnWait(bareBwrap))))
     sandboxT.push(...(await time(1, () => spawnWait(bareSandbox))))
-    warmT.push(await createAndRun(provider, `c${i}`, openDir))
-    stagedT.push(await createAndRun(provider, `s${i}`, closedDir))
-    coldT.push(await createAndRun(cold, `k${i}`, openDir))
-    netT.push(await createAndRun(networked, `n${i}`, openDir))
+    warmT.push(await createAndRun(provider, `c${i}`))
+    stagedT.push(await createAndRun(staged, `s${i}`))
+    coldT.push(await createAndRun(cold, `k${i}`))
+    netT.push(await createAndRun(networked, `n${i}`))
   }
 
   const sb = await provider.create(spec('rt'))
@@ -153,6 +155,7 @@ try {
 } finally {
   await provider.close()
   await cold.close()
+  await staged.close()
   await networked.close()
   fs.rmSync(dataDir, { recursive: true, force: true })
 }

@@ -30,7 +30,7 @@ export async function startServer(config: Config): Promise<FastifyInstance> {
   // Several processes on one PostgreSQL wake each other's streams and workers through it.
   const bus = config.databaseUrl ? await pgEventBus(config.databaseUrl, await currentSchema(store)) : memoryEventBus()
   const box = deploymentBox(config)
-  const provider = await createLocalProvider({ prefix: config.sandboxPrefix, allowPrivate: config.sandboxAllowPrivate })
+  const provider = await createLocalProvider({ workspaceRoot: path.join(config.dataDir, 'workspaces'), prefix: config.sandboxPrefix, allowPrivate: config.sandboxAllowPrivate })
   reportHost(provider.report())
   for (const [type, why] of unavailableNetworkTools(config)) process.stderr.write(`warren: tool ${type} is not offered: ${why}\n`)
   const workspaces = workspaceManager({ store, bus, config, box, provider })

@@ -124,7 +124,7 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
   const bus = dialect === 'postgres' ? await pgEventBus(config.databaseUrl!, pgSchema) : memoryEventBus()
   const box = secretBox(Buffer.alloc(32, 7))
   // Each instance names its host resources apart, so parallel test files never clean up each other's.
-  const provider = await createLocalProvider({ prefix: opts.sandboxPrefix ?? `t${randomText(4)}`, uidBase: 300_000 + Math.floor(Math.random() * 600) * 1000, allowPrivate: config.sandboxAllowPrivate })
+  const provider = await createLocalProvider({ workspaceRoot: path.join(dataDir, 'workspaces'), prefix: opts.sandboxPrefix ?? `t${randomText(4)}`, uidBase: 300_000 + Math.floor(Math.random() * 600) * 1000, allowPrivate: config.sandboxAllowPrivate })
   const workspaces = workspaceManager({ store, bus, config, box, provider })
   await workspaces.recover()
   const blobs = localBlobStore(path.join(dataDir, 'artifacts'))

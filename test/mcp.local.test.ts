@@ -12,6 +12,7 @@ import { forEachDialect, useWarren } from './harness.ts'
 import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
 import { NO_RATE_LIMITS, client, details, newOrg } from './turns.helpers.ts'
 import { waitFor } from './fixtures.ts'
+import { hostWorkspace } from './host-workspace.ts'
 
 const TOKEN = 'local-env-secret-3b7e'
 const ROOT = path.join(import.meta.dirname, '..')
@@ -51,7 +52,7 @@ forEachDialect('local MCP servers in the sandbox', (dialect) => {
     await c.connect(fake, 'openai')
     const sid = await c.session({ tools, agent })
     await waitFor('the workspace is up', async () => (await c.getSession(sid)).environment.state === 'running', 30_000)
-    installFixture(w().workspaces.workspaceDir(sid))
+    installFixture(hostWorkspace(w(), sid))
     return { c, sid }
   }
   const local = (extra: Record<string, unknown> = {}) => ({
@@ -79,7 +80,7 @@ forEachDialect('local MCP servers in the sandbox', (dialect) => {
     assert.notEqual(where.hostname, os.hostname())
     assert.equal(where.token_ok, true, 'the secret environment value reached the server')
     // It wrote in the workspace, as the sandbox's user.
-    const written = path.join(w().workspaces.workspaceDir(sid), 'from-mcp.txt')
+    const written = path.join(hostWorkspace(w(), sid), 'from-mcp.txt')
     assert.equal(fs.readFileSync(written, 'utf8'), 'written by the MCP server\n')
     assert.equal(fs.statSync(written).uid, where.uid)
     const items = await c.items(sid)

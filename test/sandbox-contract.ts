@@ -1,5 +1,6 @@
 import { after, before, describe, it } from 'node:test'
 import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import type { ExecRequest, Sandbox, SandboxProvider, SandboxSpec } from '../src/sandbox/sandbox.ts'
@@ -15,7 +16,7 @@ export type ContractOptions = {
    * cleanupOrphans finds what the other left; providers of different tags never touch each other.
    */
   makeProvider(tag: string): SandboxProvider
-  /** The service's data folder on the host; workspaces are made under it. */
+  /** The service's data folder on the host; the provider keeps workspaces in its `workspaces` folder. */
   dataDir: string
   host?: {
     /** Host uid owning the sandbox's processes and files. */
@@ -40,7 +41,6 @@ export function sandboxContract(name: string, o: ContractOptions): void {
     }
     const spec = (id: string, over: Partial<SandboxSpec> = {}): SandboxSpec => ({
       id,
-      workspaceDir: path.join(o.dataDir, 'workspaces', id),
       workspaceMount: '/workspace',
       env: { PROFILE_VAR: 'from-profile' },
       network: { allow: [] },
@@ -335,6 +335,63 @@ export function sandboxContract(name: string, o: ContractOptions): void {
       await d.destroy()
       assert.ok(fs.existsSync(path.join(o.dataDir, 'workspaces', 'doomed')))
       assert.equal(provider.get('doomed'), null)
+    })
+
+    it('reads a workspace with no live sandbox: paused, destroyed, or after a restart', async () => {
+      const sb = await create('outlives')
+      await run(sb, 'mkdir -p out && printf kept > out/f.txt && ln -s /etc/passwd out/pw')
+      await sb.pause()
+      const reads = provider.workspace('outlives')
+      assert.equal((await reads.readFile('out/f.txt'))?.toString(), 'kept')
+      await sb.destroy()
+      assert.equal(provider.get('outlives'), null)
+      // A provider of a later run (nothing of the first one up) reads it too.
+      const later = newProvider('main').workspace('outlives')
+      assert.equal((await later.stat('out/f.txt'))?.size, 4)
+      assert.deepEqual((await later.list('out'))?.map((e) => e.path).sort(), ['out/f.txt', 'out/pw'])
+      const opened = (await later.openRead('out/f.txt'))!
+      const chunks: Buffer[] = []
+      for await (const c of opened.stream) chunks.push(c as Buffer)
+      assert.equal(Buffer.concat(chunks).toString(), 'kept')
+      assert.ok((await later.snapshot()).has('out/f.txt'))
+      await assert.rejects(later.openRead('out/pw'), SandboxPathError)
+      await assert.rejects(later.readFile('../main/owned.txt'), SandboxPathError)
+      // A workspace never made holds nothing.
+      const none = provider.workspace('never-made')
+      assert.equal(await none.readFile('f.txt'), null)
+      assert.equal(await none.stat('f.txt'), null)
+      assert.equal(await none.list(''), null)
+      assert.equal(await none.openRead('f.txt'), null)
+    })
+
+    it('deleteWorkspace destroys the sandbox and removes the workspace; an existing workspace that is gone is refused', async () => {
+      const sb = await create('deleted')
+      await sb.writeFile('f.txt', Buffer.from('x'))
+      await provider.deleteWorkspace('deleted')
+      assert.equal(sb.state, 'destroyed')
+      assert.equal(await provider.workspace('deleted').readFile('f.txt'), null)
+      await provider.deleteWorkspace('deleted')
+      await assert.rejects(create('deleted', { existing: true }), SandboxUnavailableError)
+      const fresh = await create('deleted')
+      assert.equal(await fresh.readFile('f.txt'), null)
+      assert.equal((await run(fresh, 'ls | wc -l')).out.trim(), '0')
+    })
+
+    it('clones a repository into an empty workspace only, and says why a clone failed', async () => {
+      const repo = path.join(o.dataDir, 'repo-src')
+      const git = (...args: string[]) => execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', '-C', repo, ...args], { stdio: 'pipe' })
+      fs.mkdirSync(repo, { recursive: true })
+      git('init', '-q', '-b', 'trunk')
+      fs.writeFileSync(path.join(repo, 'README'), 'hello\n')
+      git('add', '.')
+      git('commit', '-q', '-m', 'one')
+      const sb = await create('cloned')
+      assert.deepEqual(await sb.cloneRepo({ url: repo, timeoutMs: 60_000 }), { branch: 'trunk' })
+      assert.equal((await run(sb, 'cat README; echo more >> README')).out, 'hello\n')
+      assert.equal(await sb.cloneRepo({ url: repo, timeoutMs: 60_000 }), null)
+      const empty = await create('clone-failed')
+      await assert.rejects(empty.cloneRepo({ url: path.join(o.dataDir, 'no-such-repo'), timeoutMs: 60_000 }), (e: Error) => /no-such-repo|does not exist/.test(e.message))
+      assert.equal((await run(empty, 'ls -A | wc -l')).out.trim(), '0')
     })
 
     it('cleanupOrphans removes what a crashed provider left behind', async () => {

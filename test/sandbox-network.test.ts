@@ -82,7 +82,7 @@ const hostGet = (host: string, port: number, path: string) => new Promise<Outcom
 })
 
 const spec = (id: string, allow: string[]): SandboxSpec =>
-  ({ id, workspaceDir: '/nonexistent', workspaceMount: '/workspace', env: {}, network: { allow }, limits: { memoryBytes: 1 << 28, pids: 64, cpus: 1 } })
+  ({ id, workspaceMount: '/workspace', env: {}, network: { allow }, limits: { memoryBytes: 1 << 28, pids: 64, cpus: 1 } })
 const listTable = () => sh(['nft', 'list', 'table', 'inet', table])
 const namespaces = () => sh(['ip', 'netns', 'list'])
 

@@ -19,9 +19,13 @@ import { sandboxContract } from './sandbox-contract.ts'
 
 const skip = process.getuid?.() !== 0 ? 'needs root' : spawnSync('sh', ['-c', 'command -v bwrap']).status !== 0 ? 'needs bubblewrap' : false
 const run = randomBytes(3).toString('hex')
+// Like the service's: only root may enter it, so workspaces are staged (see bubblewrap.ts).
+const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-sandbox-test-'))
+fs.chmodSync(dataDir, 0o700)
 const uidBase = 300_000 + (randomBytes(2).readUInt16BE() % 600) * 100
 const tags = ['main', 'orphans', 'local', 'nocg']
-const options = (tag: string, more: LocalProviderOptions = {}): LocalProviderOptions => ({
+const options = (tag: string, more: Partial<LocalProviderOptions> = {}): LocalProviderOptions => ({
+  workspaceRoot: path.join(dataDir, 'local'),
   cgroupParent: 'warren-test',
   prefix: `t${run}-${tag}-`,
   uidBase: uidBase + tags.indexOf(tag) * 20,
@@ -29,14 +33,11 @@ const options = (tag: string, more: LocalProviderOptions = {}): LocalProviderOpt
   ...more,
 })
 
-// Like the service's: only root may enter it, so workspaces are staged (see bubblewrap.ts).
-const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-sandbox-test-'))
-fs.chmodSync(dataDir, 0o700)
 after(() => fs.rmSync(dataDir, { recursive: true, force: true }))
 
 if (!skip) {
   sandboxContract('local', {
-    makeProvider: (tag) => new LocalSandboxProvider(options(tag)),
+    makeProvider: (tag) => new LocalSandboxProvider(options(tag, { workspaceRoot: path.join(dataDir, 'workspaces') })),
     dataDir,
     host: {
       uidOf: (sb) => (sb as LocalSandbox).uid,
@@ -47,9 +48,8 @@ if (!skip) {
 
 describe('local sandbox provider on this host', { skip }, () => {
   const MiB = 1024 * 1024
-  const spec = (id: string, dir = path.join(dataDir, 'local'), over: Partial<SandboxSpec> = {}): SandboxSpec => ({
+  const spec = (id: string, over: Partial<SandboxSpec> = {}): SandboxSpec => ({
     id,
-    workspaceDir: path.join(dir, id),
     workspaceMount: '/workspace',
     env: {},
     network: { allow: [] },
@@ -57,7 +57,7 @@ describe('local sandbox provider on this host', { skip }, () => {
     ...over,
   })
   const providers: LocalSandboxProvider[] = []
-  const provider = (tag: string, more: LocalProviderOptions = {}) => {
+  const provider = (tag: string, more: Partial<LocalProviderOptions> = {}) => {
     const p = new LocalSandboxProvider(options(tag, more))
     providers.push(p)
     return p
@@ -83,7 +83,7 @@ describe('local sandbox provider on this host', { skip }, () => {
   it('keeps environment values off every host command line while a command runs', async () => {
     const p = provider('local')
     const secret = `zz-secret-${randomBytes(6).toString('hex')}`
-    const sb = await p.create(spec('envsecret', undefined, { env: { PROFILE_TOKEN: secret } }))
+    const sb = await p.create(spec('envsecret', { env: { PROFILE_TOKEN: secret } }))
     const running = sb.exec({ command: 'echo "$PROFILE_TOKEN" > seen.txt; sleep 1', env: { REQUEST_TOKEN: `${secret}-req` } })
     await new Promise((r) => setTimeout(r, 400))
     const leaks: string[] = []
@@ -140,8 +140,8 @@ describe('local sandbox provider on this host', { skip }, () => {
     fs.mkdirSync(open, { mode: 0o711 })
     fs.chmodSync(dataDir, 0o711)
     try {
-      const p = provider('local')
-      const sb = (await p.create(spec('direct', open))) as LocalSandbox
+      const p = provider('local', { workspaceRoot: open })
+      const sb = (await p.create(spec('direct'))) as LocalSandbox
       await sb.writeFile('x.txt', Buffer.from('direct'))
       const r = await sb.exec({ command: `cat x.txt; echo; ls ${open} || echo hidden` })
       assert.equal(r.stdout.toString(), 'direct\nhidden\n')

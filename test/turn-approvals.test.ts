@@ -5,6 +5,7 @@ import path from 'node:path'
 import { forEachDialect, useWarren } from './harness.ts'
 import { expectError } from './expect.ts'
 import { ACTIONS_ENV, b64, createSession, details, getSession, getTurn, newOrg, quiet, resultOf, send, settledTurn, waitForEvent } from './turn-actions-helpers.ts'
+import { hostWorkspace } from './host-workspace.ts'
 
 forEachDialect('turn approvals and permissions', (dialect) => {
   const w = useWarren(dialect, { env: ACTIONS_ENV })
@@ -12,7 +13,7 @@ forEachDialect('turn approvals and permissions', (dialect) => {
   it('ask: a writing tool waits for approval; approved it runs, refused the model is told why; a read runs without asking', async (t) => {
     const org = await newOrg(w(), t)
     const s = await createSession(org, { agent: { model: 'm1', approval_mode: 'ask' } })
-    const dir = w().workspaces.workspaceDir(s.id)
+    const dir = hostWorkspace(w(), s.id)
     const args1 = { path: 'out.txt', content: 'approved text\n' }
     org.fake.script({ toolCalls: [{ id: 'call_w1', name: 'write_file', args: args1 }] }, { text: 'Wrote it.' })
     const turn = await send(org, s.id, 'write out.txt')
@@ -87,7 +88,7 @@ forEachDialect('turn approvals and permissions', (dialect) => {
   it('a tool-call id the model repeats (as some OpenAI-compatible servers do) never finds the earlier call’s approval', async (t) => {
     const org = await newOrg(w(), t)
     const s = await createSession(org, { agent: { model: 'm1', approval_mode: 'ask' } })
-    const dir = w().workspaces.workspaceDir(s.id)
+    const dir = hostWorkspace(w(), s.id)
     org.fake.script(
       { toolCalls: [{ id: 'dup', name: 'write_file', args: { path: 'a.txt', content: 'a\n' } }] },
       { toolCalls: [{ id: 'dup', name: 'write_file', args: { path: 'b.txt', content: 'b\n' } }] },
@@ -109,7 +110,7 @@ forEachDialect('turn approvals and permissions', (dialect) => {
   it('read_only: writing tools are refused with denied_read_only without asking; reads run', async (t) => {
     const org = await newOrg(w(), t)
     const s = await createSession(org, { agent: { model: 'm1', approval_mode: 'read_only' }, environment: { files: [{ path: 'seed.txt', content: b64('seeded line\n') }] } })
-    const dir = w().workspaces.workspaceDir(s.id)
+    const dir = hostWorkspace(w(), s.id)
     org.fake.script(
       {
         toolCalls: [
@@ -155,7 +156,7 @@ forEachDialect('turn approvals and permissions', (dialect) => {
       },
       environment: { files: [{ path: 'x/keep.txt', content: b64('keep me\n') }] },
     })
-    const dir = w().workspaces.workspaceDir(s.id)
+    const dir = hostWorkspace(w(), s.id)
     org.fake.script(
       {
         toolCalls: [
@@ -197,7 +198,7 @@ forEachDialect('turn approvals and permissions', (dialect) => {
     assert.equal((await settledTurn(org, a.id, ta.id)).status, 'completed')
     assert.deepEqual(await details(org, a.id, 'approval.requested'), [])
     assert.deepEqual(await details(org, a.id, 'approval.resolved'), [])
-    assert.equal(fs.readFileSync(path.join(w().workspaces.workspaceDir(a.id), 'by-bash.txt'), 'utf8'), 'ran\n')
+    assert.equal(fs.readFileSync(path.join(hostWorkspace(w(), a.id), 'by-bash.txt'), 'utf8'), 'ran\n')
 
     // auto mode, but read_file is `ask` by rule: it waits for a person.
     const b = await createSession(org, { agent: { model: 'm1', permission_rules: [{ decision: 'ask', tool: 'read_file' }] }, environment: { files: [{ path: 'seed.txt', content: b64('seeded line\n') }] } })
@@ -234,7 +235,7 @@ forEachDialect('turn approvals and permissions', (dialect) => {
       const r = resultOf(org.fake.modelRequests[1]!, 'call_t')
       assert.equal(r.isError, true)
       assert.match(r.content, /^Not run:/)
-      assert.equal(fs.existsSync(path.join(wt().workspaces.workspaceDir(s.id), 'late.txt')), false)
+      assert.equal(fs.existsSync(path.join(hostWorkspace(wt(), s.id), 'late.txt')), false)
       expectError(await org.call('POST', `/v1/sessions/${s.id}/approvals/call_t`, { approved: true }), 409, 'conflict')
       // approval.resolved carries "the reason given to the agent" (spec, event vocabulary), as it does for the other refusals.
       assert.ok(r.content.includes(reason as string), `the reason recorded is the one the model got: recorded ${JSON.stringify(reason)}, model got ${JSON.stringify(r.content)}`)

@@ -21,6 +21,7 @@ import {
   type Org,
 } from './turn-actions-helpers.ts'
 import { waitFor } from './fixtures.ts'
+import { hostWorkspace } from './host-workspace.ts'
 
 const LOOKUP = {
   type: 'function',
@@ -302,7 +303,7 @@ forEachDialect('turn questions, caller functions and tool events', (dialect) => 
     const modified = String(changes[1]!.diff).split('\n')
     for (const l of ['-beta', '+BETA']) assert.ok(modified.includes(l), `modified diff has ${l}: ${changes[1]!.diff}`)
     assert.ok(!modified.includes('+alpha') && !modified.includes('-alpha'), `only the changed line is marked: ${changes[1]!.diff}`)
-    assert.equal(fs.readFileSync(path.join(w().workspaces.workspaceDir(s.id), 'notes.txt'), 'utf8'), 'alpha\nBETA\ngamma\n')
+    assert.equal(fs.readFileSync(path.join(hostWorkspace(w(), s.id), 'notes.txt'), 'utf8'), 'alpha\nBETA\ngamma\n')
 
     const unknown = resultOf(org.fake.modelRequests[4]!, 'call_u1')
     assert.equal(unknown.isError, true, `an unknown tool is an error result: ${unknown.content}`)

@@ -6,6 +6,7 @@ import { forEachDialect, useWarren } from './harness.ts'
 import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
 import { waitFor } from './fixtures.ts'
 import { NO_RATE_LIMITS, client, details, newOrg } from './turns.helpers.ts'
+import { hostWorkspace } from './host-workspace.ts'
 
 forEachDialect('turns: the workspace lifetime ceiling', (dialect) => {
   // A short lifetime and no idle pause: the ceiling arrives while a tool runs.
@@ -41,7 +42,7 @@ forEachDialect('turns: the workspace lifetime ceiling', (dialect) => {
     const toolOutput = fake.modelRequests.at(-1)!.toolResults.at(-1)!.content
     assert.match(toolOutput, /^kept$/m, 'files written before the reclaim survive it')
     assert.match(toolOutput, /No such file/, 'the cut command never finished')
-    assert.equal(fs.existsSync(path.join(w().workspaces.workspaceDir(sid), 'late.txt')), false)
+    assert.equal(fs.existsSync(path.join(hostWorkspace(w(), sid), 'late.txt')), false)
     assert.equal((await c.getSession(sid)).status, 'idle')
   })
 })

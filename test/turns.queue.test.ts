@@ -7,6 +7,7 @@ import { errorOf, forEachDialect, useWarren } from './harness.ts'
 import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
 import { waitFor } from './fixtures.ts'
 import { client, collectTransient, details, modelSteps, newOrg, NO_RATE_LIMITS, seqOf, signals, TURN_KEYS, type Provider } from './turns.helpers.ts'
+import { hostWorkspace } from './host-workspace.ts'
 
 const WIRE: Record<Provider, 'openai' | 'anthropic'> = { openai: 'openai', anthropic: 'anthropic', openai_compatible: 'openai' }
 
@@ -122,7 +123,7 @@ forEachDialect('turns: the run, the queue, cancel and steer', (dialect) => {
     const c = client(w(), org)
     await c.connect(fake, 'openai')
     const sid = await c.session()
-    const dir = w().workspaces.workspaceDir(sid)
+    const dir = hostWorkspace(w(), sid)
     const ticks = path.join(dir, 'ticks')
     const base = fake.modelRequests.length
     fake.script({ toolCalls: [{ name: 'bash', args: { command: 'while :; do echo x >> ticks; sleep 0.05; done' } }] })
@@ -217,7 +218,7 @@ forEachDialect('turns: the run, the queue, cancel and steer', (dialect) => {
     const c = client(w(), org)
     await c.connect(fake, 'openai')
     const sid = await c.session()
-    const dir = w().workspaces.workspaceDir(sid)
+    const dir = hostWorkspace(w(), sid)
     const base = fake.modelRequests.length
     fake.script({ toolCalls: [{ name: 'bash', args: { command: 'touch started; while [ ! -f go ]; do sleep 0.05; done; echo released' } }] }, { text: 'Done, tests too.' })
     const turn = await c.accept(sid, 'build it')

@@ -4,10 +4,11 @@ import { execFileSync } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import pg from 'pg'
 import { randomText } from '../src/shared/ids.ts'
-import { forEachDialect, PG_URL, startWarren } from './harness.ts'
+import { forEachDialect, startWarren } from './harness.ts'
+import { removeSharedStore } from './restart-store.ts'
 import { connectModel, hasEvent, waitFor } from './fixtures.ts'
+import { hostWorkspace } from './host-workspace.ts'
 
 const b64 = (s: string) => Buffer.from(s).toString('base64')
 
@@ -22,7 +23,7 @@ forEachDialect('workspaces across a crash of the service', (dialect) => {
     const created = await first.inject({ method: 'POST', url: '/v1/sessions', payload: { environment: { files: [{ path: 'kept.txt', content: b64('kept') }] } } })
     const id = created.json().id as string
     await hasEvent(first, id, 'sandbox.created')
-    const dir = first.workspaces.workspaceDir(id)
+    const dir = hostWorkspace(first, id)
     await waitFor('seed file', async () => fs.existsSync(path.join(dir, 'kept.txt')))
     const cgroupsBefore = execFileSync('sh', ['-c', `find /sys/fs/cgroup -maxdepth 3 -type d -name 'warren-${sandboxPrefix}-*' ! -name '*~warm-*' | wc -l`]).toString().trim()
     assert.notEqual(cgroupsBefore, '0', 'control: the crashed run leaves cgroups behind')
@@ -60,13 +61,7 @@ forEachDialect('workspaces across a crash of the service', (dialect) => {
       await first.workspaces.close().catch(() => {})
       await first.bus.close()
       await second.close()
-      fs.rmSync(dataDir, { recursive: true, force: true })
-      if (dialect === 'postgres') {
-        const c = new pg.Client({ connectionString: PG_URL })
-        await c.connect()
-        await c.query(`DROP SCHEMA IF EXISTS "${pgSchema}" CASCADE`)
-        await c.end()
-      }
+      await removeSharedStore(dialect, dataDir, pgSchema)
     }
   })
 })

@@ -6,6 +6,7 @@ import path from 'node:path'
 import { forEachDialect, useWarren, type Warren } from './harness.ts'
 import { connectModel } from './fixtures.ts'
 import { waitFor } from './fixtures.ts'
+import { hostWorkspace } from './host-workspace.ts'
 
 /**
  * What a workspace can reach, checked through HTTP: each probe is a template setup script (the
@@ -17,7 +18,7 @@ async function probe(w: Warren, script: string, extra: object = {}): Promise<{ i
   const res = await w.inject({ method: 'POST', url: '/v1/sessions', payload: { environment: { template: tpl.json().name }, ...extra } })
   assert.equal(res.statusCode, 201, res.body)
   const id = res.json().id as string
-  const dir = w.workspaces.workspaceDir(id)
+  const dir = hostWorkspace(w, id)
   await waitFor('the probe to finish', async () => fs.existsSync(path.join(dir, '.probe-done')), 30_000)
   return { id, dir, read: (name) => fs.readFileSync(path.join(dir, name), 'utf8').trim() }
 }

@@ -6,6 +6,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { errorOf, forEachDialect, useWarren, type Warren } from './harness.ts'
 import { connectModel, hasEvent, items, waitFor } from './fixtures.ts'
+import { hostWorkspace } from './host-workspace.ts'
 
 const b64 = (s: string) => Buffer.from(s).toString('base64')
 
@@ -49,7 +50,7 @@ forEachDialect('workspaces', (dialect) => {
     assert.equal(created.type, 'sandbox')
     assert.deepEqual(created.detail, { event: 'sandbox.created', state: 'running' })
     assert.equal(await state(w(), s.id), 'running')
-    const dir = w().workspaces.workspaceDir(s.id)
+    const dir = hostWorkspace(w(), s.id)
     assert.ok(fs.statSync(dir).isDirectory())
     const del = await w().inject({ method: 'DELETE', url: `/v1/sessions/${s.id}` })
     assert.equal(del.statusCode, 200)
@@ -76,7 +77,7 @@ forEachDialect('workspaces', (dialect) => {
       },
     })
     await hasEvent(w(), s.id, 'agent.error')
-    const dir = w().workspaces.workspaceDir(s.id)
+    const dir = hostWorkspace(w(), s.id)
     await waitFor('setup output', async () => fs.existsSync(path.join(dir, 'uid.txt')))
     assert.equal(fs.readFileSync(path.join(dir, 'notes/a.txt'), 'utf8'), 'seeded')
     assert.equal(fs.statSync(path.join(dir, 'notes/a.txt')).mode & 0o777, 0o600)
@@ -112,7 +113,7 @@ forEachDialect('workspaces', (dialect) => {
   it('uploads files all or nothing, refusing paths that leave the workspace, symlinks included', async () => {
     const tpl = (await w().inject({ method: 'POST', url: '/v1/environment-templates', payload: { name: `link${Date.now()}`, setup: 'ln -s /etc escape && ln -s .. up' } })).json()
     const s = await session(w(), { environment: { template: tpl.name } })
-    const dir = w().workspaces.workspaceDir(s.id)
+    const dir = hostWorkspace(w(), s.id)
     await waitFor('planted link', async () => fs.existsSync(path.join(dir, 'up')))
     const ok = await w().inject({ method: 'POST', url: `/v1/sessions/${s.id}/files`, payload: { files: [{ path: 'src/main.txt', content: b64('hello'), mode: 0o755 }] } })
     assert.equal(ok.statusCode, 200, ok.body)
@@ -171,7 +172,7 @@ forEachDialect('workspace lifecycle timers', (dialect) => {
     const s = await session(w(), { environment: { template: tpl.name } })
     await hasEvent(w(), s.id, 'sandbox.paused')
     assert.equal(await state(w(), s.id), 'paused')
-    const dir = w().workspaces.workspaceDir(s.id)
+    const dir = hostWorkspace(w(), s.id)
     const frozen = fs.readFileSync(path.join(dir, 'tick'), 'utf8')
     await new Promise((r) => setTimeout(r, 200))
     assert.equal(fs.readFileSync(path.join(dir, 'tick'), 'utf8'), frozen, 'nothing runs while paused')
@@ -199,7 +200,7 @@ forEachDialect('workspace lifetime ceiling', (dialect) => {
   it('reclaims the sandbox after its running time, keeps the files, and restores them on the next input', async () => {
     const s = await session(w(), { environment: { files: [{ path: 'keep.txt', content: b64('kept') }] } })
     await waitFor('reclaimed', async () => (await state(w(), s.id)) === 'reclaimed')
-    const dir = w().workspaces.workspaceDir(s.id)
+    const dir = hostWorkspace(w(), s.id)
     assert.equal(fs.readFileSync(path.join(dir, 'keep.txt'), 'utf8'), 'kept')
     const up = await w().inject({ method: 'POST', url: `/v1/sessions/${s.id}/files`, payload: { files: [{ path: 'again.txt', content: b64('y') }] } })
     assert.equal(up.statusCode, 200, up.body)
@@ -211,7 +212,7 @@ forEachDialect('workspace lifetime ceiling', (dialect) => {
   it('emits workspace.recovery_failed when the kept files are gone', async () => {
     const s = await session(w())
     await waitFor('reclaimed', async () => (await state(w(), s.id)) === 'reclaimed')
-    fs.rmSync(w().workspaces.workspaceDir(s.id), { recursive: true, force: true })
+    fs.rmSync(hostWorkspace(w(), s.id), { recursive: true, force: true })
     const up = await w().inject({ method: 'POST', url: `/v1/sessions/${s.id}/files`, payload: { files: [{ path: 'x', content: b64('x') }] } })
     assert.equal(up.statusCode, 500, up.body)
     assert.equal(errorOf(up).code, 'workspace_recovery_failed')

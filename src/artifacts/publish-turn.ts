@@ -1,7 +1,6 @@
 import type { Deps } from '../deps.ts'
 import { MIB } from '../http/limits.ts'
 import { withEvents } from '../events/record-event.ts'
-import { openWorkspaceFile } from '../sandbox/local/workspace-files.ts'
 import { SandboxPathError } from '../sandbox/sandbox.ts'
 import { newId } from '../shared/ids.ts'
 import { isSessionDeleted } from '../sessions/sessions.store.ts'
@@ -26,11 +25,12 @@ type Turn = { id: string; session_id: string; org_id: string }
 /**
  * Publishes what a settled turn left: every regular file it created or modified that still
  * exists (decisions §3), copied into the blob store with its size, sha256 and type. Files are read
- * through the workspace's link-refusing access, so a symbolic link never makes the service read
- * outside the workspace (a link is not a regular file, and is not published). Over a ceiling a
- * file is skipped with the reason, and the turn's `artifacts` ends `partial`. The records, their
- * `artifact.created` events and the turn's final state are written in one transaction. Never
- * throws: a failure of the stores ends the publication `failed`.
+ * through the sandbox seam's workspace reads, which need no live sandbox (the turn's may be
+ * paused or reclaimed by now, or gone with a restart) and refuse links, so a symbolic link never
+ * makes the service read outside the workspace (a link is not a regular file, and is not
+ * published). Over a ceiling a file is skipped with the reason, and the turn's `artifacts` ends
+ * `partial`. The records, their `artifact.created` events and the turn's final state are written
+ * in one transaction. Never throws: a failure of the stores ends the publication `failed`.
  */
 export async function publishTurn(deps: PublishDeps, turn: Turn): Promise<void> {
   try {
@@ -48,7 +48,7 @@ async function publish(deps: PublishDeps, turn: Turn): Promise<void> {
     await finishPublication(store.db, turn.id, 'failed', [])
     return
   }
-  const root = deps.workspaces.workspaceDir(turn.session_id)
+  const files = deps.workspaces.files(turn.session_id)
   const published: ArtifactRow[] = []
   const skipped: Skipped[] = []
   let total = 0
@@ -56,9 +56,9 @@ async function publish(deps: PublishDeps, turn: Turn): Promise<void> {
   let ceiling = ''
   for (const path of await changedPaths(store.db, turn.id)) {
     if (excluded(path)) continue
-    let fh
+    let opened
     try {
-      fh = await openWorkspaceFile(root, path)
+      opened = await files.openRead(path)
     } catch (err) {
       // A link, a folder, a device: not a regular file, so not an artifact.
       if (err instanceof SandboxPathError) continue
@@ -66,9 +66,9 @@ async function publish(deps: PublishDeps, turn: Turn): Promise<void> {
       unreadable++
       continue
     }
-    if (!fh) continue // gone by the time the turn settled
+    if (!opened) continue // gone by the time the turn settled
+    const { size, stream } = opened
     try {
-      const size = (await fh.stat()).size
       if (size > limits.fileBytes) {
         skipped.push({ path, reason: `${size} bytes is over the ${mib(limits.fileBytes)} ceiling for one artifact` })
         continue
@@ -79,9 +79,8 @@ async function publish(deps: PublishDeps, turn: Turn): Promise<void> {
       }
       const room = Math.min(limits.fileBytes, limits.turnBytes - total)
       ceiling = room === limits.fileBytes ? `the ${mib(limits.fileBytes)} ceiling for one artifact` : `the ${mib(limits.turnBytes)} ceiling for one turn's artifacts`
-      // Read through the handle: the bytes are the file that was checked, whatever the path is now.
-      // Big reads for big files; a small file would pay for a large buffer it does not fill.
-      const blob = await deps.blobs.put(fh.createReadStream({ autoClose: false, highWaterMark: size >= MIB ? MIB : 64 * 1024 }), room)
+      // The stream reads the file that was checked, whatever the path is now.
+      const blob = await deps.blobs.put(stream, room)
       total += blob.size
       published.push({
         id: newId('art'),
@@ -102,7 +101,8 @@ async function publish(deps: PublishDeps, turn: Turn): Promise<void> {
         unreadable++
       }
     } finally {
-      await fh.close()
+      // Ends the file's use whether or not it was read to the end.
+      stream.destroy()
     }
   }
   // Failed: nothing could be read at all. Partial: something was left behind, for a reason given.

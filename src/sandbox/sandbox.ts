@@ -1,3 +1,5 @@
+import type { Readable } from 'node:stream'
+
 /**
  * The sandbox provider seam. Warren's workspaces run on whatever implements it: the local
  * provider (bubblewrap, a network namespace, cgroups) today; Kubernetes pods, E2B or Daytona
@@ -24,10 +26,18 @@ export type NetworkPolicy = {
 }
 
 export type SandboxSpec = {
-  /** Stable id chosen by the service (the session id); names every host resource of the sandbox. */
+  /**
+   * Stable id chosen by the service (the session id); names every host resource of the sandbox and
+   * its workspace, which the provider keeps where it likes: it outlives the sandbox (reclaim keeps
+   * it) until deleteWorkspace.
+   */
   id: string
-  /** Host folder bound read-write at `workspaceMount`; it outlives the sandbox (reclaim keeps it). */
-  workspaceDir: string
+  /**
+   * True when the workspace was made before (the sandbox is brought back after a reclaim or a
+   * restart): create rejects with SandboxUnavailableError when it is gone, rather than start over
+   * on an empty one. Otherwise it is made when missing.
+   */
+  existing?: boolean
   /** Where the workspace appears inside the sandbox, e.g. /workspace. */
   workspaceMount: string
   /** Environment of every process in the sandbox (profile variables). Never logged. */
@@ -99,7 +109,7 @@ export type WorkspaceSnapshot = Map<string, FileStamp>
 export type OpenedFile = {
   size: number
   /** Ends the file's use when it ends or is destroyed; destroy it when not read to the end. */
-  stream: NodeJS.ReadableStream & { destroy(): void }
+  stream: Readable
 }
 
 /**
@@ -133,6 +143,14 @@ export type Sandbox = WorkspaceReader & {
   spawn(req: { command: string; cwd?: string; env?: Record<string, string> }): Promise<SandboxProcess>
   /** Creates parent folders; refuses (throws SandboxPathError) a path that leaves the workspace, symlinks included. */
   writeFile(path: string, data: Buffer, mode?: number): Promise<void>
+  /**
+   * Clones a git repository into the workspace while it is still empty, from the service's side:
+   * with the service's reach and credentials, not through the sandbox's egress policy (the git host
+   * need not be on the workspace's allowlist), and before any command of the agent runs. Resolves
+   * the branch checked out; null when the workspace is not empty (a clone never lands over work).
+   * Rejects with git's reason (an Error) when the clone fails, leaving no half-made repository.
+   */
+  cloneRepo(req: { url: string; branch?: string; timeoutMs: number }): Promise<{ branch: string } | null>
   /** Where a port served inside the sandbox can be reached from the service. */
   resolvePreview(port: number): Promise<{ host: string; port: number }>
   /** Freezes every process; nothing runs until resume. */
@@ -156,6 +174,14 @@ export type SandboxProvider = {
   create(spec: SandboxSpec): Promise<Sandbox>
   /** A live sandbox of this process, or null. */
   get(id: string): Sandbox | null
+  /**
+   * Reads of the workspace of sandbox `id` whether or not a sandbox is up (running, paused,
+   * destroyed, or none since a restart): a workspace outlives its sandboxes. A workspace never made
+   * (or deleted) reads as empty: null for every path; its snapshot rejects.
+   */
+  workspace(id: string): WorkspaceReader
+  /** Destroys the sandbox `id` if one is up, then removes its workspace for good. Idempotent. */
+  deleteWorkspace(id: string): Promise<void>
   /** Removes host resources left by a crashed run (namespaces, rules, cgroups, processes). */
   cleanupOrphans(): Promise<void>
   report(): HostReport

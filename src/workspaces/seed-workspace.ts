@@ -1,12 +1,8 @@
-import { execFile } from 'node:child_process'
-import fs from 'node:fs/promises'
-import { promisify } from 'node:util'
 import type { Db } from '../db/database.ts'
 import { listSeedFiles } from '../files/seed-files.store.ts'
 import type { Sandbox } from '../sandbox/sandbox.ts'
 import type { WorkspaceRecord } from './workspaces.store.ts'
 
-const run = promisify(execFile)
 const CLONE_TIMEOUT_MS = 5 * 60_000
 const SETUP_TIMEOUT_MS = 10 * 60_000
 
@@ -23,12 +19,11 @@ export async function seedWorkspace(
   sessionId: string,
   env: WorkspaceRecord,
   sandbox: Sandbox,
-  workspaceDir: string,
   gitBaseUrl: string,
 ): Promise<SeedOutcome> {
   const problems: SeedProblem[] = []
   let repo = env.repo
-  if (repo) repo = await cloneRepo(repo, workspaceDir, gitBaseUrl)
+  if (repo) repo = await cloneRepo(repo, sandbox, gitBaseUrl)
   if (repo?.clone_error) problems.push({ message: `The repository ${repo.full_name} could not be cloned: ${repo.clone_error}` })
 
   for (const f of await listSeedFiles(db, sessionId)) {
@@ -52,24 +47,16 @@ export async function seedWorkspace(
 }
 
 /**
- * Clones on the host, straight into the (still empty) workspace folder, then hands every file to
- * the workspace's owner. `chown -h` never follows a link the repository may carry.
+ * The clone goes through the seam (Sandbox.cloneRepo) rather than a command in the sandbox: it
+ * keeps today's behaviour, a clone from the service's side of the network before any setup
+ * script runs, whatever the workspace's egress policy allows.
  */
-async function cloneRepo(repo: NonNullable<WorkspaceRecord['repo']>, workspaceDir: string, gitBaseUrl: string): Promise<NonNullable<WorkspaceRecord['repo']>> {
-  const url = `${gitBaseUrl}/${repo.full_name}.git`
-  const gitEnv = { PATH: process.env.PATH ?? '/usr/bin:/bin', GIT_TERMINAL_PROMPT: '0', HOME: workspaceDir, GIT_CONFIG_NOSYSTEM: '1' }
+async function cloneRepo(repo: NonNullable<WorkspaceRecord['repo']>, sandbox: Sandbox, gitBaseUrl: string): Promise<NonNullable<WorkspaceRecord['repo']>> {
   try {
-    const entries = await fs.readdir(workspaceDir)
-    if (entries.length > 0) return repo // already there (a restore): never clone over the agent's work
-    await run('git', ['clone', '--quiet', ...(repo.branch ? ['--branch', repo.branch] : []), '--', url, workspaceDir], { env: gitEnv, timeout: CLONE_TIMEOUT_MS })
-    const branch = repo.branch ?? (await run('git', ['-c', `safe.directory=${workspaceDir}`, '-C', workspaceDir, 'rev-parse', '--abbrev-ref', 'HEAD'], { env: gitEnv })).stdout.trim()
-    await run('chown', ['-R', '-h', `--reference=${workspaceDir}`, workspaceDir])
-    return { ...repo, branch, clone_error: null }
+    const cloned = await sandbox.cloneRepo({ url: `${gitBaseUrl}/${repo.full_name}.git`, ...(repo.branch ? { branch: repo.branch } : {}), timeoutMs: CLONE_TIMEOUT_MS })
+    if (!cloned) return repo // already there (a restore): never clone over the agent's work
+    return { ...repo, branch: cloned.branch, clone_error: null }
   } catch (err) {
-    const e = err as { stderr?: string; message: string; killed?: boolean }
-    const reason = e.killed ? 'the clone timed out' : (e.stderr?.trim().split('\n').filter(Boolean).pop() ?? e.message)
-    // A half-made clone is removed so that the workspace starts clean.
-    await fs.rm(`${workspaceDir}/.git`, { recursive: true, force: true }).catch(() => {})
-    return { ...repo, clone_error: reason.replace(/^fatal: /, '') }
+    return { ...repo, clone_error: (err as Error).message }
   }
 }

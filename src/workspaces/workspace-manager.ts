@@ -1,11 +1,9 @@
-import fs from 'node:fs/promises'
-import path from 'node:path'
 import { EventEmitter } from 'node:events'
 import type { Deps } from '../deps.ts'
 import { ApiError } from '../errors.ts'
 import { withEvents } from '../events/record-event.ts'
 import { getProfileEnv } from '../environments/environments.store.ts'
-import type { Sandbox, SandboxProvider } from '../sandbox/sandbox.ts'
+import type { Sandbox, SandboxProvider, WorkspaceReader } from '../sandbox/sandbox.ts'
 import { networkPolicyFor } from './network-policy.ts'
 import { seedWorkspace } from './seed-workspace.ts'
 import { closeInterval, getWorkspace, listLiveWorkspaces, markOpenIntervalsForReview, openInterval, patchWorkspace, type WorkspaceState } from './workspaces.store.ts'
@@ -49,8 +47,8 @@ export type WorkspaceManager = {
   readonly reclaimed: EventEmitter<{ reclaimed: [string] }>
   /** Destroys the sandbox and the workspace files (session deleted). */
   destroy(sessionId: string): Promise<void>
-  /** Folder of the session's workspace on the host. */
-  workspaceDir(sessionId: string): string
+  /** Reads of the session's workspace whether or not its sandbox is up (publication after a turn, or after a restart). */
+  files(sessionId: string): WorkspaceReader
   /** At service start: clears what a crashed run left and restarts owed workspaces. */
   recover(): Promise<void>
   close(): Promise<void>
@@ -61,8 +59,6 @@ export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | '
   const entries = new Map<string, Entry>()
   const reclaimed = new EventEmitter<{ reclaimed: [string] }>()
   const pauseHooks: ((id: string) => Promise<void>)[] = []
-  const root = path.join(config.dataDir, 'workspaces')
-  const dirOf = (id: string) => path.join(root, id)
 
   const entryOf = (id: string): Entry => {
     let e = entries.get(id)
@@ -91,15 +87,12 @@ export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | '
     const ws = await getWorkspace(store.db, id)
     if (!ws) return null
     const e = entryOf(id)
-    const dir = dirOf(id)
     const restoring = ws.env.state === 'reclaimed' || ws.env.state === 'failed'
     try {
-      if (restoring && ws.env.initialized) await fs.access(dir)
-      await fs.mkdir(dir, { recursive: true })
       const env = await getProfileEnv(store.db, box, ws.orgId, ws.env.profiles ?? [])
       const sandbox = await provider.create({
         id,
-        workspaceDir: dir,
+        existing: restoring && ws.env.initialized,
         workspaceMount: WORKSPACE_MOUNT,
         env,
         network: networkPolicyFor(config, ws.agent.permission_rules ?? []),
@@ -111,7 +104,7 @@ export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | '
       e.lastActivity = Date.now()
       await setState(id, ws.orgId, 'running', 'sandbox.created', { used_ms: e.usedMs }, 'open')
       if (!ws.env.initialized) {
-        const { problems, repo } = await seedWorkspace(store.db, id, ws.env, sandbox, dir, config.gitBaseUrl)
+        const { problems, repo } = await seedWorkspace(store.db, id, ws.env, sandbox, config.gitBaseUrl)
         await withEvents(store, bus, async (trx, record) => {
           await patchWorkspace(trx, id, { initialized: true, repo })
           for (const p of problems) await record({ orgId: ws.orgId, sessionId: id, type: 'session.error', payload: { message: p.message, ...(p.path ? { path: p.path } : {}) } })
@@ -218,14 +211,14 @@ export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | '
     },
     onPause: (fn) => void pauseHooks.push(fn),
     reclaimed,
-    workspaceDir: dirOf,
+    files: (id) => provider.workspace(id),
     destroy: (id) =>
       serial(id, async () => {
         const e = entries.get(id)
         entries.delete(id)
         await e?.sandbox?.destroy()
         await closeInterval(store.db, id, Date.now())
-        await fs.rm(dirOf(id), { recursive: true, force: true })
+        await provider.deleteWorkspace(id)
       }),
     async recover() {
       await provider.cleanupOrphans()

@@ -4,6 +4,8 @@ import { LocalSandboxProvider } from './local-provider.ts'
 import { localNetwork, SANDBOX_POOL, type SandboxNetwork } from './network.ts'
 
 export type LocalStackOptions = {
+  /** Host folder holding every workspace (see LocalProviderOptions.workspaceRoot). */
+  workspaceRoot: string
   /**
    * Names this deployment's host resources: network namespaces and veths (`<prefix>-…`), the
    * nftables table, cgroups. One running service per prefix on a host: start-up removes what
@@ -21,12 +23,13 @@ export type LocalStackOptions = {
  * The local provider with its network: the egress proxy first (it must exist before a sandbox
  * can be attached), then the namespaces and rules, then bubblewrap on top.
  */
-export async function createLocalProvider(opts: LocalStackOptions = {}): Promise<SandboxProvider> {
+export async function createLocalProvider(opts: LocalStackOptions): Promise<SandboxProvider> {
   const prefix = opts.prefix ?? 'wr'
   let network: SandboxNetwork | null = null
   const proxy = await startEgressProxy({ host: '127.0.0.1', resolveSandbox: (remote, local) => network?.resolve(remote, local) ?? null, allowPrivate: opts.allowPrivate ?? false, forbidden: [SANDBOX_POOL], logger: opts.logger })
   network = localNetwork({ proxy, prefix, table: prefix === 'wr' ? 'warren' : `warren_${prefix}` })
   const provider = new LocalSandboxProvider({
+    workspaceRoot: opts.workspaceRoot,
     network,
     prefix: prefix === 'wr' ? 'warren-' : `warren-${prefix}-`,
     ...(opts.uidBase !== undefined ? { uidBase: opts.uidBase, uidCount: 1000 } : {}),

@@ -1,12 +1,14 @@
 import { createHash } from 'node:crypto'
 import fs from 'node:fs'
-import type { HostReport, Sandbox, SandboxProvider, SandboxSpec } from '../sandbox.ts'
+import path from 'node:path'
+import type { HostReport, Sandbox, SandboxProvider, SandboxSpec, WorkspaceReader } from '../sandbox.ts'
 import { SandboxUnavailableError } from '../sandbox.ts'
 import { checkMount } from './bubblewrap.ts'
 import { listGroups, SandboxCgroup } from './cgroups.ts'
 import { pickStageDir, probeHost, type HostProbe } from './host-check.ts'
 import { LocalSandbox, type AttachedNetwork } from './local-sandbox.ts'
 import { dropSlot, makeSlot, WarmPool, type WarmSlot } from './warm-pool.ts'
+import { workspaceReader } from './workspace-files.ts'
 import { killStrays, ownerOf, prepareWorkspace, reachableBy } from './workspace-owner.ts'
 
 /**
@@ -26,6 +28,8 @@ export type NetworkHook = {
 }
 
 export type LocalProviderOptions = {
+  /** Host folder holding every workspace, one folder per sandbox id (the service's `<data>/workspaces`). */
+  workspaceRoot: string
   network?: NetworkHook
   /** First host uid handed to sandboxes; each live sandbox holds one uid (= gid). Default 200000. */
   uidBase?: number
@@ -54,7 +58,7 @@ export type LocalProviderOptions = {
  */
 export class LocalSandboxProvider implements SandboxProvider {
   readonly name = 'local'
-  private opts: { uidBase: number; uidCount: number; cgroupParent: string; prefix: string; stageDir: string | null; bwrap?: string; cgroups?: boolean }
+  private opts: { workspaceRoot: string; uidBase: number; uidCount: number; cgroupParent: string; prefix: string; stageDir: string | null; bwrap?: string; cgroups?: boolean }
   private network: NetworkHook | null
   private probed: HostProbe | null = null
   private live = new Map<string, LocalSandbox>()
@@ -64,9 +68,11 @@ export class LocalSandboxProvider implements SandboxProvider {
   private pool: WarmPool
   private networkWarm = false
 
-  constructor(options: LocalProviderOptions = {}) {
+  constructor(options: LocalProviderOptions) {
     this.network = options.network ?? null
+    if (!path.isAbsolute(options.workspaceRoot)) throw new TypeError('workspaceRoot must be an absolute host path')
     const opts = {
+      workspaceRoot: options.workspaceRoot,
       uidBase: options.uidBase ?? 200_000,
       uidCount: options.uidCount ?? 10_000,
       cgroupParent: options.cgroupParent ?? 'warren',
@@ -101,14 +107,25 @@ export class LocalSandboxProvider implements SandboxProvider {
     return this.live.get(id) ?? null
   }
 
+  workspace(id: string): WorkspaceReader {
+    return workspaceReader(this.workspaceDir(id))
+  }
+
+  async deleteWorkspace(id: string): Promise<void> {
+    await this.live.get(id)?.destroy()
+    await fs.promises.rm(this.workspaceDir(id), { recursive: true, force: true })
+  }
+
   async create(spec: SandboxSpec): Promise<Sandbox> {
     const probe = this.probe()
     if (probe.fatal.length || !probe.tools) throw new SandboxUnavailableError(probe.fatal.join(' '))
     checkSpec(spec)
     const name = this.groupName(spec.id)
     if (this.held.has(name)) throw new SandboxUnavailableError(`a sandbox ${spec.id} is already running`)
+    const dir = this.workspaceDir(spec.id)
+    if (spec.existing && !fs.existsSync(dir)) throw new SandboxUnavailableError(`the workspace of ${spec.id} is gone`)
     this.held.add(name)
-    const uid = this.allocate(spec.workspaceDir)
+    const uid = this.allocate(dir)
     let slot: WarmSlot | null = null
     let attached = false
     const release = () => {
@@ -116,10 +133,10 @@ export class LocalSandboxProvider implements SandboxProvider {
       this.uids.delete(uid)
     }
     try {
-      await prepareWorkspace(spec.workspaceDir, uid, probe.tools.chown)
-      const stageDir = reachableBy(spec.workspaceDir, uid) ? null : this.opts.stageDir
-      if (stageDir === null && !reachableBy(spec.workspaceDir, uid)) {
-        throw new SandboxUnavailableError(`the sandbox user cannot reach ${spec.workspaceDir} and none of /mnt, /media, /srv exists to stage it on: make its parent folders searchable (chmod o+x)`)
+      await prepareWorkspace(dir, uid, probe.tools.chown)
+      const stageDir = reachableBy(dir, uid) ? null : this.opts.stageDir
+      if (stageDir === null && !reachableBy(dir, uid)) {
+        throw new SandboxUnavailableError(`the sandbox user cannot reach ${dir} and none of /mnt, /media, /srv exists to stage it on: make its parent folders searchable (chmod o+x)`)
       }
       // A group of that name is a leftover of a crashed run that nobody cleaned: it goes first.
       const leftover = new SandboxCgroup(probe.cgroups, this.opts.cgroupParent, name)
@@ -137,6 +154,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       }
       const sandbox: LocalSandbox = new LocalSandbox({
         spec: structuredClone(spec),
+        workspaceDir: dir,
         uid,
         tools: probe.tools,
         cgroup: slot.cgroup,
@@ -196,10 +214,14 @@ export class LocalSandboxProvider implements SandboxProvider {
     return makeSlot(probe.cgroups, this.opts.cgroupParent, name, probe.tools!)
   }
 
-  /** `<prefix><id>`, or a hash for ids that are no safe folder name (never holding `~`: see WarmPool). */
+  /** `<prefix><id>` (see safeName), never holding `~`: see WarmPool. */
   private groupName(id: string): string {
-    const safe = /^[A-Za-z0-9_.-]{1,100}$/.test(id) && id !== '.' && id !== '..'
-    return this.opts.prefix + (safe ? id : `h-${createHash('sha256').update(id).digest('hex').slice(0, 24)}`)
+    return this.opts.prefix + safeName(id)
+  }
+
+  /** The host folder of a workspace: kept across sandboxes and restarts, so named by the id alone. */
+  private workspaceDir(id: string): string {
+    return path.join(this.opts.workspaceRoot, safeName(id))
   }
 
   /**
@@ -217,9 +239,14 @@ export class LocalSandboxProvider implements SandboxProvider {
   }
 }
 
+/** The id itself, or a hash for ids that are no safe folder name. */
+function safeName(id: string): string {
+  const safe = /^[A-Za-z0-9_.-]{1,100}$/.test(id) && id !== '.' && id !== '..'
+  return safe ? id : `h-${createHash('sha256').update(id).digest('hex').slice(0, 24)}`
+}
+
 function checkSpec(spec: SandboxSpec): void {
   if (typeof spec.id !== 'string' || spec.id.length === 0) throw new TypeError('the sandbox id is empty')
-  if (!spec.workspaceDir || !spec.workspaceDir.startsWith('/')) throw new TypeError('workspaceDir must be an absolute host path')
   const bad = checkMount(spec.workspaceMount)
   if (bad) throw new TypeError(`workspaceMount ${spec.workspaceMount} ${bad}`)
   const { memoryBytes, pids, cpus } = spec.limits

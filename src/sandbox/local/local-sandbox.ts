@@ -7,6 +7,7 @@ import type { SandboxCgroup } from './cgroups.ts'
 import { parkExec, parkSpawn, type Parked } from './parked.ts'
 import { abortedResult, runCommand } from './run-command.ts'
 import { parkInit, startInit, type InitHandle } from './sandbox-init.ts'
+import { cloneInto } from './clone-repo.ts'
 import { workspaceReader, writeWorkspaceFile } from './workspace-files.ts'
 
 /** The network hook a local sandbox was given (see LocalProviderOptions.network). */
@@ -14,6 +15,8 @@ export type AttachedNetwork = { netnsName: string | null; env: Record<string, st
 
 export type LocalSandboxContext = {
   spec: SandboxSpec
+  /** The workspace's host folder, bound at the spec's mount: the provider's business, not the seam's. */
+  workspaceDir: string
   uid: number
   tools: Tools
   cgroup: SandboxCgroup
@@ -50,7 +53,7 @@ export class LocalSandbox implements Sandbox {
 
   constructor(ctx: LocalSandboxContext) {
     this.ctx = ctx
-    this.files = workspaceReader(ctx.spec.workspaceDir)
+    this.files = workspaceReader(ctx.workspaceDir)
     this.id = ctx.spec.id
     this.uid = ctx.uid
     this.cgroup = ctx.cgroup
@@ -76,7 +79,7 @@ export class LocalSandbox implements Sandbox {
     this.starting = startInit({
       tools: this.ctx.tools,
       uid: this.uid,
-      workspaceDir: this.ctx.spec.workspaceDir,
+      workspaceDir: this.ctx.workspaceDir,
       workspaceMount: this.ctx.spec.workspaceMount,
       stageDir: this.ctx.stageDir,
       netnsName: this.ctx.network?.netnsName ?? null,
@@ -194,7 +197,12 @@ export class LocalSandbox implements Sandbox {
 
   async writeFile(p: string, data: Buffer, mode?: number): Promise<void> {
     this.notDestroyed()
-    return writeWorkspaceFile(this.ctx.spec.workspaceDir, p, data, this.uid, mode)
+    return writeWorkspaceFile(this.ctx.workspaceDir, p, data, this.uid, mode)
+  }
+
+  async cloneRepo(req: { url: string; branch?: string; timeoutMs: number }): Promise<{ branch: string } | null> {
+    this.notDestroyed()
+    return cloneInto(this.ctx.workspaceDir, req)
   }
 
   async resolvePreview(port: number): Promise<{ host: string; port: number }> {

@@ -91,7 +91,14 @@ async function openDir(dir: FileHandle, name: string, shown: string, create: { u
 
 /** Opens the folder holding the last component, creating folders when `create` is given. */
 async function openParent(root: string, parts: string[], create: { uid: number } | null): Promise<FileHandle | null> {
-  let dir = await fsp.open(root, O_RDONLY | O_DIRECTORY)
+  let dir: FileHandle
+  try {
+    dir = await fsp.open(root, O_RDONLY | O_DIRECTORY)
+  } catch (err) {
+    // A workspace never made (or deleted) holds nothing; writing into one is an error.
+    if (!create && code(err) === 'ENOENT') return null
+    throw err
+  }
   for (let i = 0; i < parts.length - 1; i++) {
     let next: FileHandle | null
     try {

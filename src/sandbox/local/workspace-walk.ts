@@ -39,7 +39,13 @@ function openSubdir(fd: number, name: string): number | null {
  * component is missing, not a folder, or a link. The caller closes the fd.
  */
 export function openWorkspaceDir(root: string, rel: string): number | null {
-  let fd = fs.openSync(root, O_RDONLY | O_DIRECTORY)
+  let fd: number
+  try {
+    fd = fs.openSync(root, O_RDONLY | O_DIRECTORY)
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null
+    throw err
+  }
   for (const part of rel.split('/').filter((p) => p !== '' && p !== '.')) {
     const next = openSubdir(fd, part)
     fs.closeSync(fd)
