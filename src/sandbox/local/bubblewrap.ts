@@ -135,8 +135,8 @@ export type ExecOptions = {
  * namespace last, then the sandbox uid and gid) → env -i (the only place the environment is set:
  * nothing before it runs with caller-chosen variables such as LD_PRELOAD) → sh -c.
  *
- * No setpriv --no-new-privs here (it costs a sixth of a round trip): inside the user namespace
- * host root is unmapped, so set-uid binaries and file capabilities grant nothing anyway.
+ * No setpriv --no-new-privs here (it would cost a sixth of a round trip): the parked shell already
+ * runs under no_new_privs (see parkExec), and nsenter and what it starts inherit it.
  */
 export function execArgv(o: ExecOptions): { argv: string[]; fd9: string } {
   const { tools: t } = o

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import type { Readable } from 'node:stream'
-import { WRAPPER_ENV } from './bubblewrap.ts'
+import { WRAPPER_ENV, type Tools } from './bubblewrap.ts'
 import { quote } from '../../shared/sh-quote.ts'
 
 /**
@@ -102,12 +102,21 @@ function hereDoc(fd: number, text: string): { redirect: string; body: string } {
 }
 
 
+/**
+ * The wrapper of a shell that will become a command in the sandbox: no_new_privs, inherited by
+ * everything it starts (setns and the change to the sandbox uid still work under it). Paid at
+ * park time, not on the command's path.
+ */
+function commandWrap(tools: Tools): string[] {
+  return [tools.setpriv, '--no-new-privs', '--']
+}
+
 /** A parked shell for a process the caller talks to: stdin on fd 3 (a pipe), control on fd 4. */
-export function parkSpawn(sh: string, procsFiles: string[]): Parked {
-  return park(sh, procsFiles, 2)
+export function parkSpawn(tools: Tools, procsFiles: string[]): Parked {
+  return park(tools.sh, procsFiles, 2, commandWrap(tools))
 }
 
 /** A parked shell for one exec call: stdout and stderr pipes, control on fd 3. */
-export function parkExec(sh: string, procsFiles: string[]): Parked {
-  return park(sh, procsFiles, 1)
+export function parkExec(tools: Tools, procsFiles: string[]): Parked {
+  return park(tools.sh, procsFiles, 1, commandWrap(tools))
 }
