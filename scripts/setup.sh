@@ -11,12 +11,13 @@ if [ ! -x node_modules/.bin/node ] || [ package-lock.json -nt node_modules/.pack
 fi
 [ "${1:-}" = "--deps-only" ] && exit 0
 
-# System packages: sandboxes (bubblewrap), their networks (iproute2, nftables), repositories (git),
+# System packages: sandboxes (bubblewrap; perl-base loads their syscall filter), their networks (iproute2, nftables), repositories (git),
 # the tests' self-signed webhook receivers (openssl), web_fetch inside the sandbox (curl), and the
 # headless browser (chromium, driven through playwright-core) that the browser tools and the
 # preview tests use.
 need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+command -v perl >/dev/null 2>&1 || need+=(perl-base)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v nft >/dev/null 2>&1 || need+=(nftables)
 command -v git >/dev/null 2>&1 || need+=(git)

@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import http from 'node:http'
+import fs from 'node:fs'
 import type { AddressInfo } from 'node:net'
 import { randomBytes } from 'node:crypto'
 import { useWarren } from './harness.ts'
@@ -260,6 +261,16 @@ describe('the session browser’s lifetime [sqlite]', { skip }, () => {
     const uid = Number(/\d+/.exec(fake.modelRequests[before + 1]!.toolResults.at(-1)!.content)![0])
     assert.ok(uid > 0)
     assert.notEqual(chromiumOf(uid), '', 'Chromium runs, as the sandbox’s user')
+    // It and every process it started run under the workspace's no_new_privs and syscall filter.
+    const statuses = spawnSync('pgrep', ['-u', String(uid), '-f', 'chromium'], { encoding: 'utf8' }).stdout.trim().split('\n').flatMap((pid) => {
+      try {
+        return [fs.readFileSync(`/proc/${pid}/status`, 'utf8')]
+      } catch {
+        return [] // exited meanwhile
+      }
+    })
+    assert.ok(statuses.length > 1, 'control: Chromium runs several processes')
+    for (const status of statuses) assert.match(status, /^NoNewPrivs:\s*1$[\s\S]*^Seccomp:\s*2$/m, status.split('\n')[0])
     // Its DevTools port is the service's own: never found by a preview, never published.
     const [devtools] = w().runner.reservedPorts(sid)
     assert.ok(devtools)

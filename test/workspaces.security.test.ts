@@ -115,4 +115,15 @@ forEachDialect('workspace isolation, through HTTP', (dialect) => {
     assert.equal(p.read('gw-any.txt'), 'closed')
     await w().inject({ method: 'DELETE', url: `/v1/sessions/${p.id}` })
   })
+
+  it('runs template setup under no_new_privs and the syscall filter, with no user namespace of its own', async () => {
+    const p = await probe(w(), [
+      `grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status | tr -s '\t ' ' ' > status.txt`,
+      `unshare -U -r true 2> userns.txt; echo $? > userns.rc`,
+    ].join('\n'))
+    assert.equal(p.read('status.txt'), 'NoNewPrivs: 1\nSeccomp: 2')
+    assert.notEqual(p.read('userns.rc'), '0', 'unshare -U -r succeeded')
+    assert.match(p.read('userns.txt'), /Operation not permitted/)
+    await w().inject({ method: 'DELETE', url: `/v1/sessions/${p.id}` })
+  })
 })

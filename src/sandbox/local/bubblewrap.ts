@@ -13,6 +13,8 @@ export type Tools = {
   env: string
   sleep: string
   chown: string
+  /** Loads the syscall filter into the shells parked to become commands (see seccomp.ts). */
+  perl: string
   ip: string | null
 }
 
@@ -83,8 +85,11 @@ export type InitOptions = {
  * The long-lived init of a sandbox, run by a parked root shell already in the sandbox's cgroups
  * and in a mount namespace of its own (see parkInit): bubblewrap with `sleep infinity` as pid 2
  * of a new pid namespace; every exec call joins its namespaces. Fds: 3 receives bwrap's info
- * JSON (the namespace pid), 4 and 5 carry /etc/passwd and /etc/group, 6 receives `R` once the
- * sandbox is set up and may be entered.
+ * JSON (the namespace pid), 4 and 5 carry /etc/passwd and /etc/group, 6 the syscall filter
+ * (seccomp.ts), 7 receives `R` once the sandbox is set up and may be entered.
+ *
+ * --disable-userns: a process inside can never become root of a user namespace of its own (the
+ * usual road to CAP_SYS_ADMIN over mounts, nf_tables and the rest); the filter refuses it too.
  *
  * Chain: [ip netns exec] → setpriv (the sandbox uid, no groups, no new privileges) → bwrap;
  * `before`, when set, binds the workspace onto the stage folder first.
@@ -95,6 +100,7 @@ export function initArgv(o: InitOptions): { before: string[] | null; argv: strin
     t.bwrap,
     '--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts',
     ...(o.netnsName ? [] : ['--unshare-net']),
+    '--disable-userns', '--seccomp', '6',
     '--cap-drop', 'ALL', '--new-session', '--die-with-parent',
     '--hostname', o.hostname,
     ...systemRoots(),
@@ -111,7 +117,7 @@ export function initArgv(o: InitOptions): { before: string[] | null; argv: strin
     '--info-fd', '3',
     '--clearenv', '--setenv', 'PATH', SANDBOX_PATH,
     // bwrap reports the pid (fd 3) before the sandbox is set up; this byte says setup is done.
-    '--', '/bin/sh', '-c', 'printf R >&6 && exec "$0" infinity 6>&-', t.sleep,
+    '--', '/bin/sh', '-c', 'printf R >&7 && exec "$0" infinity 7>&-', t.sleep,
   ]
   const drop = [t.setpriv, '--reuid', String(o.uid), '--regid', String(o.uid), '--clear-groups', '--no-new-privs', '--']
   const net = o.netnsName && t.ip ? [t.ip, 'netns', 'exec', o.netnsName] : []
@@ -135,8 +141,8 @@ export type ExecOptions = {
  * namespace last, then the sandbox uid and gid) → env -i (the only place the environment is set:
  * nothing before it runs with caller-chosen variables such as LD_PRELOAD) → sh -c.
  *
- * No setpriv --no-new-privs here (it costs a sixth of a round trip): inside the user namespace
- * host root is unmapped, so set-uid binaries and file capabilities grant nothing anyway.
+ * No setpriv --no-new-privs here (it would cost a sixth of a round trip): the parked shell already
+ * runs under no_new_privs (see parkExec), and nsenter and what it starts inherit it.
  */
 export function execArgv(o: ExecOptions): { argv: string[]; fd9: string } {
   const { tools: t } = o

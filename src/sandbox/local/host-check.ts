@@ -3,6 +3,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { systemRoots, type Tools } from './bubblewrap.ts'
 import { detectCgroups, type CgroupHost } from './cgroups.ts'
+import { filterArch } from './seccomp.ts'
 
 export type HostProbe = {
   /** Null when a required program is missing (see fatal). */
@@ -41,29 +42,34 @@ export function probeHost(opts: { probeUid: number; bwrap?: string; cgroups?: bo
   const found = {
     sh: which('sh'), bwrap: opts.bwrap ? executable(opts.bwrap) : which('bwrap'), setpriv: which('setpriv'), nsenter: which('nsenter'),
     unshare: which('unshare'), mount: which('mount'), env: which('env'), sleep: which('sleep'), chown: which('chown'),
+    perl: which('perl'),
   }
   const absent = Object.entries(found).filter(([, p]) => p === null).map(([n]) => n)
   const ip = which('ip')
   let tools: Tools | null = null
   if (absent.length) {
     const pkgs = absent.map((n) => (n === 'bwrap' ? 'bubblewrap' : n)).join(', ')
-    fatal.push(`Workspaces cannot start: ${pkgs} ${absent.length > 1 ? 'are' : 'is'} not installed (bubblewrap and util-linux provide them).`)
+    fatal.push(`Workspaces cannot start: ${pkgs} ${absent.length > 1 ? 'are' : 'is'} not installed (bubblewrap, util-linux and perl-base provide them).`)
   } else {
     tools = { ...(found as Omit<Tools, 'ip'>), ip }
   }
   if (process.getuid?.() !== 0) {
     fatal.push('Workspaces cannot start: the service does not run as root, so it cannot give each workspace its own unprivileged user or set cgroup limits.')
   }
+  if (!filterArch()) {
+    fatal.push(`Workspaces cannot start: Warren has no syscall filter for this architecture (${process.arch}); it has one for x64 and arm64.`)
+  }
   if (tools && fatal.length === 0) {
     const r = spawnSync(
       tools.setpriv,
       ['--reuid', String(opts.probeUid), '--regid', String(opts.probeUid), '--clear-groups', '--no-new-privs', '--',
-        tools.bwrap, '--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-net',
+        tools.bwrap, '--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-net', '--disable-userns',
         '--cap-drop', 'ALL', '--die-with-parent', ...systemRoots(), '--proc', '/proc', '--dev', '/dev', '--', tools.sleep, '0'],
       { env: { PATH: '/usr/bin:/bin' }, timeout: 10_000, encoding: 'utf8' },
     )
     if (r.status === 0) {
       available.push(`bubblewrap runs workspaces as unprivileged users with their own user, pid, ipc, uts, mount and network namespaces (${tools.bwrap}).`)
+      available.push('Every workspace process runs under no_new_privs and a syscall filter, and none may make a user namespace of its own.')
     } else {
       const why = (r.stderr || r.error?.message || `exit ${r.status}`).trim()
       fatal.push(`Workspaces cannot start: bubblewrap cannot create a user namespace as an unprivileged user (${why}).${userNsHint()}`)

@@ -140,7 +140,7 @@ export class LocalSandbox implements Sandbox {
     this.usable()
     // Its own exec group: killing it kills what it started, and nothing else.
     const group = this.cgroup.newExec()
-    const parked = parkSpawn(this.ctx.tools.sh, this.cgroup.procsFiles(group))
+    const parked = parkSpawn(this.ctx.tools, this.cgroup.procsFiles(group))
     try {
       await parked.ready
     } catch (err) {
@@ -311,7 +311,7 @@ export class LocalSandbox implements Sandbox {
 
   private async parkSpare(): Promise<Spare> {
     const exec = this.cgroup.newExec()
-    const spare = { parked: parkExec(this.ctx.tools.sh, this.cgroup.procsFiles(exec)), exec }
+    const spare = { parked: parkExec(this.ctx.tools, this.cgroup.procsFiles(exec)), exec }
     try {
       await spare.parked.ready
     } catch (err) {

@@ -1,8 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import type { Readable } from 'node:stream'
-import { WRAPPER_ENV } from './bubblewrap.ts'
+import { WRAPPER_ENV, type Tools } from './bubblewrap.ts'
 import { quote } from '../../shared/sh-quote.ts'
+import { filterWrap } from './seccomp.ts'
 
 /**
  * A root shell started ahead of need, already inside its cgroups, waiting on stdin for the
@@ -102,12 +103,19 @@ function hereDoc(fd: number, text: string): { redirect: string; body: string } {
 }
 
 
-/** A parked shell for a process the caller talks to: stdin on fd 3 (a pipe), control on fd 4. */
-export function parkSpawn(sh: string, procsFiles: string[]): Parked {
-  return park(sh, procsFiles, 2)
+/**
+ * A parked shell for a process the caller talks to: stdin on fd 3 (a pipe), control on fd 4.
+ * Like parkExec's, under no_new_privs and the syscall filter.
+ */
+export function parkSpawn(tools: Tools, procsFiles: string[]): Parked {
+  return park(tools.sh, procsFiles, 2, filterWrap(tools.perl))
 }
 
-/** A parked shell for one exec call: stdout and stderr pipes, control on fd 3. */
-export function parkExec(sh: string, procsFiles: string[]): Parked {
-  return park(sh, procsFiles, 1)
+/**
+ * A parked shell for one exec call: stdout and stderr pipes, control on fd 3. It starts under
+ * no_new_privs and the syscall filter, which everything it starts inherits (setns and the change
+ * to the sandbox uid still work under them): paid at park time, not on the command's path.
+ */
+export function parkExec(tools: Tools, procsFiles: string[]): Parked {
+  return park(tools.sh, procsFiles, 1, filterWrap(tools.perl))
 }

@@ -3,6 +3,7 @@ import type { Readable, Writable } from 'node:stream'
 import { SandboxUnavailableError } from '../sandbox.ts'
 import { groupFile, initArgv, passwdFile, type InitOptions, type Tools } from './bubblewrap.ts'
 import { park, type Parked } from './parked.ts'
+import { seccompFilter } from './seccomp.ts'
 
 /** The running init of a sandbox: what exec calls enter. */
 export type InitHandle = {
@@ -17,12 +18,13 @@ export type InitHandle = {
 const START_TIMEOUT_MS = 10_000
 
 /**
- * A parked shell with the fds the init needs (see initArgv): info 3, passwd 4, group 5, ready 6.
+ * A parked shell with the fds the init needs (see initArgv): info 3, passwd 4, group 5, filter 6,
+ * ready 7.
  * It waits in a mount namespace of its own (host mounts still propagate in), where staging the
  * workspace costs one mount and leaves nothing on the host.
  */
 export function parkInit(tools: Tools, procsFiles: string[]): Parked {
-  return park(tools.sh, procsFiles, 4, [tools.unshare, '-m', '--propagation', 'slave', '--'])
+  return park(tools.sh, procsFiles, 5, [tools.unshare, '-m', '--propagation', 'slave', '--'])
 }
 
 export async function startInit(o: InitOptions, parked: Parked): Promise<InitHandle> {
@@ -37,6 +39,7 @@ export async function startInit(o: InitOptions, parked: Parked): Promise<InitHan
   const ready = fds[parked.ctlFd]!
   fds[4]!.end(passwdFile(o.uid, o.workspaceMount))
   fds[5]!.end(groupFile(o.uid))
+  fds[6]!.end(seccompFilter())
   let stderr = ''
   child.stderr!.setEncoding('utf8')
   // Read for as long as the init lives, so a chatty one never blocks on a full pipe.

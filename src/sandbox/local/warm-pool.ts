@@ -17,7 +17,7 @@ export async function makeSlot(host: CgroupHost, parent: string, name: string, t
   cgroup.create()
   const init = parkInit(tools, cgroup.procsFiles())
   const execGroup = cgroup.newExec()
-  const slot = { cgroup, init, exec: parkExec(tools.sh, cgroup.procsFiles(execGroup)), execGroup }
+  const slot = { cgroup, init, exec: parkExec(tools, cgroup.procsFiles(execGroup)), execGroup }
   try {
     await Promise.all([init.ready, slot.exec.ready])
   } catch (err) {

@@ -1,0 +1,225 @@
+import { after, describe, it } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import type { Sandbox, SandboxProcess, SandboxSpec } from '../src/sandbox/sandbox.ts'
+import { LocalSandboxProvider } from '../src/sandbox/local/local-provider.ts'
+import { filterArch, seccompFilter } from '../src/sandbox/local/seccomp.ts'
+
+/**
+ * What the kernel lets a workspace process do, probed from inside real sandboxes: commands (the
+ * bash tool and template setup run through exec) and long-lived processes (MCP stdio servers and
+ * the browser run through spawn).
+ */
+
+const skip = process.getuid?.() !== 0 ? 'needs root' : spawnSync('sh', ['-c', 'command -v bwrap']).status !== 0 ? 'needs bubblewrap' : false
+const run = randomBytes(3).toString('hex')
+const MiB = 1024 * 1024
+
+const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-hardening-test-'))
+fs.chmodSync(dataDir, 0o700)
+after(() => fs.rmSync(dataDir, { recursive: true, force: true }))
+
+const spec = (id: string): SandboxSpec => ({
+  id,
+  workspaceDir: path.join(dataDir, id),
+  workspaceMount: '/workspace',
+  env: {},
+  network: { allow: [] },
+  limits: { memoryBytes: 512 * MiB, pids: 256, cpus: 1 },
+})
+
+/** Everything a spawned process writes to stdout until it exits. */
+async function output(proc: SandboxProcess): Promise<{ code: number | null; out: string }> {
+  let out = ''
+  proc.stdout.on('data', (b: Buffer) => (out += b.toString('utf8')))
+  proc.stderr.on('data', () => {})
+  proc.stdin.end()
+  const code = await proc.exited
+  return { code, out }
+}
+
+/**
+ * Syscall numbers of the calls the filter must refuse, written out here from the kernel's tables
+ * (asm/unistd_64.h, asm-generic/unistd.h) rather than taken from the code under test.
+ */
+const REFUSED: Record<'x64' | 'arm64', Record<string, number>> = {
+  x64: {
+    mount: 165, umount2: 166, pivot_root: 155, open_tree: 428, move_mount: 429, fsopen: 430, fsconfig: 431, fsmount: 432, fspick: 433,
+    mount_setattr: 442, keyctl: 250, add_key: 248, request_key: 249, bpf: 321, perf_event_open: 298, userfaultfd: 323,
+    io_uring_setup: 425, io_uring_enter: 426, io_uring_register: 427, kexec_load: 246, kexec_file_load: 320,
+    open_by_handle_at: 304, name_to_handle_at: 303, init_module: 175, finit_module: 313, delete_module: 176, reboot: 169,
+    swapon: 167, swapoff: 168, settimeofday: 164, clock_settime: 227, clock_adjtime: 305, acct: 163, quotactl: 179, syslog: 103,
+    iopl: 172, ioperm: 173, fanotify_init: 300,
+  },
+  arm64: {
+    mount: 40, umount2: 39, pivot_root: 41, open_tree: 428, move_mount: 429, fsopen: 430, fsconfig: 431, fsmount: 432, fspick: 433,
+    mount_setattr: 442, keyctl: 219, add_key: 217, request_key: 218, bpf: 280, perf_event_open: 241, userfaultfd: 282,
+    io_uring_setup: 425, io_uring_enter: 426, io_uring_register: 427, kexec_load: 104, kexec_file_load: 294,
+    open_by_handle_at: 265, name_to_handle_at: 264, init_module: 105, finit_module: 273, delete_module: 106, reboot: 142,
+    swapon: 224, swapoff: 225, settimeofday: 170, clock_settime: 112, clock_adjtime: 266, acct: 89, quotactl: 60, syslog: 116,
+    fanotify_init: 262,
+  },
+}
+const CALLS = {
+  x64: { clone: 56, clone3: 435, unshare: 272, getpid: 39, setns: 308, ptrace: 101 },
+  arm64: { clone: 220, clone3: 435, unshare: 97, getpid: 172, setns: 268, ptrace: 117 },
+}
+const CLONE_NEWUSER = 0x10000000
+const CLONE_NEWNS = 0x20000
+const CLONE_NEWNET = 0x40000000
+const SIGCHLD = 17
+
+/** The value of one field of /proc/self/status, as seen by whoever printed the file. */
+const field = (status: string, name: string) => status.match(new RegExp(`^${name}:\\s*(\\S+)`, 'm'))?.[1]
+
+describe('workspace processes and the kernel', { skip }, () => {
+  const provider = new LocalSandboxProvider({
+    cgroupParent: 'warren-test',
+    prefix: `t${run}-hard-`,
+    uidBase: 300_000 + (randomBytes(2).readUInt16BE() % 600) * 100,
+    uidCount: 20,
+  })
+  let sb: Sandbox
+  after(async () => {
+    await sb?.destroy()
+    await provider.close()
+  })
+
+  it('runs commands and spawned processes with no_new_privs', async () => {
+    sb = await provider.create(spec('nnp'))
+    // Twice: the first command may run on a shell parked at create, the second on a refill.
+    for (let i = 0; i < 2; i++) {
+      const r = await sb.exec({ command: 'cat /proc/self/status' })
+      assert.equal(r.exitCode, 0, r.stderr.toString())
+      assert.equal(field(r.stdout.toString(), 'NoNewPrivs'), '1', `command ${i + 1}`)
+    }
+    const spawned = await output(await sb.spawn({ command: 'cat /proc/self/status' }))
+    assert.equal(spawned.code, 0)
+    assert.equal(field(spawned.out, 'NoNewPrivs'), '1', 'a spawned process (MCP server, browser)')
+    // And what they start inherits it: a background process found from a later command.
+    await sb.exec({ command: '(setsid sleep 30 >/dev/null 2>&1 &)' })
+    const bg = await sb.exec({ command: 'for p in $(pgrep -x sleep); do grep NoNewPrivs /proc/$p/status; done | sort -u' })
+    assert.equal(bg.stdout.toString().trim().split('\n').map((l) => l.split(/\s+/)[1]).join(','), '1')
+  })
+
+  it('runs every process under the syscall filter, the init too, and refuses a user namespace of its own', async () => {
+    sb ??= await provider.create(spec('nnp'))
+    for (let i = 0; i < 2; i++) {
+      const r = await sb.exec({ command: 'cat /proc/self/status' })
+      assert.equal(field(r.stdout.toString(), 'Seccomp'), '2', `command ${i + 1}`)
+    }
+    const spawned = await output(await sb.spawn({ command: 'cat /proc/self/status' }))
+    assert.equal(field(spawned.out, 'Seccomp'), '2', 'a spawned process (MCP server, browser)')
+    const init = await sb.exec({ command: 'cat /proc/1/status' })
+    assert.equal(field(init.stdout.toString(), 'Seccomp'), '2', 'the init, whose namespaces commands join')
+    const userns = await sb.exec({ command: 'unshare -U -r true' })
+    assert.notEqual(userns.exitCode, 0, 'unshare -U -r succeeded')
+    assert.match(userns.stderr.toString(), /Operation not permitted/)
+  })
+
+  it('refuses each filtered call from inside with EPERM (clone3 with ENOSYS)', async () => {
+    const arch = filterArch(process.arch)
+    if (!arch) return assert.fail(`no syscall table for ${process.arch}`)
+    sb ??= await provider.create(spec('nnp'))
+    const calls = CALLS[arch]
+    const probes = [
+      ...Object.entries(REFUSED[arch]).map(([name, nr]) => `${name}:${nr}:0`),
+      `clone3:${calls.clone3}:0`, `clone-newuser:${calls.clone}:${CLONE_NEWUSER | SIGCHLD}`, `unshare-newuser:${calls.unshare}:${CLONE_NEWUSER}`,
+      `unshare-newns:${calls.unshare}:${CLONE_NEWNS}`, `getpid:${calls.getpid}:0`,
+    ]
+    // Perl's syscall(): a raw call with the given first argument, zeros after it. A clone that
+    // should have been refused exits at once in the child.
+    const perl = `perl -e 'for (@ARGV) { my ($n, $nr, $a) = split /:/; $! = 0; my $r = syscall($nr + 0, $a + 0, 0, 0, 0, 0); ` +
+      `exit 0 if $r == 0 && $n =~ /^clone/; print "$n=", ($r >= 0 ? "ok" : $! + 0), "\\n" }' ${probes.join(' ')}`
+    for (const how of ['exec', 'spawn'] as const) {
+      const out = how === 'exec' ? (await sb.exec({ command: perl })).stdout.toString() : (await output(await sb.spawn({ command: perl }))).out
+      const got = Object.fromEntries(out.trim().split('\n').map((l) => l.split('=')))
+      const want = Object.fromEntries(probes.map((p) => [p.split(':')[0], '1']))
+      want.clone3 = '38'
+      want.getpid = 'ok'
+      assert.deepEqual(got, want, how)
+    }
+  })
+
+  it('still runs ordinary work: git, a compiler, node and npm, a server listening', async () => {
+    sb ??= await provider.create(spec('nnp'))
+    const script = [
+      'set -e',
+      'export HOME=/workspace GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@b GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@b',
+      'mkdir -p work && cd work && git init -q . && echo hi > a.txt && git add a.txt && git commit -qm first && git log --oneline | wc -l',
+      'if command -v cc >/dev/null; then printf "#include <stdio.h>\\nint main(void){puts(\\"compiled\\");return 0;}\\n" > m.c && cc -O1 -o m m.c && ./m; else echo compiled; fi',
+      'node -e "const w = new (require(\\"worker_threads\\").Worker)(\\"1\\", {eval: true}); w.on(\\"exit\\", () => console.log(\\"node\\", process.version.slice(0, 1)))"',
+      'npm --version >/dev/null && echo npm',
+      // A dev server in the background, reached from a second process.
+      'node -e "require(\\"http\\").createServer((q, s) => s.end(\\"served\\")).listen(4321, \\"127.0.0.1\\")" & S=$!',
+      'for i in $(seq 100); do node -e "require(\\"http\\").get(\\"http://127.0.0.1:4321\\", (r) => r.pipe(process.stdout)).on(\\"error\\", () => process.exit(1))" && break; sleep 0.2; done',
+      'echo; kill $S',
+    ].join('\n')
+    const r = await sb.exec({ command: script, timeoutMs: 90_000 })
+    assert.equal(r.exitCode, 0, r.stderr.toString())
+    assert.deepEqual(r.stdout.toString().trim().split('\n'), ['1', 'compiled', 'node v', 'npm', 'served'])
+  })
+})
+
+/**
+ * A classic BPF interpreter for the few opcodes a seccomp filter uses: what the kernel would
+ * answer for one call (`allow`, `EPERM`, `ENOSYS`, or the raw return value).
+ */
+function verdict(filter: Buffer, arch: number, nr: number, arg0 = 0): string {
+  const data = Buffer.alloc(64)
+  data.writeInt32LE(nr, 0)
+  data.writeUInt32LE(arch, 4)
+  data.writeBigUInt64LE(BigInt(arg0), 16)
+  let a = 0
+  for (let pc = 0; pc < filter.length / 8; pc++) {
+    const code = filter.readUInt16LE(pc * 8)
+    const jt = filter.readUInt8(pc * 8 + 2)
+    const jf = filter.readUInt8(pc * 8 + 3)
+    const k = filter.readUInt32LE(pc * 8 + 4)
+    if (code === 0x20) a = data.readUInt32LE(k)
+    else if (code === 0x15) pc += a === k ? jt : jf
+    else if (code === 0x35) pc += a >= k ? jt : jf
+    else if (code === 0x45) pc += (a & k) !== 0 ? jt : jf
+    else if (code === 0x06) return k === 0x7fff0000 ? 'allow' : k === 0x50001 ? 'EPERM' : k === 0x50026 ? 'ENOSYS' : `0x${k.toString(16)}`
+    else throw new Error(`unexpected opcode 0x${code.toString(16)} at ${pc}`)
+  }
+  throw new Error('the filter ran off its end')
+}
+
+describe('the syscall filter, as the kernel would run it', () => {
+  const AUDIT = { x64: 0xc000003e, arm64: 0xc00000b7 }
+  for (const arch of ['x64', 'arm64'] as const) {
+    it(`${arch}: refuses every listed call and namespaces in clone and unshare, allows the rest`, () => {
+      const f = seccompFilter(arch)
+      const calls = CALLS[arch]
+      for (const [name, nr] of Object.entries(REFUSED[arch])) assert.equal(verdict(f, AUDIT[arch], nr), 'EPERM', name)
+      assert.equal(verdict(f, AUDIT[arch], calls.clone3), 'ENOSYS', 'clone3 (glibc falls back to clone)')
+      for (const flag of [CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWNET]) {
+        assert.equal(verdict(f, AUDIT[arch], calls.clone, flag | SIGCHLD), 'EPERM', `clone 0x${flag.toString(16)}`)
+        assert.equal(verdict(f, AUDIT[arch], calls.unshare, flag), 'EPERM', `unshare 0x${flag.toString(16)}`)
+      }
+      assert.equal(verdict(f, AUDIT[arch], calls.unshare, 0x80), 'EPERM', 'unshare CLONE_NEWTIME')
+      // fork and threads; unshare of what is no namespace; what nsenter and debuggers need.
+      assert.equal(verdict(f, AUDIT[arch], calls.clone, SIGCHLD), 'allow', 'fork')
+      assert.equal(verdict(f, AUDIT[arch], calls.clone, 0x3d0f00), 'allow', 'a thread')
+      assert.equal(verdict(f, AUDIT[arch], calls.unshare, 0x200), 'allow', 'unshare CLONE_FS')
+      for (const name of ['getpid', 'setns', 'ptrace'] as const) assert.equal(verdict(f, AUDIT[arch], calls[name]), 'allow', name)
+      // Another architecture's numbers mean other calls.
+      const other = arch === 'x64' ? AUDIT.arm64 : AUDIT.x64
+      assert.equal(verdict(f, other, calls.getpid), 'EPERM', 'a call of another ABI')
+      assert.equal(verdict(f, 0x40000003, calls.getpid), 'EPERM', 'an i386 call')
+    })
+  }
+
+  it('refuses the x32 ABI on x86_64, and is built for the host', () => {
+    assert.equal(verdict(seccompFilter('x64'), AUDIT.x64, 0x40000000 + CALLS.x64.getpid), 'EPERM')
+    assert.equal(verdict(seccompFilter('x64'), AUDIT.x64, CALLS.x64.getpid), 'allow', 'control: the same call in the x86_64 ABI')
+    assert.equal(filterArch('ppc64'), null, 'no table, no filter (host-check refuses to start workspaces)')
+    const host = filterArch(process.arch)
+    if (host) assert.deepEqual(seccompFilter(), seccompFilter(host))
+  })
+})
