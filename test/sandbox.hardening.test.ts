@@ -25,7 +25,6 @@ after(() => fs.rmSync(dataDir, { recursive: true, force: true }))
 
 const spec = (id: string): SandboxSpec => ({
   id,
-  workspaceDir: path.join(dataDir, id),
   workspaceMount: '/workspace',
   env: {},
   network: { allow: [] },
@@ -79,6 +78,7 @@ const field = (status: string, name: string) => status.match(new RegExp(`^${name
 describe('workspace processes and the kernel', { skip }, () => {
   const provider = new LocalSandboxProvider({
     cgroupParent: 'warren-test',
+    workspaceRoot: dataDir,
     prefix: `t${run}-hard-`,
     uidBase: 300_000 + (randomBytes(2).readUInt16BE() % 600) * 100,
     uidCount: 20,
