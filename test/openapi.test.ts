@@ -2,14 +2,15 @@ import { before, it } from 'node:test'
 import assert from 'node:assert/strict'
 import { forEachDialect, useWarren, type Warren } from './harness.ts'
 import { expectError } from './expect.ts'
+import { ErrorStatus } from '../src/errors.ts'
 
 type Operation = {
   operationId?: string
   security?: unknown[]
   parameters?: { in: string; name: string }[]
-  responses: Record<string, { content?: { 'application/json'?: { schema?: ErrorSchema } } }>
+  responses: Record<string, { description?: string; content?: { 'application/json'?: { schema?: ErrorSchema } } }>
 }
-type ErrorSchema = { required?: string[]; properties?: { error?: { required?: string[] } } }
+type ErrorSchema = { required?: string[]; properties?: { error?: { required?: string[]; properties?: { code?: { enum?: string[] } } } } }
 type Doc = { openapi: string; info: { version: string; title: string }; paths: Record<string, Record<string, Operation>>; security?: unknown[] }
 
 const METHODS = ['get', 'post', 'put', 'patch', 'delete']
@@ -103,6 +104,25 @@ forEachDialect('OpenAPI description', (dialect) => {
       }
       for (const status of statuses.filter((s) => /^[45]\d\d$/.test(s))) {
         assertErrorShape(`${name} ${status}`, op.responses[status]!.content?.['application/json']?.schema)
+      }
+    }
+  })
+
+  it('lists under each error status every code the error table sends with it, and no other', () => {
+    const codesOf = (status: number) =>
+      Object.entries(ErrorStatus)
+        .filter(([, s]) => s === status)
+        .map(([c]) => c)
+        .sort()
+    // The table sends 503 with sandbox_unavailable as well as directory_unavailable, 500 with sandbox_error …
+    assert.ok(codesOf(503).includes('sandbox_unavailable') && codesOf(500).includes('sandbox_error'))
+    for (const [name, op] of operations(doc)) {
+      for (const status of Object.keys(op.responses).filter((s) => /^[45]\d\d$/.test(s))) {
+        const res = op.responses[status]!
+        const codes = codesOf(Number(status))
+        assert.ok(codes.length > 0, `${name} declares ${status}, which no code of the table is sent with`)
+        assert.deepEqual([...(res.content?.['application/json']?.schema?.properties?.error?.properties?.code?.enum ?? [])].sort(), codes, `${name} ${status}: code enum`)
+        for (const code of codes) assert.ok(res.description?.includes(code), `${name} ${status} does not name ${code}: ${res.description}`)
       }
     }
   })
