@@ -3,6 +3,7 @@
 // stream ceilings, back-pressure on a reader that stops reading, and pings.
 import { after, before, describe, it } from 'node:test'
 import assert from 'node:assert/strict'
+import type { AnyEvent } from '../src/events/events.schema.ts'
 import { withEvents } from '../src/events/record-event.ts'
 import { errorOf, forEachDialect, onPostgres, startWarren, useWarren, type Warren } from './harness.ts'
 import { connectModel, waitFor } from './fixtures.ts'
@@ -13,14 +14,14 @@ import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
 const DATA_KEYS = ['created_at', 'internal_type', 'object', 'payload', 'seq', 'session_id', 'type']
 
 /** Records events the way the service does (one transaction, bus woken after commit); returns their seqs. */
-async function emit(w: Warren, orgId: string, sessionId: string, events: { type: string; payload: Record<string, unknown> }[]): Promise<number[]> {
+async function emit(w: Warren, orgId: string, sessionId: string, events: AnyEvent[]): Promise<number[]> {
   return withEvents(w.store, w.bus, async (_trx, record) => {
     const seqs: number[] = []
     for (const e of events) seqs.push((await record({ orgId, sessionId, type: e.type, payload: e.payload })).seq)
     return seqs
   })
 }
-const messages = (n: number, tag = 'm') => Array.from({ length: n }, (_, i) => ({ type: 'agent.message', payload: { text: `${tag}${i}` } }))
+const messages = (n: number, tag = 'm') => Array.from({ length: n }, (_, i) => ({ type: 'agent.message' as const, payload: { text: `${tag}${i}` } }))
 
 const seqs = (frames: Frame[]) => frames.filter((f) => f.id !== undefined).map((f) => Number(f.id))
 const texts = (frames: Frame[]) => frames.filter((f) => f.event === 'agent.message').map((f) => f.data.payload.text as string)
