@@ -421,11 +421,14 @@ forEachDialect('event streams of a real turn', (dialect) => {
     assert.ok(frames.filter((f) => f.event === 'agent.text').every((f) => f.id === undefined && f.data.seq === null))
     assert.deepEqual(frames.find((f) => f.event === 'turn.ended')!.data.payload, { turnId: turn.id })
     assert.ok(!names.includes('session.working') && !names.includes('turn.completed'), 'webhook-only events stay inside')
-    // The same persisted frames, replayed, are the items of the session, seq for seq.
+    // The same persisted frames, replayed, are the items of the session, seq for seq, up to the
+    // last frame read: the workspace comes up in the background and may record sandbox.created
+    // after a turn that never needed it has ended.
+    const persisted = frames.filter((f) => f.id !== undefined).map((f) => [Number(f.id), f.event] as const)
     const items = await c.items(sid)
     assert.deepEqual(
-      frames.filter((f) => f.id !== undefined).map((f) => [Number(f.id), f.event]),
-      items.map((i) => [Number(i.id.slice(4)), i.detail.event]),
+      persisted,
+      items.map((i) => [Number(i.id.slice(4)), i.detail.event] as const).filter(([seq]) => seq <= persisted.at(-1)![0]),
     )
     live.close()
   })
