@@ -76,8 +76,8 @@ process.on('message', async (job: Job) => {
     job.urls.map(({ url, token }) =>
       stream(url, token, {}, (f) => {
         if (!f.startsWith('id: ') && !f.startsWith('event: ')) return
-        // The writer stamped the payload with its clock just before committing the event.
-        const m = /"t":([0-9.]+)/.exec(f)
+        // The writer stamped the text with its clock just before committing the event.
+        const m = /"text":"fan-out ([0-9.]+)"/.exec(f)
         if (!m) return
         latencies.push(now() - Number(m[1]))
         if (++got === job.expect) done()

@@ -122,7 +122,7 @@ try {
   const write = async () => {
     for (let i = 0; i < FANOUT_EVENTS; i++) {
       const stamp = now()
-      await withEvents(store, bus, (_trx, record) => record({ orgId: org.id, sessionId: 'ses_bench', type: 'agent.message', payload: { text: 'fan-out', t: stamp } }))
+      await withEvents(store, bus, (_trx, record) => record({ orgId: org.id, sessionId: 'ses_bench', type: 'agent.message', payload: { text: `fan-out ${stamp}` } }))
       await sleep(2)
     }
   }
@@ -140,7 +140,7 @@ try {
   let seq = 0
   const broadcast = async () => {
     for (let i = 0; i < FANOUT_EVENTS; i++) {
-      const frame = `id: ${++seq}\nevent: agent.message\ndata: {"object":"event","type":"agent.message","seq":${seq},"payload":{"text":"fan-out","t":${now()}}}\n\n`
+      const frame = `id: ${++seq}\nevent: agent.message\ndata: {"object":"event","type":"agent.message","seq":${seq},"payload":{"text":"fan-out ${now()}"}}\n\n`
       for (const c of conns) c.write(frame)
       await sleep(2)
     }

@@ -10,7 +10,7 @@ import { authHook } from './http/auth.ts'
 import { idempotencyOnSend, idempotencyPreHandler } from './http/idempotency.ts'
 import { frameworkErrorHandler, installErrorHandlers } from './http/error-handler.ts'
 import { validatorCompiler } from './http/validation.ts'
-import { ApiError, ErrorBody } from './errors.ts'
+import { ApiError, errorResponse } from './errors.ts'
 import { MIB } from './http/limits.ts'
 import { healthRoutes } from './tokens/health.routes.ts'
 import { tokenRoutes } from './tokens/tokens.routes.ts'
@@ -108,7 +108,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         tags: ['meta'],
         summary: 'This description of the running interface; needs no token',
         security: [],
-        response: { 200: Type.Object({}, { additionalProperties: true, description: 'An OpenAPI 3.1 document' }), 400: ErrorBody, 500: ErrorBody },
+        response: { 200: Type.Object({}, { additionalProperties: true, description: 'An OpenAPI 3.1 document' }), 400: errorResponse(400), 500: errorResponse(500) },
       },
     },
     async () => app.swagger(),

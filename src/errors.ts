@@ -51,15 +51,42 @@ export const ErrorBody = Type.Object(
   { additionalProperties: false, description: 'Every refusal has this shape and no other key.' },
 )
 
-const descriptions: Record<number, string> = {
-  400: 'invalid_request (or a listed provider/bridge code)',
-  401: 'authentication_error: token missing, unrecognised, expired or revoked',
-  403: 'permission_denied: the message names the scope wanted',
-  404: 'not_found',
-  409: 'conflict',
-  429: 'rate_limit_exceeded, project_limit_exceeded or queue_full',
-  502: 'provider_error',
-  503: 'directory_unavailable, with Retry-After',
+/**
+ * When each code is sent, as the OpenAPI description says it. Keyed by the code, so a code added
+ * to the table does not compile until it is described.
+ */
+const conditions: Record<ErrorCode, string> = {
+  invalid_request: 'unknown field or parameter, out-of-range value, over-limit body',
+  authentication_error: 'token missing, unrecognised, expired or revoked',
+  permission_denied: 'the message names the scope wanted',
+  not_found: 'no such endpoint, or no such object in the organization',
+  method_not_allowed: 'the path exists, the method does not',
+  conflict: 'the state does not allow the call',
+  queue_full: 'already 5 messages wait behind the current turn',
+  rate_limit_exceeded: 'past a bucket or a stream ceiling, with Retry-After',
+  project_limit_exceeded: 'the organization is at its session ceiling; retrying never succeeds',
+  internal_error: 'quote request_id',
+  directory_unavailable: 'the token directory cannot be reached, with Retry-After',
+  context_length_exceeded: 'the conversation does not fit the model',
+  provider_error: 'the model provider failed',
+  provider_unauthorized: 'the model provider refused the key',
+  sandbox_error: 'the sandbox failed',
+  sandbox_unavailable: 'no sandbox can be had now',
+  workspace_recovery_failed: 'the workspace could not be restored',
+  bridge_incompatible: 'the bridge speaks another version',
+}
+
+const codesOf = (status: number) => (Object.keys(ErrorStatus) as ErrorCode[]).filter((c) => ErrorStatus[c] === status)
+
+/** The OpenAPI entry of one error status: the error shape, its code one of those the table sends with it. */
+export function errorResponse(status: number): typeof ErrorBody {
+  const codes = codesOf(status)
+  if (codes.length === 0) throw new Error(`No error code is sent with status ${status}.`)
+  const code = Type.String({ enum: codes, description: 'One of the codes listed under Errors; callers branch on it.' })
+  return Type.Object({ error: Type.Object({ ...ErrorBody.properties.error.properties, code }, { additionalProperties: false }) }, {
+    additionalProperties: false,
+    description: codes.map((c) => `${c}: ${conditions[c]}`).join('; '),
+  }) as unknown as typeof ErrorBody
 }
 
 /**
@@ -68,12 +95,7 @@ const descriptions: Record<number, string> = {
  */
 export function errorResponses(...statuses: number[]): Record<number, typeof ErrorBody> {
   const out: Record<number, typeof ErrorBody> = {}
-  for (const s of [...new Set([...statuses, 400, 401, 403, 429, 503, 500])].sort((a, b) => a - b)) {
-    out[s] = Type.Object(ErrorBody.properties, {
-      additionalProperties: false,
-      description: descriptions[s] ?? 'internal_error: quote request_id',
-    }) as typeof ErrorBody
-  }
+  for (const s of [...new Set([...statuses, 400, 401, 403, 429, 503, 500])].sort((a, b) => a - b)) out[s] = errorResponse(s)
   return out
 }
 

@@ -2,14 +2,24 @@ import { before, it } from 'node:test'
 import assert from 'node:assert/strict'
 import { forEachDialect, useWarren, type Warren } from './harness.ts'
 import { expectError } from './expect.ts'
+import { ErrorStatus } from '../src/errors.ts'
+import { PERSISTED_PUBLIC_TYPES, PUBLISHED_EVENTS } from '../src/events/vocabulary.ts'
 
 type Operation = {
   operationId?: string
   security?: unknown[]
   parameters?: { in: string; name: string }[]
-  responses: Record<string, { content?: { 'application/json'?: { schema?: ErrorSchema } } }>
+  responses: Record<string, { description?: string; content?: { 'application/json'?: { schema?: ErrorSchema } } }>
 }
-type ErrorSchema = { required?: string[]; properties?: { error?: { required?: string[] } } }
+type ErrorSchema = { required?: string[]; properties?: { error?: { required?: string[]; properties?: { code?: { enum?: string[] } } } } }
+type Prop = { const?: unknown; enum?: unknown[]; type?: string }
+type Branch = { required?: string[]; properties: Record<string, Prop> }
+type Union = { anyOf?: Branch[] }
+/** The one value a schema allows: @fastify/swagger writes a const as a one-value enum. */
+const constOf = (p: Prop | undefined) => p?.const ?? (p?.enum?.length === 1 ? p.enum[0] : undefined)
+/** The constant a union's branches give to `key`, in order. */
+const constsOf = (u: Union | undefined, key: string) => (u?.anyOf ?? []).map((b) => constOf(b.properties[key]))
+
 type Doc = { openapi: string; info: { version: string; title: string }; paths: Record<string, Record<string, Operation>>; security?: unknown[] }
 
 const METHODS = ['get', 'post', 'put', 'patch', 'delete']
@@ -104,6 +114,51 @@ forEachDialect('OpenAPI description', (dialect) => {
       for (const status of statuses.filter((s) => /^[45]\d\d$/.test(s))) {
         assertErrorShape(`${name} ${status}`, op.responses[status]!.content?.['application/json']?.schema)
       }
+    }
+  })
+
+  it('lists under each error status every code the error table sends with it, and no other', () => {
+    const codesOf = (status: number) =>
+      Object.entries(ErrorStatus)
+        .filter(([, s]) => s === status)
+        .map(([c]) => c)
+        .sort()
+    // The table sends 503 with sandbox_unavailable as well as directory_unavailable, 500 with sandbox_error …
+    assert.ok(codesOf(503).includes('sandbox_unavailable') && codesOf(500).includes('sandbox_error'))
+    for (const [name, op] of operations(doc)) {
+      for (const status of Object.keys(op.responses).filter((s) => /^[45]\d\d$/.test(s))) {
+        const res = op.responses[status]!
+        const codes = codesOf(Number(status))
+        assert.ok(codes.length > 0, `${name} declares ${status}, which no code of the table is sent with`)
+        assert.deepEqual([...(res.content?.['application/json']?.schema?.properties?.error?.properties?.code?.enum ?? [])].sort(), codes, `${name} ${status}: code enum`)
+        for (const code of codes) assert.ok(res.description?.includes(code), `${name} ${status} does not name ${code}: ${res.description}`)
+      }
+    }
+  })
+
+  it("describes an item's detail as a union on detail.event covering every persisted published event", () => {
+    const op = doc.paths['/v1/sessions/{session_id}/items']!.get! as unknown as { responses: { 200: { content: { 'application/json': { schema: any } } } } }
+    const detail = op.responses[200].content['application/json'].schema.properties.data.items.properties.detail as Union
+    assert.ok(Array.isArray(detail.anyOf), 'detail is not a union')
+    const events = constsOf(detail, 'event')
+    assert.deepEqual([...new Set(events)].sort(), [...PERSISTED_PUBLIC_TYPES].sort())
+    for (const b of detail.anyOf!) assert.ok(b.required?.includes('event'), `branch ${String(constOf(b.properties.event))} does not require event`)
+    // Each branch carries its payload: tool.required has name and arguments (not toolName and args).
+    const required = detail.anyOf!.find((b) => constOf(b.properties.event) === 'tool.required')!
+    assert.deepEqual(Object.keys(required.properties).sort(), ['arguments', 'event', 'name', 'toolCallId'])
+  })
+
+  it("describes both event streams as text/event-stream whose frame data is a union covering every published event", () => {
+    for (const path of ['/v1/sessions/{session_id}/events', '/v1/events']) {
+      const op = doc.paths[path]!.get! as unknown as { responses: { 200: { content: Record<string, { schema: Union }> } } }
+      const content = op.responses[200].content
+      assert.deepEqual(Object.keys(content), ['text/event-stream'], path)
+      const data = content['text/event-stream']!.schema
+      assert.deepEqual([...new Set(constsOf(data, 'type'))].sort(), [...Object.keys(PUBLISHED_EVENTS), 'service.replay_truncated'].sort(), path)
+      const text = data.anyOf!.find((b) => constOf(b.properties.type) === 'agent.text')!
+      assert.equal(text.properties.seq?.type, 'null', 'a live event has seq null')
+      const started = data.anyOf!.find((b) => constOf(b.properties.type) === 'turn.started')!
+      assert.equal(started.properties.seq?.type, 'integer')
     }
   })
 

@@ -4,6 +4,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { forEachDialect, useWarren } from './harness.ts'
 import { expectError } from './expect.ts'
+import { expectLogMatchesSchemas } from './event-payloads.ts'
 import { ACTIONS_ENV, b64, createSession, details, getSession, getTurn, newOrg, quiet, resultOf, send, settledTurn, waitForEvent } from './turn-actions-helpers.ts'
 import { hostWorkspace } from './host-workspace.ts'
 
@@ -240,5 +241,10 @@ forEachDialect('turn approvals and permissions', (dialect) => {
       // approval.resolved carries "the reason given to the agent" (spec, event vocabulary), as it does for the other refusals.
       assert.ok(r.content.includes(reason as string), `the reason recorded is the one the model got: recorded ${JSON.stringify(reason)}, model got ${JSON.stringify(r.content)}`)
     })
+  })
+
+  it('every event the suite recorded has the payload its schema gives its name', async () => {
+    const seen = await expectLogMatchesSchemas(w())
+    for (const name of ['approval.requested', 'approval.resolved', 'agent.tool_result', 'file.changed']) assert.ok(seen.has(name), `the suite recorded no ${name}`)
   })
 })

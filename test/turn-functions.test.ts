@@ -22,6 +22,7 @@ import {
 } from './turn-actions-helpers.ts'
 import { waitFor } from './fixtures.ts'
 import { hostWorkspace } from './host-workspace.ts'
+import { expectLogMatchesSchemas } from './event-payloads.ts'
 
 const LOOKUP = {
   type: 'function',
@@ -309,5 +310,12 @@ forEachDialect('turn questions, caller functions and tool events', (dialect) => 
     assert.equal(unknown.isError, true, `an unknown tool is an error result: ${unknown.content}`)
     assert.ok(unknown.content.includes('no_such_tool'), unknown.content)
     assert.deepEqual((await details(org, s.id, 'agent.message')).map((d) => d.text), ['All done.'])
+  })
+
+  it('every event the suite recorded has the payload its schema gives its name', async () => {
+    const seen = await expectLogMatchesSchemas(w())
+    for (const name of ['question.asked', 'question.answered', 'tool.required', 'tool.resolved', 'agent.tool_call', 'agent.tool_result', 'agent.todos', 'file.changed', 'session.action_required', 'turn.completed']) {
+      assert.ok(seen.has(name), `the suite recorded no ${name}`)
+    }
   })
 })

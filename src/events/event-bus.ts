@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events'
+import type { EventPayloads, LiveEventName } from './events.schema.ts'
 
 /** A committed event, as much as a listener needs to decide whether to re-read the log. */
 export type EventNotice = { seq: number; orgId: string; sessionId: string | null; type: string }
@@ -7,7 +8,9 @@ export type EventNotice = { seq: number; orgId: string; sessionId: string | null
 export const RESYNC = 'bus.resync'
 
 /** A live-only event (token deltas, progress): never stored, never replayed, `seq` null on the wire. */
-export type TransientEvent = { orgId: string; sessionId: string; turnId: string | null; type: string; createdAt: number; payload: Record<string, unknown> }
+export type TransientEvent = { orgId: string; sessionId: string; turnId: string | null; createdAt: number } & {
+  [N in LiveEventName]: { type: N; payload: EventPayloads[N] }
+}[LiveEventName]
 
 /**
  * Wakes listeners after a commit, and carries transient events to live streams. Notices carry no

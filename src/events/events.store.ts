@@ -1,13 +1,14 @@
 import { lockSeq, type Db, type DialectName } from '../db/database.ts'
 import { fromJson, toJson } from '../shared/json.ts'
+import type { EventName, EventPayloads } from './events.schema.ts'
 
-export type EventInput = {
+export type EventInput<N extends EventName = EventName> = {
   orgId: string
   sessionId: string | null
   turnId?: string | null
-  /** The internal type; vocabulary.ts says whether and under which name it is published. */
-  type: string
-  payload: Record<string, unknown>
+  /** The internal type; events.schema.ts says whether and under which name it is published. */
+  type: N
+  payload: EventPayloads[N]
 }
 
 export type StoredEvent = {
@@ -24,7 +25,7 @@ export type StoredEvent = {
  * Appends one event and returns it with its deployment-wide seq. Call it inside the transaction
  * that makes the change it reports.
  */
-export async function appendEvent(db: Db, dialect: DialectName, input: EventInput): Promise<StoredEvent> {
+export async function appendEvent<N extends EventName>(db: Db, dialect: DialectName, input: EventInput<N>): Promise<StoredEvent> {
   await lockSeq(db, dialect)
   const createdAt = Date.now()
   const row = await db

@@ -5,7 +5,7 @@ import { errorResponses } from '../errors.ts'
 import { ListEnvelope, emptyList, toList } from '../http/pagination.ts'
 import { SessionParams } from '../sessions/sessions.schema.ts'
 import { getSessionEvent, listSessionEvents, type StoredEvent } from './events.store.ts'
-import { Item, ListItemsQuery } from './items.schema.ts'
+import { Item, ListItemsQuery, PublishedItem } from './items.schema.ts'
 import { PUBLISHED_EVENTS, persistedInternalTypes, publicName } from './vocabulary.ts'
 
 /** An item is a persisted, published event read back from the log; its id carries the seq. */
@@ -29,7 +29,8 @@ export const itemRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store }
   app.get(
     '/sessions/:session_id/items',
     {
-      config: { scope: 'sessions:read' },
+      // Described with detail as a union; served with it open (see Item).
+      config: { scope: 'sessions:read', swaggerTransform: ({ schema, url }) => ({ url, schema: { ...schema, response: { ...(schema.response as object), 200: ListEnvelope(PublishedItem) } } }) },
       schema: {
         operationId: 'listItems',
         tags: ['sessions'],

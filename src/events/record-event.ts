@@ -1,9 +1,11 @@
 import { lockSeq, type Db, type Store } from '../db/database.ts'
 import { enqueueDeliveries } from '../webhooks/outbox.store.ts'
 import type { EventBus } from './event-bus.ts'
+import type { EventName } from './events.schema.ts'
 import { appendEvent, type EventInput, type StoredEvent } from './events.store.ts'
 
-export type Recorder = (event: EventInput) => Promise<StoredEvent>
+/** Generic over the name, so the payload must be that event's (events.schema.ts). */
+export type Recorder = <N extends EventName>(event: EventInput<N>) => Promise<StoredEvent>
 
 /**
  * Runs `work` in one transaction in which `record` appends events and their webhook outbox rows.

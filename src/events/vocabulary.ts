@@ -1,43 +1,22 @@
-/**
- * The published event vocabulary (an allowlist) and the item type each event is recorded under.
- * Internal events (session.created, session.working, …) drive webhooks and never leave the
- * service on a stream or as an item.
+import { EVENTS, type EventName, type WebhookEventName } from './events.schema.ts'
+
+/*
+ * The published vocabulary, derived from the event schemas (events.schema.ts says how each event
+ * leaves the service). Internal events (session.created, session.working, …) drive webhooks and
+ * never leave the service on a stream or as an item.
  */
-export const PUBLISHED_EVENTS: Record<string, { persisted: boolean; item?: string }> = {
-  'turn.started': { persisted: true, item: 'turn_started' },
-  'turn.ended': { persisted: true, item: 'turn_ended' },
-  'agent.text': { persisted: false },
-  'agent.message': { persisted: true, item: 'message' },
-  'agent.thinking': { persisted: false },
-  'agent.tool_call': { persisted: true, item: 'tool_call' },
-  'agent.tool_result': { persisted: true, item: 'tool_call' },
-  'agent.compaction': { persisted: true, item: 'compaction' },
-  'agent.error': { persisted: true, item: 'error' },
-  'agent.todos': { persisted: true, item: 'todos' },
-  'user.message': { persisted: true, item: 'user_message' },
-  'message.queued': { persisted: true, item: 'message_queued' },
-  'message.dequeued': { persisted: true, item: 'message_dequeued' },
-  'file.changed': { persisted: true, item: 'file_change' },
-  'approval.requested': { persisted: true, item: 'approval' },
-  'approval.resolved': { persisted: true, item: 'approval' },
-  'question.asked': { persisted: true, item: 'question' },
-  'question.answered': { persisted: true, item: 'question' },
-  'tool.required': { persisted: true, item: 'function_call' },
-  'tool.resolved': { persisted: true, item: 'function_call' },
-  'mcp.unavailable': { persisted: true, item: 'mcp_unavailable' },
-  'sandbox.created': { persisted: true, item: 'sandbox' },
-  'sandbox.paused': { persisted: true, item: 'sandbox' },
-  'sandbox.resumed': { persisted: true, item: 'sandbox' },
-  'preview.ready': { persisted: true, item: 'preview' },
-  'workspace.recovery_failed': { persisted: true, item: 'error' },
-  'artifact.created': { persisted: true, item: 'artifact' },
-}
+
+type Exit = { item?: string; live?: true; as?: string; webhook?: true }
+const exits = Object.entries(EVENTS) as [EventName, Exit][]
+
+/** The published event vocabulary (an allowlist) and the item type each event is recorded under. */
+type Published = { persisted: boolean; item?: string }
+export const PUBLISHED_EVENTS: Record<string, Published> = Object.fromEntries(
+  exits.flatMap(([name, e]): [string, Published][] => (e.item !== undefined ? [[name, { persisted: true, item: e.item }]] : e.live ? [[name, { persisted: false }]] : [])),
+)
 
 /** Internal names that differ from their published name. Everything else is published as itself. */
-const PUBLIC_NAME: Record<string, string> = {
-  // An error recorded outside a model run (a seed file that could not be written) is an agent.error item.
-  'session.error': 'agent.error',
-}
+const PUBLIC_NAME: Record<string, string> = Object.fromEntries(exits.flatMap(([name, e]) => (e.as !== undefined ? [[name, e.as]] : [])))
 
 /** The published name of an internal event, or null when the event is internal only. */
 export function publicName(internalType: string): string | null {
@@ -49,16 +28,8 @@ export const PERSISTED_PUBLIC_TYPES = Object.keys(PUBLISHED_EVENTS).filter((k) =
 
 /** Internal types stored in the log whose published name is persisted: what items and replays read. */
 export function persistedInternalTypes(): string[] {
-  return [...PERSISTED_PUBLIC_TYPES, ...Object.keys(PUBLIC_NAME)]
+  return [...PERSISTED_PUBLIC_TYPES, ...Object.keys(PUBLIC_NAME).filter((k) => PUBLISHED_EVENTS[PUBLIC_NAME[k]!]?.persisted)]
 }
 
-export const WEBHOOK_EVENT_TYPES = [
-  'session.created',
-  'session.action_required',
-  'session.working',
-  'session.idle',
-  'session.failed',
-  'turn.completed',
-  'turn.failed',
-] as const
-export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number]
+export const WEBHOOK_EVENT_TYPES: readonly WebhookEventName[] = exits.flatMap(([name, e]) => (e.webhook ? [name as WebhookEventName] : []))
+export type WebhookEventType = WebhookEventName

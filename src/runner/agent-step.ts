@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Deps } from '../deps.ts'
+import type { LiveEventName } from '../events/events.schema.ts'
 import { withEvents } from '../events/record-event.ts'
 import { getCredential, getCredentialKey } from '../models/models.store.ts'
 import type { ModelMessage } from 'ai'
@@ -82,7 +83,7 @@ export async function agentStep(ctx: Ctx, scope: TurnScope): Promise<StepResult>
   }
 
   let messages = await compact(Math.floor(window * 0.5), false)
-  const transient = (type: string) => (delta: string) =>
+  const transient = (type: LiveEventName) => (delta: string) =>
     ctx.bus.publish({ ...turnEventScope(turn), type, createdAt: Date.now(), payload: { delta } })
   const delays = ctx.config.providerRetryDelaysMs
   let compactedForProvider = false

@@ -1,5 +1,6 @@
 import type { ModelMessage } from 'ai'
 import type { Deps } from '../deps.ts'
+import type { AnyEvent } from '../events/events.schema.ts'
 import { withEvents } from '../events/record-event.ts'
 import type { FileChange } from '../tools/builtin/builtin-tool.ts'
 import { appendConversation } from '../turns/conversation.store.ts'
@@ -57,7 +58,7 @@ export type CallResult = {
   cancelled?: boolean
   changes?: FileChange[]
   /** More events recorded in the same transaction (agent.todos, approval.resolved …). */
-  events?: { type: string; payload: Record<string, unknown> }[]
+  events?: AnyEvent[]
 }
 
 /** A tool call's result, as the model will see it, with its events, in one transaction. */

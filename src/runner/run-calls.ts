@@ -113,7 +113,8 @@ async function requireFunctions(ctx: Ctx, turn: TurnRow, calls: ToolCallRequest[
 
 async function askQuestion(ctx: Ctx, turn: TurnRow, call: ToolCallRequest): Promise<'parked' | 'answered'> {
   const args = asObject(call.input)
-  if (typeof args.question !== 'string' || !args.question.trim()) {
+  const question = args.question
+  if (typeof question !== 'string' || !question.trim()) {
     await recordCallResult(ctx, turn, call, { output: 'ask_question needs a "question" string.', isError: true })
     return 'answered'
   }
@@ -125,7 +126,7 @@ async function askQuestion(ctx: Ctx, turn: TurnRow, call: ToolCallRequest): Prom
       type: 'question.asked',
       payload: {
         toolCallId: call.toolCallId,
-        question: args.question,
+        question,
         ...(options ? { options } : {}),
         ...(typeof args.allow_freeform === 'boolean' ? { allowFreeform: args.allow_freeform } : {}),
       },

@@ -1,9 +1,10 @@
 import type { Db } from '../db/database.ts'
+import type { EventPayloads, WebhookEventName } from '../events/events.schema.ts'
 import type { Recorder } from '../events/record-event.ts'
 import type { SessionStatus } from '../sessions/sessions.schema.ts'
 
 /** The internal signal recorded with each move; webhooks send it under the same name. */
-export const STATUS_SIGNAL: Record<SessionStatus, string> = {
+export const STATUS_SIGNAL: Record<SessionStatus, WebhookEventName & `session.${string}`> = {
   idle: 'session.idle',
   working: 'session.working',
   requires_action: 'session.action_required',
@@ -20,12 +21,12 @@ export async function moveSession(
   record: Recorder,
   session: { id: string; orgId: string },
   to: SessionStatus,
-  data: Record<string, unknown>,
+  data: Omit<EventPayloads['session.working'], 'session_id' | 'status'>,
   opts: { always?: boolean } = {},
 ): Promise<void> {
   const row = await trx.selectFrom('sessions').select('status').where('id', '=', session.id).where('deleted_at', 'is', null).executeTakeFirst()
   if (!row) return
   if (row.status === to && !opts.always) return
   await trx.updateTable('sessions').set({ status: to, updated_at: Date.now() }).where('id', '=', session.id).execute()
-  await record({ orgId: session.orgId, sessionId: session.id, turnId: (data.turn_id as string | undefined) ?? null, type: STATUS_SIGNAL[to], payload: { session_id: session.id, status: to, ...data } })
+  await record({ orgId: session.orgId, sessionId: session.id, turnId: data.turn_id ?? null, type: STATUS_SIGNAL[to], payload: { session_id: session.id, status: to, ...data } })
 }

@@ -83,7 +83,7 @@ export const answerRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) =
         if (!(await resolvePendingCall(trx, session.id, call.callId, { approved, reason: given, ...(approved ? {} : { code: 'denied_by_user' }) }, now))) {
           throw new ApiError('conflict', `The approval request "${call.callId}" has already been answered.`)
         }
-        const refusal = approved ? {} : { name: call.name, code: 'denied_by_user', reason: given ?? 'The person refused this call.' }
+        const refusal = approved ? {} : { name: call.name, code: 'denied_by_user' as const, reason: given ?? 'The person refused this call.' }
         await record({ ...base(call), type: 'approval.resolved', payload: { toolCallId: call.callId, approved, ...refusal } })
         return { object: 'approval' as const, tool_call_id: call.callId, session_id: session.id, turn_id: call.turnId, name: call.name, args: call.args, approved, reason: given, created_at: call.createdAt, resolved_at: now }
       })

@@ -72,7 +72,7 @@ export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | '
     return next
   }
 
-  async function setState(id: string, orgId: string, state: WorkspaceState, event: string | null, extra: Record<string, unknown> = {}, usage?: 'open' | 'close'): Promise<void> {
+  async function setState(id: string, orgId: string, state: WorkspaceState, event: 'sandbox.created' | 'sandbox.paused' | 'sandbox.resumed' | 'workspace.recovery_failed' | null, extra: Record<string, unknown> = {}, usage?: 'open' | 'close'): Promise<void> {
     const now = Date.now()
     await withEvents(store, bus, async (trx, record) => {
       await patchWorkspace(trx, id, { state, ...extra }, now)

@@ -1,0 +1,63 @@
+import { Type, type TObject } from 'typebox'
+import { EVENTS, type EventName } from './events.schema.ts'
+import { PUBLISHED_EVENTS, publicName } from './vocabulary.ts'
+
+/*
+ * What clients see of the events, for the OpenAPI description: an item's `detail` and a stream
+ * frame's `data`, each a union with one branch per internal event that is published (so
+ * agent.error has two: a run's failure and session.error's seed problem).
+ */
+
+const about = (e: { payload: TObject }) => (e.payload as { description?: string }).description ?? ''
+
+const published = (Object.keys(EVENTS) as EventName[]).flatMap((type) => {
+  const name = publicName(type)
+  return name === null ? [] : [{ type, name, persisted: PUBLISHED_EVENTS[name]!.persisted, payload: EVENTS[type].payload as TObject }]
+})
+
+/** An item's `detail`: `event`, the published name, then that event's payload fields. */
+export const ItemDetail = Type.Union(
+  published
+    .filter((e) => e.persisted)
+    .map((e) =>
+      Type.Object(
+        { event: Type.Literal(e.name), ...e.payload.properties },
+        { additionalProperties: false, description: `${e.name}${e.type === e.name ? '' : ` (recorded as ${e.type})`}: ${about(e)}` },
+      ),
+    ),
+  { description: 'detail.event is the event name; the rest is that event’s payload. Branch on detail.event.' },
+)
+
+/** Sent when a replay stopped at its ceiling (rule 3); not persisted, no `id:` line. */
+const ReplayTruncated = Type.Object(
+  {
+    object: Type.Literal('event'),
+    type: Type.Literal('service.replay_truncated'),
+    seq: Type.Null(),
+    from_seq: Type.Integer({ description: 'Reconnect with this as the cursor to collect the rest.' }),
+    note: Type.String(),
+  },
+  { additionalProperties: false, description: 'service.replay_truncated: the replay stopped at its ceiling; live frames follow.' },
+)
+
+/** The JSON of a frame's `data:` line, one branch per published event (its `event:` name is `type`). */
+export const EventFrameData = Type.Union(
+  [
+    ...published.map((e) =>
+      Type.Object(
+        {
+          object: Type.Literal('event'),
+          type: Type.Literal(e.name),
+          internal_type: Type.Literal(e.type, { description: "The service's own name, for reporting a problem." }),
+          session_id: Type.String(),
+          seq: e.persisted ? Type.Integer({ description: 'Also the frame’s id: line.' }) : Type.Null({ description: 'Live only: no id: line, never replayed.' }),
+          created_at: Type.Integer(),
+          payload: e.payload,
+        },
+        { additionalProperties: false, description: `${e.name}: ${about(e)}` },
+      ),
+    ),
+    ReplayTruncated,
+  ],
+  { description: 'The data: line of a frame; its event: line is the same as type.' },
+)
