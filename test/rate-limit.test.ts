@@ -176,20 +176,30 @@ forEachDialect('rate limits (defaults)', (dialect) => {
     const tok = await w().mint()
     const model = await w().inject({ method: 'POST', url: '/v1/model-credentials', token: tok.token, payload: { provider: 'openai', api_key: 'sk-test-1', models: ['gpt-test'] } })
     assert.equal(model.statusCode, 201, model.body)
+    // The bucket refills one creation every 6 s: on a loaded machine some may come back while
+    // the creations run, so each count allows for what the time taken can have refilled, no more.
+    const started = Date.now()
+    const refilled = () => Math.floor((Date.now() - started) / 6000)
     for (let k = 1; k <= 10; k++) {
       // Real creations and refused bodies alike draw on the bucket.
       const res = await w().inject({ method: 'POST', url: '/v1/sessions', token: tok.token, payload: k % 2 ? { title: `s${k}` } : { unknown_field: k } })
       if (k % 2) assert.equal(res.statusCode, 201, res.body)
       else expectError(res, 400, 'invalid_request')
       const h = rateHeaders(res)
-      assert.deepEqual({ limit: h.limit, remaining: h.remaining, resource: h.resource }, { limit: 10, remaining: 10 - k, resource: 'sessions' })
+      assert.deepEqual({ limit: h.limit, resource: h.resource }, { limit: 10, resource: 'sessions' })
+      assert.ok(h.remaining >= 10 - k && h.remaining <= 10 - k + refilled(), `remaining ${h.remaining} after ${k} creations`)
     }
-    const refused = await w().inject({ method: 'POST', url: '/v1/sessions', token: tok.token, payload: {} })
+    let extra = 0
+    let refused = await w().inject({ method: 'POST', url: '/v1/sessions', token: tok.token, payload: {} })
+    while (refused.statusCode === 201 && extra < refilled()) {
+      extra++
+      refused = await w().inject({ method: 'POST', url: '/v1/sessions', token: tok.token, payload: {} })
+    }
     expectError(refused, 429, 'rate_limit_exceeded')
     assert.ok(retryAfter(refused) >= 1 && retryAfter(refused) <= 6)
     assert.equal(rateHeaders(refused).resource, 'sessions')
     const created = (await w().inject({ method: 'GET', url: '/v1/sessions', token: tok.token })).json().data
-    assert.equal(created.length, 5, 'the refused creation made a session')
+    assert.equal(created.length, 5 + extra, 'the refused creation made a session')
     // The general bucket was untouched by all of that: only the three general calls drew on it
     // (it may have refilled a little meanwhile; ten charges would have left it near 107).
     const general = rateHeaders(await w().inject({ method: 'GET', url: '/v1/health', token: tok.token }))

@@ -20,7 +20,7 @@ forEachDialect('turns: providers, models and the context window', (dialect) => {
   })
 
   describe('provider failures, instructions, agents and connections', () => {
-    const w = useWarren(dialect, { env: { ...NO_RATE_LIMITS, WARREN_PROVIDER_RETRY_DELAYS_MS: '10,10', WARREN_MODEL_STALL_MS: '300' } })
+    const w = useWarren(dialect, { env: { ...NO_RATE_LIMITS, WARREN_PROVIDER_RETRY_DELAYS_MS: '10,10', WARREN_MODEL_STALL_MS: '3000' } })
 
     /** A fresh organization on the fake, with one session. */
     const setup = async (provider: 'openai' | 'anthropic' = 'openai') => {
