@@ -1,6 +1,6 @@
 import dns from 'node:dns'
 import { isIP, type LookupFunction } from 'node:net'
-import { privateAddressKind } from './webhook-url.ts'
+import { classifyAddress } from '../shared/address-policy.ts'
 
 /** dns.lookup with `all: true`; tests inject their own answers. */
 export type Resolver = (host: string, options: dns.LookupAllOptions, callback: (err: NodeJS.ErrnoException | null, addresses: dns.LookupAddress[]) => void) => void
@@ -20,7 +20,7 @@ class RefusedAddressError extends Error {
 export function refusedHost(host: string, refused = REFUSED): string | null {
   const h = host.replace(/^\[|\]$/g, '').replace(/\.$/, '').toLowerCase()
   if (h === 'localhost' || h.endsWith('.localhost')) return `host ${h} is a loopback name; ${refused}`
-  const kind = isIP(h) ? privateAddressKind(h) : null
+  const kind = isIP(h) ? classifyAddress(h)?.kind : null
   return kind ? `host ${h} is ${kind}; ${refused}` : null
 }
 
@@ -41,7 +41,7 @@ export function guardedLookup(opts: { allowPrivate: boolean; resolve?: Resolver;
       if (addresses.length === 0) return fail(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' }))
       if (!opts.allowPrivate) {
         for (const a of addresses) {
-          const kind = privateAddressKind(a.address)
+          const kind = classifyAddress(a.address)?.kind
           if (kind) return fail(new RefusedAddressError(`host ${hostname} resolves to ${kind} (${a.address}); ${refused}`))
         }
       }
