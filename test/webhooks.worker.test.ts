@@ -14,7 +14,7 @@ import { secretBox } from '../src/shared/secret-box.ts'
 import { insertTurn } from '../src/turns/turns.store.ts'
 import { deliveryBody, signDelivery } from '../src/webhooks/delivery-body.ts'
 import { deliveryWorker, type DeliveryWorker } from '../src/webhooks/delivery-worker.ts'
-import { guardedLookup, refusedHost, type Resolver } from '../src/webhooks/guarded-lookup.ts'
+import { guardedLookup, refusedHost, type Resolver } from '../src/shared/guarded-lookup.ts'
 import { deliverySender } from '../src/webhooks/send-delivery.ts'
 import { claimDeliveries } from '../src/webhooks/deliveries.store.ts'
 import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.ts'
@@ -32,7 +32,7 @@ function lookUp(host: string, answers: string[], allowPrivate = false, options: 
     cb(null, answers.map((address): LookupAddress => ({ address, family: address.includes(':') ? 6 : 4 })))
   }
   return new Promise<{ err: NodeJS.ErrnoException | null; address: unknown; asked: string[] }>((done) =>
-    guardedLookup({ allowPrivate, resolve })(host, options, (err, address) => done({ err, address, asked })),
+    guardedLookup({ allowPrivate, refused: REFUSED, resolve })(host, options, (err, address) => done({ err, address, asked })),
   )
 }
 
@@ -70,10 +70,10 @@ describe('SSRF guard (injected resolver)', () => {
       assert.equal(r.err?.message, `host ${host.toLowerCase().replace(/\.$/, '')} is a loopback name; ${REFUSED}`)
       assert.deepEqual(r.asked, [])
     }
-    assert.equal(refusedHost('[::1]'), `host ::1 is a loopback address; ${REFUSED}`)
-    assert.equal(refusedHost('10.1.2.3'), `host 10.1.2.3 is a private address; ${REFUSED}`)
-    assert.equal(refusedHost('93.184.216.34'), null)
-    assert.equal(refusedHost('hooks.example.com'), null)
+    assert.equal(refusedHost('[::1]', REFUSED), `host ::1 is a loopback address; ${REFUSED}`)
+    assert.equal(refusedHost('10.1.2.3', REFUSED), `host 10.1.2.3 is a private address; ${REFUSED}`)
+    assert.equal(refusedHost('93.184.216.34', REFUSED), null)
+    assert.equal(refusedHost('hooks.example.com', REFUSED), null)
   })
 
   it('refuses nothing when private targets are allowed', async () => {

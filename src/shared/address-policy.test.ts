@@ -9,7 +9,8 @@ import { networkInterfaces } from 'node:os'
 import type { LookupAddress } from 'node:dns'
 import { addressRefusal, classifyAddress, embeddedIpv4, inCidr } from './address-policy.ts'
 import { checkWebhookUrl } from '../webhooks/webhook-url.ts'
-import { guardedLookup, refusedHost } from '../webhooks/guarded-lookup.ts'
+import { guardedLookup, refusedHost } from './guarded-lookup.ts'
+import { WEBHOOK_REFUSED } from '../webhooks/send-delivery.ts'
 import { guardedFetch, MCP_REFUSED } from '../mcp/guarded-fetch.ts'
 
 type Vector = [address: string, kind: string | null, reach?: 'never' | 'private']
@@ -154,11 +155,11 @@ describe('address policy: one table of vectors', () => {
   it('webhook deliveries and MCP: refuse every non-public literal, and every name resolving to one', async () => {
     for (const v of VECTORS) {
       const want = expected(v)
-      const literal = refusedHost(urlHost(v[0]))
+      const literal = refusedHost(urlHost(v[0]), WEBHOOK_REFUSED)
       assert.equal(literal === null ? null : literal.split(' is ')[1]!.split(';')[0], want?.kind ?? null, v[0])
       const resolved = await new Promise<Error | null>((done) => {
         const resolve = (_h: string, _o: object, cb: (err: null, a: LookupAddress[]) => void) => cb(null, [{ address: v[0], family: isIP(v[0]) }])
-        guardedLookup({ allowPrivate: false, resolve })('vector.example', { all: true }, (err) => done(err))
+        guardedLookup({ allowPrivate: false, refused: WEBHOOK_REFUSED, resolve })('vector.example', { all: true }, (err) => done(err))
       })
       assert.equal(resolved?.message.startsWith(`host vector.example resolves to ${want?.kind} (${v[0]})`) ?? null, want === null ? null : true, v[0])
     }
