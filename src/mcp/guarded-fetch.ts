@@ -1,7 +1,7 @@
 import http from 'node:http'
 import https from 'node:https'
 import { Readable } from 'node:stream'
-import { guardedLookup, refusedHost } from '../webhooks/guarded-lookup.ts'
+import { guardedLookup, refusedHost } from '../shared/guarded-lookup.ts'
 
 /** A JSON answer larger than this is cut off (a stream of events is not: it is read as it comes). */
 const MAX_BODY_BYTES = 32 * 1024 * 1024

@@ -13,7 +13,7 @@ import { networkRuleSubject, type NetworkTool } from '../tools/network/index.ts'
 import type { ToolCallRequest } from './model-step.ts'
 import { decide, type ApprovalMode } from './permissions.ts'
 import { recordCallResult, type CallResult } from './record-step.ts'
-import { moveSession } from './session-status.ts'
+import { moveSession } from '../sessions/session-status.ts'
 import type { StoredAgent } from '../sessions/sessions.store.ts'
 
 type Ctx = Pick<Deps, 'store' | 'bus' | 'config' | 'workspaces'> & { mcp: McpHub; browser: BrowserHub }

@@ -6,7 +6,7 @@ import { undeliveredSteers } from '../turns/steers.store.ts'
 import { cancelPendingCalls } from '../turns/pending-calls.store.ts'
 import type { TurnError } from '../turns/turns.schema.ts'
 import { markTurnStarted, setRunningCall, settleTurnRow, turnEventScope, workingTurns, type TurnRow } from '../turns/turns.store.ts'
-import { moveSession } from './session-status.ts'
+import { moveSession } from '../sessions/session-status.ts'
 
 type Ctx = Pick<Deps, 'store' | 'bus'>
 

@@ -2,21 +2,18 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { requireSession } from './require-session.ts'
 import type { Deps } from '../deps.ts'
 import { errorResponses } from '../errors.ts'
-import { withEvents } from '../events/record-event.ts'
-import { deleteSeedFiles } from '../files/seed-files.store.ts'
 import { ListEnvelope, emptyList, toList } from '../http/pagination.ts'
 import { MIB } from '../http/limits.ts'
 import { defaultToolEntries } from '../tools/default-tools.ts'
 import { createSession } from './create-session.ts'
+import { deleteSession } from './delete-session.ts'
 import { CreateSessionBody, ListSessionsQuery, Session, SessionDeleted, SessionParams, UpdateSessionBody } from './sessions.schema.ts'
-import { cancelSessionTurns } from '../turns/turns.store.ts'
-import { deletePreviewRow } from '../previews/previews.store.ts'
-import { getSessionRow, listSessionRows, markSessionDeleted, toSessions, updateSessionRow, type SessionRow } from './sessions.store.ts'
+import { getSessionRow, listSessionRows, toSessions, updateSessionRow, type SessionRow } from './sessions.store.ts'
 
 const sourceOf = (header: unknown): Session['source'] => (header === 'cli' ? 'cli' : header === 'console' ? 'console' : 'api')
 
 export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => {
-  const { store, bus, config, workspaces, runner, previews } = deps
+  const { store, config, workspaces, runner } = deps
   const defaults = defaultToolEntries(config)
   const shapeAll = (rows: SessionRow[]) => toSessions(store.db, rows, defaults)
   const shape = async (row: SessionRow) => (await shapeAll([row]))[0]!
@@ -98,20 +95,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
     },
     async (req) => {
       const id = req.params.session_id
-      await withEvents(store, bus, async (trx, record) => {
-        await requireSession(trx, req.auth.orgId, id)
-        await markSessionDeleted(trx, id, Date.now())
-        for (const t of await cancelSessionTurns(trx, id, Date.now())) {
-          await record({ orgId: req.auth.orgId, sessionId: id, turnId: t.id, type: 'turn.ended', payload: { turnId: t.id } })
-          await record({ orgId: req.auth.orgId, sessionId: id, turnId: t.id, type: 'turn.failed', payload: { session_id: id, turn_id: t.id, status: 'cancelled' } })
-        }
-        await deleteSeedFiles(trx, id)
-        await deletePreviewRow(trx, id)
-        await record({ orgId: req.auth.orgId, sessionId: id, type: 'session.deleted', payload: { session_id: id } })
-      })
-      runner.forget(id)
-      previews.cut(id)
-      await workspaces.destroy(id)
+      await deleteSession(deps, req.auth.orgId, id)
       return { object: 'session.deleted' as const, id, deleted: true }
     },
   )

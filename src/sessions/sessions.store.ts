@@ -121,6 +121,17 @@ export async function setSessionTools(db: Db, row: SessionRow, tools: StoredTool
   await db.updateTable('sessions').set({ agent: toJson({ ...storedAgentOf(row), tools }), updated_at: now }).where('id', '=', row.id).execute()
 }
 
+/** The status of a session not deleted; null when it is gone. */
+export async function liveSessionStatus(db: Db, id: string): Promise<SessionStatus | null> {
+  const row = await db.selectFrom('sessions').select('status').where('id', '=', id).where('deleted_at', 'is', null).executeTakeFirst()
+  return row ? (row.status as SessionStatus) : null
+}
+
+/** Only moveSession calls this: a move is recorded with its signal in the same transaction. */
+export async function setSessionStatus(db: Db, id: string, status: SessionStatus, now: number): Promise<void> {
+  await db.updateTable('sessions').set({ status, updated_at: now }).where('id', '=', id).execute()
+}
+
 export async function markSessionDeleted(db: Db, id: string, now: number): Promise<void> {
   await db.updateTable('sessions').set({ deleted_at: now, updated_at: now }).where('id', '=', id).execute()
 }

@@ -2,12 +2,12 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { Deps } from '../deps.ts'
 import { errorResponses } from '../errors.ts'
-import { withEvents } from '../events/record-event.ts'
 import { requireSession } from '../sessions/require-session.ts'
 import { SessionParams } from '../sessions/sessions.schema.ts'
-import { setSessionTools, storedAgentOf } from '../sessions/sessions.store.ts'
+import { storedAgentOf } from '../sessions/sessions.store.ts'
 import { defaultToolEntries } from './default-tools.ts'
-import { redactToolEntry, sealToolEntries } from './tool-entries.ts'
+import { putSessionTools } from './put-session-tools.ts'
+import { redactToolEntry } from './tool-entries.ts'
 import { ToolEntry, ToolEntryOut } from './tools.schema.ts'
 
 const SessionTools = Type.Object(
@@ -22,7 +22,8 @@ const PutToolsBody = Type.Object(
   { additionalProperties: false },
 )
 
-export const toolRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store, bus, config, box }) => {
+export const toolRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => {
+  const { store, config } = deps
   app.get(
     '/sessions/:session_id/tools',
     {
@@ -50,16 +51,7 @@ export const toolRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store, 
       },
     },
     async (req) => {
-      const shown: ReturnType<typeof redactToolEntry>[] = []
-      await withEvents(store, bus, async (trx, record) => {
-        const row = await requireSession(trx, req.auth.orgId, req.params.session_id)
-        // Credentials a GET withheld and a PUT sends back as `redacted` are kept from what is replaced.
-        const sealed = sealToolEntries(box, req.body.tools, 'tools', storedAgentOf(row).tools)
-        shown.push(...sealed.map(redactToolEntry))
-        await setSessionTools(trx, row, sealed, Date.now())
-        // Internal vocabulary: it drives nothing outside, but the log says when the tools changed.
-        await record({ orgId: req.auth.orgId, sessionId: row.id, type: 'session.tools_updated', payload: { tools: shown } })
-      })
+      const shown = await putSessionTools(deps, req.auth.orgId, req.params.session_id, req.body.tools)
       return { object: 'session.tools' as const, tools: shown }
     },
   )

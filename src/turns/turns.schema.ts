@@ -96,8 +96,10 @@ export const Approval = Type.Object(
   },
   { additionalProperties: false },
 )
+export type Approval = Static<typeof Approval>
 
 export const AnswerQuestionBody = Type.Object({ answer: Type.String({ minLength: 1, maxLength: 100_000 }) }, { additionalProperties: false })
+export type AnswerQuestionBody = Static<typeof AnswerQuestionBody>
 
 export const Question = Type.Object(
   {
@@ -112,3 +114,4 @@ export const Question = Type.Object(
   },
   { additionalProperties: false },
 )
+export type Question = Static<typeof Question>

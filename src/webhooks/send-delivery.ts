@@ -1,7 +1,9 @@
 import type http from 'node:http'
 import https from 'node:https'
 import tls from 'node:tls'
-import { guardedLookup, refusedHost } from './guarded-lookup.ts'
+import { guardedLookup, refusedHost } from '../shared/guarded-lookup.ts'
+
+export const WEBHOOK_REFUSED = 'deliveries to loopback, private and link-local addresses are refused unless WARREN_ALLOW_PRIVATE_WEBHOOKS is set'
 
 export type OutgoingDelivery = { url: string; headers: Record<string, string>; body: string }
 
@@ -55,7 +57,7 @@ export function deliverySender(opts: SenderOptions): DeliverySender {
     keepAlive: true,
     maxSockets: opts.maxSockets,
     scheduling: 'lifo',
-    lookup: guardedLookup({ allowPrivate: opts.allowPrivate }),
+    lookup: guardedLookup({ allowPrivate: opts.allowPrivate, refused: WEBHOOK_REFUSED }),
     // One context made once: a `ca` option would be part of every request's socket-pool key.
     ...(opts.ca ? { secureContext: tls.createSecureContext({ ca: [...tls.rootCertificates, opts.ca] }) } : {}),
   })
@@ -103,7 +105,7 @@ export function deliverySender(opts: SenderOptions): DeliverySender {
     async send(d, signal, notAfter = Infinity) {
       if (!opts.allowPrivate) {
         // Sockets never look up an address literal, so the guard's lookup would not see it.
-        const why = refusedHost(new URL(d.url).hostname)
+        const why = refusedHost(new URL(d.url).hostname, WEBHOOK_REFUSED)
         if (why) return { ok: false, reason: why }
       }
       const deadline = Math.min(Date.now() + opts.timeoutMs, notAfter)

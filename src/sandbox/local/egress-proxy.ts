@@ -1,7 +1,8 @@
 import { lookup as dnsLookup } from 'node:dns/promises'
 import { createServer, request as httpRequest, STATUS_CODES, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http'
 import { connect, createServer as createTcpServer, isIP, type AddressInfo, type Server, type Socket } from 'node:net'
-import { addressRefusal, hostAllowed, inCidr, normalizeHost, type PrivatePolicy } from './net-address-policy.ts'
+import { addressRefusal, inCidr, type PrivatePolicy } from '../../shared/address-policy.ts'
+import { hostAllowed, normalizeHost } from './net-address-policy.ts'
 import { hopByHop } from '../../shared/hop-by-hop.ts'
 
 /**

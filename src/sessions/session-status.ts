@@ -1,7 +1,8 @@
 import type { Db } from '../db/database.ts'
 import type { EventPayloads, WebhookEventName } from '../events/events.schema.ts'
 import type { Recorder } from '../events/record-event.ts'
-import type { SessionStatus } from '../sessions/sessions.schema.ts'
+import type { SessionStatus } from './sessions.schema.ts'
+import { liveSessionStatus, setSessionStatus } from './sessions.store.ts'
 
 /** The internal signal recorded with each move; webhooks send it under the same name. */
 export const STATUS_SIGNAL: Record<SessionStatus, WebhookEventName & `session.${string}`> = {
@@ -24,9 +25,9 @@ export async function moveSession(
   data: Omit<EventPayloads['session.working'], 'session_id' | 'status'>,
   opts: { always?: boolean } = {},
 ): Promise<void> {
-  const row = await trx.selectFrom('sessions').select('status').where('id', '=', session.id).where('deleted_at', 'is', null).executeTakeFirst()
-  if (!row) return
-  if (row.status === to && !opts.always) return
-  await trx.updateTable('sessions').set({ status: to, updated_at: Date.now() }).where('id', '=', session.id).execute()
+  const from = await liveSessionStatus(trx, session.id)
+  if (from === null) return
+  if (from === to && !opts.always) return
+  await setSessionStatus(trx, session.id, to, Date.now())
   await record({ orgId: session.orgId, sessionId: session.id, turnId: data.turn_id ?? null, type: STATUS_SIGNAL[to], payload: { session_id: session.id, status: to, ...data } })
 }

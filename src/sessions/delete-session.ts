@@ -1,0 +1,31 @@
+import type { Deps } from '../deps.ts'
+import { withEvents } from '../events/record-event.ts'
+import { deleteSeedFiles } from '../files/seed-files.store.ts'
+import { deletePreviewRow } from '../previews/previews.store.ts'
+import { cancelSessionTurns } from '../turns/turns.store.ts'
+import { requireSession } from './require-session.ts'
+import { markSessionDeleted } from './sessions.store.ts'
+
+/**
+ * Deletes a session: marks it deleted, cancels its turns (each `turn.ended` and `turn.failed`),
+ * drops its seed files and preview and records `session.deleted`, in one transaction. Only after
+ * the commit are its runner, preview connections and workspace let go, so a failed delete leaves
+ * a session that still works; its slot is free from the commit on.
+ */
+export async function deleteSession(deps: Pick<Deps, 'store' | 'bus' | 'runner' | 'previews' | 'workspaces'>, orgId: string, id: string): Promise<void> {
+  const { store, bus, runner, previews, workspaces } = deps
+  await withEvents(store, bus, async (trx, record) => {
+    await requireSession(trx, orgId, id)
+    await markSessionDeleted(trx, id, Date.now())
+    for (const t of await cancelSessionTurns(trx, id, Date.now())) {
+      await record({ orgId, sessionId: id, turnId: t.id, type: 'turn.ended', payload: { turnId: t.id } })
+      await record({ orgId, sessionId: id, turnId: t.id, type: 'turn.failed', payload: { session_id: id, turn_id: t.id, status: 'cancelled' } })
+    }
+    await deleteSeedFiles(trx, id)
+    await deletePreviewRow(trx, id)
+    await record({ orgId, sessionId: id, type: 'session.deleted', payload: { session_id: id } })
+  })
+  runner.forget(id)
+  previews.cut(id)
+  await workspaces.destroy(id)
+}
