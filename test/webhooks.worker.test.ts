@@ -21,7 +21,7 @@ import { claimDeliveries } from '../src/webhooks/deliveries.store.ts'
 import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.ts'
 import { makeTestCert, type TestCert } from './fakes/test-cert.ts'
 import { waitFor } from './fixtures.ts'
-import { forEachDialect, useWarren } from './harness.ts'
+import { forEachDialect, startWarren, useWarren } from './harness.ts'
 
 const REFUSED = 'deliveries to loopback, private and link-local addresses are refused unless WARREN_ALLOW_PRIVATE_WEBHOOKS is set'
 
@@ -176,8 +176,31 @@ describe('an attempt (one HTTPS request)', () => {
   })
 })
 
+forEachDialect('the service’s own delivery worker', (dialect) => {
+  it('the harness runs the service as a deployment does: what a session emits is delivered without a worker of the test’s', async () => {
+    const w = await startWarren(dialect, { env: { WARREN_ALLOW_PRIVATE_WEBHOOKS: '1' }, webhookCa: cert.cert })
+    try {
+      const path = `/assembled-${dialect}`
+      const { token, orgId } = await w.mint()
+      const res = await w.inject({ method: 'POST', url: '/v1/webhooks', token, payload: { url: receiver.url(path, '127.0.0.1'), events: ['session.created'] } })
+      assert.equal(res.statusCode, 201, res.body)
+      const sessionId = newId('ses')
+      await withEvents(w.store, w.bus, (_trx, record) => record({ orgId, sessionId, type: 'session.created', payload: { session_id: sessionId } }))
+      const [got] = await receiver.waitFor(path, 1)
+      assert.equal(JSON.parse(got!.body).data.session_id, sessionId)
+      await waitFor('recorded as delivered', async () => {
+        const row = await w.store.db.selectFrom('webhook_deliveries').select('status').where('subscription_id', '=', res.json().id).executeTakeFirst()
+        return row?.status === 'delivered'
+      })
+    } finally {
+      await w.close()
+    }
+  })
+})
+
 forEachDialect('webhook delivery worker', (dialect) => {
-  const w = useWarren(dialect, { env: { WARREN_ALLOW_PRIVATE_WEBHOOKS: '1', WARREN_WEBHOOK_RETRY_DELAYS_MS: '0,100,100,100,100,100' } })
+  // The workers here are the tests' own (trusting the receiver, with their own waits): the service's stays stopped.
+  const w = useWarren(dialect, { env: { WARREN_ALLOW_PRIVATE_WEBHOOKS: '1', WARREN_WEBHOOK_RETRY_DELAYS_MS: '0,100,100,100,100,100' }, deliveries: false })
   const workers: DeliveryWorker[] = []
   let second: Store | undefined
   /**
