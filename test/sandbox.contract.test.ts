@@ -17,7 +17,11 @@ import { sandboxContract } from './sandbox-contract.ts'
  * run tag, so two runs at once never clean up each other's sandboxes.
  */
 
-const skip = process.getuid?.() !== 0 ? 'needs root' : spawnSync('sh', ['-c', 'command -v bwrap']).status !== 0 ? 'needs bubblewrap' : false
+const missing = process.getuid?.() !== 0 ? 'needs root' : spawnSync('sh', ['-c', 'command -v bwrap']).status !== 0 ? 'needs bubblewrap (scripts/setup.sh installs it)' : null
+// CI runs as root after the setup installed bubblewrap: there a missing one is a broken run, not a skip.
+if (missing && process.env.CI) throw new Error(`the sandbox contract suite must run in CI, but it ${missing}`)
+if (missing) process.stdout.write(`# SKIPPED sandbox contract: local, and the local provider on this host: it ${missing}\n`)
+const skip = missing ?? false
 const run = randomBytes(3).toString('hex')
 const uidBase = 300_000 + (randomBytes(2).readUInt16BE() % 600) * 100
 const tags = ['main', 'orphans', 'local', 'nocg']
@@ -34,7 +38,8 @@ const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-sandbox-test-'))
 fs.chmodSync(dataDir, 0o700)
 after(() => fs.rmSync(dataDir, { recursive: true, force: true }))
 
-if (!skip) {
+if (skip) describe('sandbox contract: local', { skip }, () => {})
+else {
   sandboxContract('local', {
     makeProvider: (tag) => new LocalSandboxProvider(options(tag)),
     dataDir,
