@@ -8,6 +8,7 @@ import { memoryEventBus, type EventBus } from './events/event-bus.ts'
 import { pgEventBus } from './events/pg-event-bus.ts'
 import { deploymentBox } from './shared/encryption-key.ts'
 import type { SecretBox } from './shared/secret-box.ts'
+import type { Log } from './shared/log.ts'
 import { purgeIdempotencyKeys } from './http/idempotency.ts'
 import { createLocalProvider } from './sandbox/local/create-local.ts'
 import type { SandboxProvider } from './sandbox/sandbox.ts'
@@ -81,8 +82,16 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
   const workspaces = workspaceManager({ store, bus, config, box, provider })
   const blobs = localBlobStore(path.join(config.dataDir, 'artifacts'))
   const publishing = { store, bus, workspaces, blobs, limits: overrides.artifactLimits }
-  const runner = turnRunner({ store, bus, config, box, workspaces, publish: (turn) => publishTurn(publishing, turn) })
-  const app = await buildApp({
+  // The runner and the worker log through the app's pino logger; they are made before the app
+  // (it takes the runner) but run only after start(), when it exists.
+  let app: FastifyInstance | undefined
+  const log: Log = {
+    info: (obj, msg) => app?.log.info(obj, msg),
+    warn: (obj, msg) => app?.log.warn(obj, msg),
+    error: (obj, msg) => app?.log.error(obj, msg),
+  }
+  const runner = turnRunner({ store, bus, config, box, workspaces, log, publish: (turn) => publishTurn(publishing, turn) })
+  app = await buildApp({
     runner,
     blobs,
     config,
@@ -92,7 +101,7 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     workspaces,
     logger: overrides.logger ?? { level: config.logLevel, redact: ['req.headers.authorization'] },
   })
-  const webhooks = deliveryWorker({ store, bus, config, box, ...(overrides.webhookCa ? { ca: overrides.webhookCa } : {}) })
+  const webhooks = deliveryWorker({ store, bus, config, box, log, ...(overrides.webhookCa ? { ca: overrides.webhookCa } : {}) })
   const purge = setInterval(() => void purgeIdempotencyKeys(store).catch(() => {}), PURGE_EVERY_MS)
   purge.unref()
   app.addHook('onClose', async () => {

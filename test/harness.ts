@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import pg from 'pg'
-import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
+import type { FastifyInstance, FastifyServerOptions, InjectOptions, LightMyRequestResponse } from 'fastify'
 import { assemble } from '../src/assemble.ts'
 import { loadConfig, settleListenPort, type Config } from '../src/config.ts'
 import type { DialectName, Store } from '../src/db/database.ts'
@@ -115,6 +115,8 @@ export type StartOptions = {
   deliveries?: boolean
   /** A certificate the delivery worker trusts (a test receiver's, self-signed). */
   webhookCa?: string
+  /** The service's logger (Fastify's pino options); none otherwise. */
+  logger?: FastifyServerOptions['logger']
 }
 
 /** Starts the real app on a fresh store of the given dialect. */
@@ -128,7 +130,7 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
     sandbox: { prefix: opts.sandboxPrefix ?? `t${randomText(4)}`, uidBase: 300_000 + Math.floor(Math.random() * 600) * 1000 },
     artifactLimits: opts.artifactLimits,
     box: secretBox(Buffer.alloc(32, 7)),
-    logger: false,
+    logger: opts.logger ?? false,
     deliveries: opts.deliveries,
     webhookCa: opts.webhookCa,
   })

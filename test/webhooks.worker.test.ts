@@ -198,6 +198,32 @@ forEachDialect('the service’s own delivery worker', (dialect) => {
   })
 })
 
+describe('the delivery worker logs through the service’s logger [sqlite]', () => {
+  it('a failure to look for due deliveries is a structured warning in the service log, not a bare line on stderr', async () => {
+    const lines: string[] = []
+    const w = await startWarren('sqlite', { logger: { level: 'warn', stream: { write: (line: string) => void lines.push(line) } } })
+    const bare: string[] = []
+    const write = process.stderr.write
+    process.stderr.write = ((chunk: string | Uint8Array, ...rest: never[]) => {
+      bare.push(String(chunk))
+      return (write as (...a: unknown[]) => boolean).call(process.stderr, chunk, ...rest)
+    }) as typeof process.stderr.write
+    try {
+      // Without its table, the worker's next look (it polls) fails.
+      await w.store.db.schema.alterTable('webhook_deliveries').renameTo('webhook_deliveries_away').execute()
+      await waitFor('the failure in the service log', async () => lines.some((l) => l.includes('looking for due deliveries failed')), 20_000)
+      const entry = JSON.parse(lines.find((l) => l.includes('looking for due deliveries failed'))!)
+      assert.equal(entry.level, 40, 'a warning')
+      assert.match(entry.err.message, /webhook_deliveries/)
+      assert.equal(bare.filter((l) => l.includes('warren: webhooks')).length, 0, bare.join(''))
+    } finally {
+      process.stderr.write = write
+      await w.store.db.schema.alterTable('webhook_deliveries_away').renameTo('webhook_deliveries').execute()
+      await w.close()
+    }
+  })
+})
+
 forEachDialect('webhook delivery worker', (dialect) => {
   // The workers here are the tests' own (trusting the receiver, with their own waits): the service's stays stopped.
   const w = useWarren(dialect, { env: { WARREN_ALLOW_PRIVATE_WEBHOOKS: '1', WARREN_WEBHOOK_RETRY_DELAYS_MS: '0,100,100,100,100,100' }, deliveries: false })
