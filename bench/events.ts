@@ -20,20 +20,13 @@ import os from 'node:os'
 import path from 'node:path'
 import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { buildApp } from '../src/app.ts'
+import { assemble } from '../src/assemble.ts'
 import { loadConfig } from '../src/config.ts'
-import { openStore } from '../src/db/database.ts'
-import { memoryEventBus } from '../src/events/event-bus.ts'
 import { withEvents } from '../src/events/record-event.ts'
-import { createLocalProvider } from '../src/sandbox/local/create-local.ts'
 import { secretBox } from '../src/shared/secret-box.ts'
 import { ensureOrg, insertToken } from '../src/tokens/tokens.store.ts'
 import { SCOPES } from '../src/tokens/scopes.ts'
-import { workspaceManager } from '../src/workspaces/workspace-manager.ts'
-import { turnRunner } from '../src/runner/turn-runner.ts'
-import { localBlobStore } from '../src/artifacts/blob-store.ts'
-import { publishTurn } from '../src/artifacts/publish-turn.ts'
-import { DELIVERY_LIMITS, deliveryWorker } from '../src/webhooks/delivery-worker.ts'
+import { DELIVERY_LIMITS } from '../src/webhooks/delivery-worker.ts'
 import { deliveryBody, signDelivery } from '../src/webhooks/delivery-body.ts'
 import { makeTestCert } from '../test/fakes/test-cert.ts'
 import { waitFor } from '../test/fixtures.ts'
@@ -58,15 +51,12 @@ if (canPin) execFileSync('taskset', ['-cp', '0', String(process.pid)], { stdio: 
 // --- the service, in this process ---------------------------------------------------------
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-events-'))
 const config = loadConfig({ WARREN_DATA_DIR: dataDir, PORT: '0', WARREN_RATE_GENERAL_PER_MIN: '100000000', WARREN_LOG_LEVEL: 'warn', WARREN_ALLOW_PRIVATE_WEBHOOKS: '1' })
-const store = await openStore({ dataDir })
-const bus = memoryEventBus()
-const box = secretBox(randomBytes(32))
-const provider = await createLocalProvider({ workspaceRoot: path.join(dataDir, 'workspaces'), prefix: 'be', uidBase: 396_000 })
-const workspaces = workspaceManager({ store, bus, config, box, provider })
-const blobs = localBlobStore(path.join(dataDir, 'artifacts'))
-const runner = turnRunner({ store, bus, config, box, workspaces, publish: (turn) => publishTurn({ store, bus, workspaces, blobs }, turn) })
-const app = await buildApp({ store, bus, config, box, workspaces, runner, blobs })
-const base = await app.listen({ host: '127.0.0.1', port: 0 })
+const cert = makeTestCert()
+// The delivery worker stays stopped until part 3 starts it: it measures an outbox drained from a standing start.
+const service = await assemble(config, { box: secretBox(randomBytes(32)), sandbox: { prefix: 'be', uidBase: 396_000 }, webhookCa: cert.cert, deliveries: false, logger: false })
+await service.start({ listen: { host: '127.0.0.1', port: 0 } })
+const { store, bus } = service
+const base = `http://127.0.0.1:${(service.app.server.address() as AddressInfo).port}`
 const org = await ensureOrg(store.db, 'bench-events')
 const tokens = await Promise.all([0, 1, 2, 3].map(async () => (await insertToken(store.db, { orgId: org.id, name: null, scopes: [...SCOPES], days: 7 })).secret))
 
@@ -156,7 +146,6 @@ try {
   console.log(`service / bare                              p50 ${(pct(w, 0.5) / pct(b, 0.5)).toFixed(2)}  p99 ${(pct(w, 0.99) / pct(b, 0.99)).toFixed(2)}`)
 
   // --- 3. webhook deliveries ------------------------------------------------------------------
-  const cert = makeTestCert()
   const listening = next<{ port: number }>('listening')
   reader.send({ kind: 'receive', cert: cert.cert, key: cert.key, expect: DELIVERIES })
   const { port } = await listening
@@ -209,9 +198,8 @@ try {
   reader.send({ kind: 'receive', cert: cert.cert, key: cert.key, expect: DELIVERIES })
   await listening2
   const workerReceived = next<{ ms: number }>('received')
-  const worker = deliveryWorker({ store, bus, config, box, ca: cert.cert })
   t = now()
-  worker.start()
+  service.webhooks.start()
   await workerReceived
   const workerMs = now() - t
   // Every delivery was recorded as delivered, not only sent.
@@ -219,17 +207,14 @@ try {
     const row = await store.db.selectFrom('webhook_deliveries').select((eb) => eb.fn.countAll<number>().as('n')).where('status', '=', 'delivered').executeTakeFirst()
     return Number(row?.n) === DELIVERIES
   })
-  await worker.close()
-  cert.remove()
+  await service.webhooks.close()
   const rate = (n: number, ms: number) => Math.round((n / ms) * 1000)
   console.log(`webhook deliveries, outbox to HTTPS receiver  ${rate(DELIVERIES, workerMs)}/s  (${DELIVERIES} in ${ms(workerMs)}; target ≥ 500/s)`)
   console.log(`plain signed HTTPS posts, ${DELIVERIES_CONCURRENCY} sockets          ${rate(DELIVERIES, plainMs)}/s  (${ms(plainMs)})`)
   console.log(`service / plain                             ${(plainMs / workerMs).toFixed(2)}`)
 } finally {
   reader.kill()
-  await app.close()
-  await runner.close()
-  await workspaces.close()
-  await store.close()
+  await service.close()
+  cert.remove()
   fs.rmSync(dataDir, { recursive: true, force: true })
 }

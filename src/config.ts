@@ -1,6 +1,13 @@
 import { isIP } from 'node:net'
 import path from 'node:path'
 
+/**
+ * The Warren installation: the folder that holds src/. The default data folder lives here rather
+ * than in the caller's working folder, so `warren serve` and `warren tokens create` started from
+ * anywhere meet the same store.
+ */
+export const INSTALL_DIR = path.resolve(import.meta.dirname, '..')
+
 /** Everything the service reads from its environment, typed, with the specification's defaults. */
 export type Config = {
   host: string
@@ -115,7 +122,8 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
   const config: Config = {
     host: env.HOST || '127.0.0.1',
     port,
-    dataDir: path.resolve(env.WARREN_DATA_DIR || '.warren'),
+    // A path the user typed is relative to where they typed it; only the default is the installation's.
+    dataDir: env.WARREN_DATA_DIR ? path.resolve(env.WARREN_DATA_DIR) : path.join(INSTALL_DIR, '.warren'),
     databaseUrl,
     encryptionKey: env.WARREN_ENCRYPTION_KEY || undefined,
     encryptionKeyPrevious: env.WARREN_ENCRYPTION_KEY_PREVIOUS || undefined,

@@ -1,6 +1,6 @@
 import { Command, InvalidArgumentError } from 'commander'
-import { loadConfig } from './config.ts'
-import { openStore } from './db/database.ts'
+import { loadConfig, type Config } from './config.ts'
+import { openStore, storeLocation, type Store } from './db/database.ts'
 import { startServer } from './server.ts'
 import { deploymentBox } from './shared/encryption-key.ts'
 import { resealSecrets } from './shared/reseal-secrets.ts'
@@ -9,6 +9,21 @@ import { SCOPES, TOKEN_LIFETIMES_DAYS, type Scope } from './tokens/scopes.ts'
 
 // The only reader of process.env: everything else receives its Config.
 const config = () => loadConfig(process.env)
+
+/**
+ * Runs one command on the configured store and closes it. Which store that is goes to stderr
+ * (stdout stays the command's one JSON line): a store other than the service's would otherwise
+ * only show as a token the service refuses.
+ */
+async function withStore(run: (store: Store, cfg: Config, where: string) => Promise<void>): Promise<void> {
+  const cfg = config()
+  const store = await openStore({ dataDir: cfg.dataDir, databaseUrl: cfg.databaseUrl })
+  try {
+    await run(store, cfg, storeLocation(cfg))
+  } finally {
+    await store.close()
+  }
+}
 
 const program = new Command('warren').description('Warren: runs coding agents remotely, on your own machines.')
 
@@ -51,38 +66,32 @@ tokens
     if (!(TOKEN_LIFETIMES_DAYS as readonly number[]).includes(n)) throw new InvalidArgumentError('must be 7, 30 or 90')
     return n
   }, 90)
-  .action(async (opts: { org: string; name?: string; scopes?: Scope[]; days: number }) => {
-    const cfg = config()
-    const store = await openStore({ dataDir: cfg.dataDir, databaseUrl: cfg.databaseUrl })
-    try {
+  .action((opts: { org: string; name?: string; scopes?: Scope[]; days: number }) =>
+    withStore(async (store, _cfg, where) => {
       const org = await ensureOrg(store.db, opts.org)
       const { record, secret } = await insertToken(store.db, { orgId: org.id, name: opts.name ?? null, scopes: opts.scopes ?? [...SCOPES], days: opts.days })
       process.stdout.write(JSON.stringify({ id: record.id, token: secret, org_id: org.id, scopes: record.scopes, expires_at: record.expiresAt }) + '\n')
-    } finally {
-      await store.close()
-    }
-  })
+      process.stderr.write(`warren: token ${record.id} written to ${where}\n`)
+    }),
+  )
 
 tokens
   .command('revoke')
   .description('Revoke a token by id')
   .argument('<id>', 'token id (tok_…)')
-  .action(async (id: string) => {
-    const cfg = config()
-    const store = await openStore({ dataDir: cfg.dataDir, databaseUrl: cfg.databaseUrl })
-    try {
+  .action((id: string) =>
+    withStore(async (store, _cfg, where) => {
       const t = await getTokenById(store.db, id)
       if (!t) {
-        process.stderr.write(`warren: no token with id ${id}\n`)
+        process.stderr.write(`warren: no token with id ${id} in ${where}\n`)
         process.exitCode = 1
         return
       }
       await revokeToken(store.db, id)
       process.stdout.write(JSON.stringify({ id, revoked: true }) + '\n')
-    } finally {
-      await store.close()
-    }
-  })
+      process.stderr.write(`warren: token ${id} revoked in ${where}\n`)
+    }),
+  )
 
 program
   .command('keys')
@@ -91,18 +100,15 @@ program
   .description(
     'Seal every stored secret again under WARREN_ENCRYPTION_KEY (opening it with WARREN_ENCRYPTION_KEY_PREVIOUS where that sealed it); prints one JSON line. After it, the previous key can be dropped.',
   )
-  .action(async () => {
-    const cfg = config()
-    const store = await openStore({ dataDir: cfg.dataDir, databaseUrl: cfg.databaseUrl })
-    try {
+  .action(() =>
+    withStore(async (store, cfg, where) => {
       const report = await resealSecrets(store, deploymentBox(cfg))
       process.stdout.write(JSON.stringify(report) + '\n')
+      process.stderr.write(`warren: secrets resealed in ${where}\n`)
       // Something sealed under neither key stays unreadable: the operator must know, and the exit says so.
       if (report.unreadable > 0) process.exitCode = 2
-    } finally {
-      await store.close()
-    }
-  })
+    }),
+  )
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   process.stderr.write(`warren: ${err instanceof Error ? err.message : String(err)}\n`)

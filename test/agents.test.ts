@@ -8,7 +8,8 @@ import { randomText } from '../src/shared/ids.ts'
 
 type Org = { token: string; orgId: string }
 
-const NETWORK_TOOLS = ['browse', 'browser_act', 'image_search', 'screenshot', 'web_fetch', 'web_search']
+// What this deployment offers with no search backend (WARREN_SEARCH_URL unset): no web_search, no image_search.
+const NETWORK_TOOLS = ['browse', 'browser_act', 'screenshot', 'web_fetch']
 const MCP_SECRET = 'Bearer mcp-secret-value-123'
 
 forEachDialect('stored agents', (dialect) => {

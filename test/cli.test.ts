@@ -7,8 +7,10 @@ import path from 'node:path'
 import { PG_URL, forEachDialect, startWarren, useWarren, type Warren } from './harness.ts'
 import { expectError } from './expect.ts'
 import { SCOPES } from '../src/tokens/scopes.ts'
+import { ROOT, serviceProcess } from './service-process.ts'
+import { storeLocation } from '../src/db/database.ts'
 
-const BIN = path.join(import.meta.dirname, '..', 'bin', 'warren')
+const BIN = path.join(ROOT, 'bin', 'warren')
 const DAY = 86_400_000
 
 type Run = { code: number; stdout: string; stderr: string }
@@ -45,6 +47,80 @@ function mintedFrom(run: Run): Minted {
 
 const health = (w: Warren, token: string) => w.inject({ method: 'GET', url: '/v1/health', token })
 
+/** The test process's environment with nothing that points a child at a store. */
+function withoutStore(): NodeJS.ProcessEnv {
+  const env = { ...process.env }
+  for (const k of Object.keys(env)) if (k.startsWith('WARREN_') || k === 'DATABASE_URL') delete env[k]
+  return env
+}
+
+/** Runs a command with the given working folder and environment; never throws on a non-zero exit. */
+function runIn(file: string, args: string[], cwd: string, env: NodeJS.ProcessEnv): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(file, args, { cwd, env, timeout: 60_000 }, (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }))
+  })
+}
+
+/** A Warren installation of its own (this one's sources and bin, its packages linked), so its default store is the test's. */
+function installation(): string {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-install-'))
+  for (const part of ['src', 'bin', 'package.json']) fs.cpSync(path.join(ROOT, part), path.join(root, part), { recursive: true })
+  fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(root, 'node_modules'))
+  return root
+}
+
+it('from any folder, tokens create writes to the store the service uses by default, says which, and the service accepts the token [sqlite]', async () => {
+  const root = installation()
+  const elsewhere = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-cwd-'))
+  const svc = serviceProcess({ WARREN_SANDBOX_PREFIX: `c${Math.random().toString(36).slice(2, 6)}` }, { root, cwd: os.tmpdir() })
+  try {
+    const run = await runIn(path.join(root, 'bin', 'warren'), ['tokens', 'create', '--org', 'acme', '--days', '7'], elsewhere, withoutStore())
+    const out = mintedFrom(run)
+    const db = path.join(root, '.warren', 'warren.db')
+    assert.equal(fs.existsSync(path.join(elsewhere, '.warren')), false, 'a store was made in the folder the CLI ran from')
+    assert.ok(fs.existsSync(db), 'the installation’s default store was not written')
+    assert.ok(run.stderr.includes(db), `stderr does not name the store: ${run.stderr}`)
+    // The service, started from yet another folder, meets the same store.
+    await svc.start()
+    const res = await svc.api('GET', '/v1/health', undefined, out.token)
+    assert.equal(res.status, 200, res.text)
+    assert.equal(res.body.token_id, out.id)
+  } finally {
+    if (svc.running) await svc.stop('SIGTERM')
+    fs.rmSync(root, { recursive: true, force: true })
+    fs.rmSync(elsewhere, { recursive: true, force: true })
+  }
+})
+
+it('a relative WARREN_DATA_DIR is relative to the folder the command runs in, as any path typed there [sqlite]', async () => {
+  const elsewhere = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-cwd-'))
+  try {
+    const run = await runIn(BIN, ['tokens', 'create', '--org', 'acme', '--days', '7'], elsewhere, { ...withoutStore(), WARREN_DATA_DIR: 'mine' })
+    mintedFrom(run)
+    const db = path.join(fs.realpathSync(elsewhere), 'mine', 'warren.db')
+    assert.ok(fs.existsSync(db))
+    assert.ok(run.stderr.includes(db), `stderr does not name the store: ${run.stderr}`)
+  } finally {
+    fs.rmSync(elsewhere, { recursive: true, force: true })
+  }
+})
+
+it('names a PostgreSQL store by host, database, schema and user, never its password', () => {
+  const where = storeLocation({ dataDir: '/unused', databaseUrl: 'postgres://warren:s3cr%40t@db.example:6543/prod?options=-c%20search_path%3Dtenant' })
+  assert.equal(where, 'PostgreSQL db.example:6543/prod (schema tenant) as warren')
+  assert.equal(storeLocation({ dataDir: '/unused', databaseUrl: 'postgresql://ops@db.example' }), 'PostgreSQL db.example:5432/ops as ops')
+  assert.equal(storeLocation({ dataDir: 'rel' }), `SQLite ${path.resolve('rel', 'warren.db')}`)
+})
+
+it('an unknown command, or none, exits non-zero and says so [sqlite]', async () => {
+  for (const args of [['sessions'], ['sessions', 'list'], ['tokens', 'bogus'], [], ['tokens']]) {
+    const run = await runIn(BIN, args, os.tmpdir(), withoutStore())
+    assert.notEqual(run.code, 0, `warren ${args.join(' ')} exited 0`)
+    assert.equal(run.stdout, '', `warren ${args.join(' ')} printed on stdout`)
+    assert.match(run.stderr, args.length === 0 || args[0] === 'tokens' && args.length === 1 ? /Usage: warren/ : /unknown command/, run.stderr)
+  }
+})
+
 it('mints into a fresh data folder, which a service started on it then accepts [sqlite]', async () => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-cli-'))
   try {
@@ -75,7 +151,11 @@ forEachDialect('warren tokens (CLI)', (dialect) => {
 
   it('mints a token the running service accepts, reusing the organization by name', async () => {
     const org = `cli-${Math.random().toString(36).slice(2)}`
-    const a = mintedFrom(await warren(['tokens', 'create', '--org', org, '--scopes', 'sessions:read,tokens:write', '--days', '30'], storeOf(w())))
+    const first = await warren(['tokens', 'create', '--org', org, '--scopes', 'sessions:read,tokens:write', '--days', '30'], storeOf(w()))
+    const a = mintedFrom(first)
+    // stderr names the store written to: the service's own.
+    if (dialect === 'sqlite') assert.equal(first.stderr, `warren: token ${a.id} written to SQLite ${path.join(w().dataDir, 'warren.db')}\n`)
+    else assert.ok(first.stderr.startsWith(`warren: token ${a.id} written to PostgreSQL `) && first.stderr.includes(`(schema ${w().pgSchema})`), first.stderr)
     const b = mintedFrom(await warren(['tokens', 'create', '--org', org], storeOf(w())))
     assert.equal(a.org_id, b.org_id, 'a second mint for the same name made another organization')
     assert.notEqual(a.id, b.id)

@@ -4,19 +4,15 @@ import type { AddressInfo } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import pg from 'pg'
-import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
-import { buildApp } from '../src/app.ts'
+import type { FastifyInstance, FastifyServerOptions, InjectOptions, LightMyRequestResponse } from 'fastify'
+import { assemble } from '../src/assemble.ts'
 import { loadConfig, settleListenPort, type Config } from '../src/config.ts'
-import { openStore, type DialectName, type Store } from '../src/db/database.ts'
-import { memoryEventBus, type EventBus } from '../src/events/event-bus.ts'
-import { pgEventBus } from '../src/events/pg-event-bus.ts'
+import type { DialectName, Store } from '../src/db/database.ts'
+import type { EventBus } from '../src/events/event-bus.ts'
 import { secretBox, type SecretBox } from '../src/shared/secret-box.ts'
-import { createLocalProvider } from '../src/sandbox/local/create-local.ts'
-import { workspaceManager, type WorkspaceManager } from '../src/workspaces/workspace-manager.ts'
-import { turnRunner, type TurnRunner } from '../src/runner/turn-runner.ts'
-import { localBlobStore } from '../src/artifacts/blob-store.ts'
-import { publishPending } from '../src/artifacts/publisher.ts'
-import { publishTurn, type ArtifactLimits } from '../src/artifacts/publish-turn.ts'
+import type { WorkspaceManager } from '../src/workspaces/workspace-manager.ts'
+import type { TurnRunner } from '../src/runner/turn-runner.ts'
+import type { ArtifactLimits } from '../src/artifacts/publish-turn.ts'
 import { randomText } from '../src/shared/ids.ts'
 import { ensureOrg, insertToken } from '../src/tokens/tokens.store.ts'
 import { SCOPES, type Scope } from '../src/tokens/scopes.ts'
@@ -112,6 +108,15 @@ export type StartOptions = {
   pgSchema?: string
   /** Artifact ceilings in place of the specification's 200 / 500 MiB, so tests need not write that much. */
   artifactLimits?: ArtifactLimits
+  /**
+   * false: the delivery worker stays stopped, for tests that drive deliveries themselves (workers
+   * of their own trusting their receiver, rows written by hand), which a running one would race.
+   */
+  deliveries?: boolean
+  /** A certificate the delivery worker trusts (a test receiver's, self-signed). */
+  webhookCa?: string
+  /** The service's logger (Fastify's pino options); none otherwise. */
+  logger?: FastifyServerOptions['logger']
 }
 
 /** Starts the real app on a fresh store of the given dialect. */
@@ -119,21 +124,18 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
   const dataDir = opts.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'warren-test-'))
   const pgSchema = opts.pgSchema ?? `t_${randomText(12)}`
   const config = loadConfig({ PORT: '0', WARREN_DATA_DIR: dataDir, ...(dialect === 'postgres' ? { DATABASE_URL: PG_URL } : {}), ...opts.env }, opts.config)
-  const store = await openStore({ dataDir, databaseUrl: config.databaseUrl, pgSchema: dialect === 'postgres' ? pgSchema : undefined })
-  // As in a deployment: several processes on one PostgreSQL wake each other through it.
-  const bus = dialect === 'postgres' ? await pgEventBus(config.databaseUrl!, pgSchema) : memoryEventBus()
-  const box = secretBox(Buffer.alloc(32, 7))
-  // Each instance names its host resources apart, so parallel test files never clean up each other's.
-  const provider = await createLocalProvider({ workspaceRoot: path.join(dataDir, 'workspaces'), prefix: opts.sandboxPrefix ?? `t${randomText(4)}`, uidBase: 300_000 + Math.floor(Math.random() * 600) * 1000, allowPrivate: config.sandboxAllowPrivate })
-  const workspaces = workspaceManager({ store, bus, config, box, provider })
-  await workspaces.recover()
-  const blobs = localBlobStore(path.join(dataDir, 'artifacts'))
-  const publishing = { store, bus, workspaces, blobs, limits: opts.artifactLimits }
-  const runner = turnRunner({ store, bus, config, box, workspaces, publish: (turn) => publishTurn(publishing, turn) })
-  const app = await buildApp({ config, store, bus, box, workspaces, runner, blobs })
-  await app.ready()
-  await publishPending(publishing)
-  await runner.recover()
+  const service = await assemble(config, {
+    pgSchema: dialect === 'postgres' ? pgSchema : undefined,
+    // Each instance names its host resources apart, so parallel test files never clean up each other's.
+    sandbox: { prefix: opts.sandboxPrefix ?? `t${randomText(4)}`, uidBase: 300_000 + Math.floor(Math.random() * 600) * 1000 },
+    artifactLimits: opts.artifactLimits,
+    box: secretBox(Buffer.alloc(32, 7)),
+    logger: opts.logger ?? false,
+    deliveries: opts.deliveries,
+    webhookCa: opts.webhookCa,
+  })
+  await service.start()
+  const { app, store, bus, box, workspaces, runner } = service
   const mint: Warren['mint'] = async (org = `org-${randomText(8)}`, scopes = [...SCOPES], days = 30) => {
     const o = await ensureOrg(store.db, org)
     const { record, secret } = await insertToken(store.db, { orgId: o.id, name: null, scopes, days })
@@ -164,11 +166,7 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
       return address
     },
     close: async () => {
-      await app.close()
-      await runner.close()
-      await workspaces.close()
-      await bus.close()
-      await store.close()
+      await service.close()
       if (dialect === 'postgres' && !opts.pgSchema) {
         const c = new pg.Client({ connectionString: PG_URL })
         await c.connect()

@@ -17,7 +17,11 @@ import { sandboxContract } from './sandbox-contract.ts'
  * run tag, so two runs at once never clean up each other's sandboxes.
  */
 
-const skip = process.getuid?.() !== 0 ? 'needs root' : spawnSync('sh', ['-c', 'command -v bwrap']).status !== 0 ? 'needs bubblewrap' : false
+const missing = process.getuid?.() !== 0 ? 'needs root' : spawnSync('sh', ['-c', 'command -v bwrap']).status !== 0 ? 'needs bubblewrap (scripts/setup.sh installs it)' : null
+// CI runs as root after the setup installed bubblewrap: there a missing one is a broken run, not a skip.
+if (missing && process.env.CI) throw new Error(`the sandbox contract suite must run in CI, but it ${missing}`)
+if (missing) process.stdout.write(`# SKIPPED sandbox contract: local, and the local provider on this host: it ${missing}\n`)
+const skip = missing ?? false
 const run = randomBytes(3).toString('hex')
 // Like the service's: only root may enter it, so workspaces are staged (see bubblewrap.ts).
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-sandbox-test-'))
@@ -35,7 +39,8 @@ const options = (tag: string, more: Partial<LocalProviderOptions> = {}): LocalPr
 
 after(() => fs.rmSync(dataDir, { recursive: true, force: true }))
 
-if (!skip) {
+if (skip) describe('sandbox contract: local', { skip }, () => {})
+else {
   sandboxContract('local', {
     makeProvider: (tag) => new LocalSandboxProvider(options(tag, { workspaceRoot: path.join(dataDir, 'workspaces') })),
     dataDir,

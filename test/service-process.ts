@@ -37,8 +37,13 @@ function childEnv(env: Record<string, string>): NodeJS.ProcessEnv {
   return { ...out, PORT: '0', HOST: '127.0.0.1', ...env }
 }
 
+/** Where the service runs from: an installation (its src/main.ts) and the folder it is started in. */
+export type ServiceWhere = { root?: string; cwd?: string }
+
 /** A service process on `env` (WARREN_DATA_DIR at least); started and stopped by the test, as often as it likes. */
-export function serviceProcess(env: Record<string, string>): ServiceProcess {
+export function serviceProcess(env: Record<string, string>, where: ServiceWhere = {}): ServiceProcess {
+  const main = path.join(where.root ?? ROOT, 'src', 'main.ts')
+  const cwd = where.cwd ?? ROOT
   let proc: ChildProcess | null = null
   let exited: Promise<Exit> | null = null
   let url = ''
@@ -65,7 +70,7 @@ export function serviceProcess(env: Record<string, string>): ServiceProcess {
     token: '',
     async start() {
       assert.equal(proc, null, 'the service is already running')
-      const child = spawn(NODE, ['src/main.ts', 'serve'], { cwd: ROOT, env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })
+      const child = spawn(NODE, [main, 'serve'], { cwd, env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })
       const ended = new Promise<Exit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
       readline.createInterface({ input: child.stderr! }).on('line', (l) => keep(`stderr: ${l}`))
       url = await new Promise<string>((resolve, reject) => {
@@ -103,7 +108,7 @@ export function serviceProcess(env: Record<string, string>): ServiceProcess {
     },
     async mint(org) {
       const minted = await new Promise<string>((resolve, reject) =>
-        execFile(NODE, ['src/main.ts', 'tokens', 'create', '--org', org], { cwd: ROOT, env: childEnv(env), timeout: 30_000 }, (err, stdout, stderr) =>
+        execFile(NODE, [main, 'tokens', 'create', '--org', org], { cwd, env: childEnv(env), timeout: 30_000 }, (err, stdout, stderr) =>
           err ? reject(new Error(`tokens create failed: ${err.message}\n${stderr}`)) : resolve(stdout),
         ),
       )

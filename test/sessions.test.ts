@@ -31,7 +31,7 @@ forEachDialect('sessions', (dialect) => {
     assert.equal(s.agent.model_credential_id, credentialId)
     assert.equal(s.agent.approval_mode, 'auto')
     assert.deepEqual(s.agent.permission_rules, [])
-    assert.deepEqual(s.agent.tools.map((t: { type: string }) => t.type).sort(), ['browse', 'browser_act', 'image_search', 'screenshot', 'web_fetch', 'web_search'])
+    assert.deepEqual(s.agent.tools.map((t: { type: string }) => t.type).sort(), ['browse', 'browser_act', 'screenshot', 'web_fetch'], 'the default set: no search backend here, so no web_search or image_search')
     assert.equal(s.environment.type, 'sandbox')
     assert.equal(s.environment.workspace_directory, '/workspace')
     assert.equal(s.source, 'api')

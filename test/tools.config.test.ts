@@ -4,11 +4,12 @@
 // its next model step.
 import { after, before, it } from 'node:test'
 import assert from 'node:assert/strict'
-import { errorOf, forEachDialect, useWarren } from './harness.ts'
+import { errorOf, forEachDialect, startWarren, useWarren } from './harness.ts'
 import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
 import { NO_RATE_LIMITS, client, newOrg } from './turns.helpers.ts'
 import { waitFor } from './fixtures.ts'
 import { openToolEntry } from '../src/tools/tool-entries.ts'
+import { chromiumAvailable } from '../src/tools/browser/browser-hub.ts'
 
 const SECRETS = ['Bearer sk-mcp-very-secret-1', 'header-secret-value-2', 'env-secret-value-3']
 const MCP = {
@@ -30,6 +31,11 @@ const { env: _e, ...LOCAL_SHOWN } = LOCAL
 
 forEachDialect('tool configuration', (dialect) => {
   const w = useWarren(dialect, { env: NO_RATE_LIMITS })
+  /** The network types this deployment offers when no tools are named (Chromium is a fact of the host). */
+  const offeredByDefault = (): string[] =>
+    ['web_search', 'web_fetch', 'image_search', 'browse', 'browser_act', 'screenshot'].filter(
+      (t) => !w().config.disabledTools.includes(t) && (!t.endsWith('_search') || w().config.searchUrl !== undefined) && (!['browse', 'browser_act', 'screenshot'].includes(t) || chromiumAvailable()),
+    )
   let fake: FakeModelServer
   before(async () => {
     fake = await startModelServer({ models: ['m1'] })
@@ -54,7 +60,7 @@ forEachDialect('tool configuration', (dialect) => {
     const sid = await c.session()
     const initial = await c.call('GET', `/v1/sessions/${sid}/tools`)
     assert.equal(initial.statusCode, 200, initial.body)
-    assert.deepEqual(initial.json(), { object: 'session.tools', tools: ['web_search', 'web_fetch', 'image_search', 'browse', 'browser_act', 'screenshot'].map((type) => ({ type })) })
+    assert.deepEqual(initial.json(), { object: 'session.tools', tools: offeredByDefault().map((type) => ({ type })) })
 
     const put = await w().inject({ method: 'PUT', url: `/v1/sessions/${sid}/tools`, token: org.token, payload: { tools: [MCP, LOCAL, LOOKUP, { type: 'web_fetch' }] } })
     assert.equal(put.statusCode, 200, put.body)
@@ -82,6 +88,37 @@ forEachDialect('tool configuration', (dialect) => {
     assert.equal(logged.length, 2)
     assert.deepEqual(JSON.parse(logged[0]!.payload).tools, expected.tools)
     assert.equal((await c.items(sid)).some((i) => JSON.stringify(i).includes('tools_updated')), false)
+  })
+
+  it('a session without tools lists the deployment’s real default set; types it does not offer, when named, are kept as sent', async () => {
+    const org = await newOrg(w())
+    const c = client(w(), org)
+    await c.connect(fake, 'openai')
+    const types = async (sid: string) => (await c.getSession(sid)).agent.tools.map((t: { type: string }) => t.type)
+    // No search backend here: start-up says web_search and image_search are not offered, so no session lists them.
+    assert.equal(w().config.searchUrl, undefined)
+    const plain = await c.session()
+    assert.deepEqual(await types(plain), offeredByDefault())
+    assert.ok(!(await types(plain)).includes('web_search'))
+    assert.deepEqual((await c.call('GET', `/v1/sessions/${plain}/tools`)).json().tools.map((t: { type: string }) => t.type), offeredByDefault())
+    const agent = await c.call('POST', '/v1/agents', { name: 'defaults', model: 'm1' })
+    assert.deepEqual(agent.json().tools.map((t: { type: string }) => t.type), offeredByDefault())
+    // Named by the caller, a type the deployment does not offer comes back as sent.
+    const named = await c.session({ tools: [{ type: 'web_search' }, { type: 'web_fetch' }] })
+    assert.deepEqual(await types(named), ['web_search', 'web_fetch'])
+  })
+
+  it('with a search backend the default set lists web_search and image_search; a type turned off is not listed', async () => {
+    const other = await startWarren(dialect, { env: { ...NO_RATE_LIMITS, WARREN_SEARCH_URL: 'http://127.0.0.1:9', WARREN_DISABLED_TOOLS: 'web_fetch' } })
+    try {
+      const c = client(other, await newOrg(other))
+      await c.connect(fake, 'openai')
+      const sid = await c.session()
+      const expected = ['web_search', 'image_search', ...(chromiumAvailable() ? ['browse', 'browser_act', 'screenshot'] : [])]
+      assert.deepEqual((await c.getSession(sid)).agent.tools.map((t: { type: string }) => t.type), expected)
+    } finally {
+      await other.close()
+    }
   })
 
   it('refuses what it cannot take, and changes nothing when it does', async () => {

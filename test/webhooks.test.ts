@@ -23,7 +23,8 @@ const delivery = (subscriptionId: string, status: string, extra: { last_error?: 
 })
 
 forEachDialect('webhook subscriptions', (dialect) => {
-  const w = useWarren(dialect)
+  // Rows are written by hand here and counted as written: no worker may send them meanwhile.
+  const w = useWarren(dialect, { deliveries: false })
 
   it('creates a subscription and shows the secret once, sealed at rest', async () => {
     const res = await create(w(), { url: HOOK, events: ['session.idle', 'session.created'] })

@@ -20,7 +20,7 @@ import { claimDeliveries } from '../src/webhooks/deliveries.store.ts'
 import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.ts'
 import { makeTestCert, type TestCert } from './fakes/test-cert.ts'
 import { waitFor } from './fixtures.ts'
-import { forEachDialect, useWarren } from './harness.ts'
+import { forEachDialect, startWarren, useWarren } from './harness.ts'
 
 const REFUSED = 'deliveries to loopback, private and link-local addresses are refused unless WARREN_ALLOW_PRIVATE_WEBHOOKS is set'
 
@@ -152,8 +152,57 @@ describe('an attempt (one HTTPS request)', () => {
   })
 })
 
+forEachDialect('the service’s own delivery worker', (dialect) => {
+  it('the harness runs the service as a deployment does: what a session emits is delivered without a worker of the test’s', async () => {
+    const w = await startWarren(dialect, { env: { WARREN_ALLOW_PRIVATE_WEBHOOKS: '1' }, webhookCa: cert.cert })
+    try {
+      const path = `/assembled-${dialect}`
+      const { token, orgId } = await w.mint()
+      const res = await w.inject({ method: 'POST', url: '/v1/webhooks', token, payload: { url: receiver.url(path, '127.0.0.1'), events: ['session.created'] } })
+      assert.equal(res.statusCode, 201, res.body)
+      const sessionId = newId('ses')
+      await withEvents(w.store, w.bus, (_trx, record) => record({ orgId, sessionId, type: 'session.created', payload: { session_id: sessionId } }))
+      const [got] = await receiver.waitFor(path, 1)
+      assert.equal(JSON.parse(got!.body).data.session_id, sessionId)
+      await waitFor('recorded as delivered', async () => {
+        const row = await w.store.db.selectFrom('webhook_deliveries').select('status').where('subscription_id', '=', res.json().id).executeTakeFirst()
+        return row?.status === 'delivered'
+      })
+    } finally {
+      await w.close()
+    }
+  })
+})
+
+describe('the delivery worker logs through the service’s logger [sqlite]', () => {
+  it('a failure to look for due deliveries is a structured warning in the service log, not a bare line on stderr', async () => {
+    const lines: string[] = []
+    const w = await startWarren('sqlite', { logger: { level: 'warn', stream: { write: (line: string) => void lines.push(line) } } })
+    const bare: string[] = []
+    const write = process.stderr.write
+    process.stderr.write = ((chunk: string | Uint8Array, ...rest: never[]) => {
+      bare.push(String(chunk))
+      return (write as (...a: unknown[]) => boolean).call(process.stderr, chunk, ...rest)
+    }) as typeof process.stderr.write
+    try {
+      // Without its table, the worker's next look (it polls) fails.
+      await w.store.db.schema.alterTable('webhook_deliveries').renameTo('webhook_deliveries_away').execute()
+      await waitFor('the failure in the service log', async () => lines.some((l) => l.includes('looking for due deliveries failed')), 20_000)
+      const entry = JSON.parse(lines.find((l) => l.includes('looking for due deliveries failed'))!)
+      assert.equal(entry.level, 40, 'a warning')
+      assert.match(entry.err.message, /webhook_deliveries/)
+      assert.equal(bare.filter((l) => l.includes('warren: webhooks')).length, 0, bare.join(''))
+    } finally {
+      process.stderr.write = write
+      await w.store.db.schema.alterTable('webhook_deliveries_away').renameTo('webhook_deliveries').execute()
+      await w.close()
+    }
+  })
+})
+
 forEachDialect('webhook delivery worker', (dialect) => {
-  const w = useWarren(dialect, { env: { WARREN_ALLOW_PRIVATE_WEBHOOKS: '1', WARREN_WEBHOOK_RETRY_DELAYS_MS: '0,100,100,100,100,100' } })
+  // The workers here are the tests' own (trusting the receiver, with their own waits): the service's stays stopped.
+  const w = useWarren(dialect, { env: { WARREN_ALLOW_PRIVATE_WEBHOOKS: '1', WARREN_WEBHOOK_RETRY_DELAYS_MS: '0,100,100,100,100,100' }, deliveries: false })
   const workers: DeliveryWorker[] = []
   let second: Store | undefined
   /**

@@ -12,7 +12,7 @@ import { deleteAgent, getAgent, insertAgent, listAgentRows, toAgentRecord, updat
 import { chooseCredential } from './choose-credential.ts'
 
 /** An agent without tools shows the set its sessions would get, as a session does. */
-export const toAgentShape = (a: AgentRecord, config: Pick<Config, 'disabledTools'>): Agent => ({
+export const toAgentShape = (a: AgentRecord, config: Pick<Config, 'disabledTools' | 'searchUrl'>): Agent => ({
   object: 'agent',
   id: a.id,
   name: a.name,

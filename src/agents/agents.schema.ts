@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox'
-import { ToolEntry, ToolEntryOut } from '../tools/tools.schema.ts'
+import { TOOLS_MEANING, ToolEntry, ToolEntryOut } from '../tools/tools.schema.ts'
 
 const Name = Type.String({ minLength: 1, maxLength: 200 })
 const Model = Type.String({ minLength: 1, maxLength: 200, description: 'Must be listed by a model connection of the organization.' })
@@ -8,10 +8,7 @@ const CredentialId = Type.String({
 })
 const Instructions = Type.String({ maxLength: 100_000, description: 'Standing instructions applied to every turn.' })
 const Text = Type.Record(Type.String(), Type.Unknown(), { description: 'Output text settings, kept as given.' })
-const Tools = Type.Array(ToolEntry, {
-  maxItems: 100,
-  description: 'Tool entries. Omitted: sessions started from this agent get the default set; an empty array means none.',
-})
+const Tools = Type.Array(ToolEntry, { maxItems: 100, description: `Tool entries of the sessions started from this agent. ${TOOLS_MEANING}` })
 
 export const Agent = Type.Object(
   {

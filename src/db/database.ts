@@ -59,11 +59,27 @@ export async function openStore(opts: OpenStoreOptions): Promise<Store> {
     return store
   }
   fs.mkdirSync(opts.dataDir, { recursive: true })
-  const { dialect } = openSqlite(path.join(opts.dataDir, 'warren.db'))
+  const { dialect } = openSqlite(sqliteFile(opts.dataDir))
   const db = new Kysely<Tables>({ dialect })
   const store: Store = { db, dialect: 'sqlite', close: () => db.destroy() }
   await migrate(store)
   return store
+}
+
+const sqliteFile = (dataDir: string): string => path.join(path.resolve(dataDir), 'warren.db')
+
+/**
+ * Which store these options open, for an operator to read: the SQLite file's absolute path, or the
+ * PostgreSQL server, database and user (never the password).
+ */
+export function storeLocation(opts: Pick<OpenStoreOptions, 'dataDir' | 'databaseUrl'>): string {
+  if (!opts.databaseUrl) return `SQLite ${sqliteFile(opts.dataDir)}`
+  const url = new URL(opts.databaseUrl)
+  const user = decodeURIComponent(url.username)
+  // Without a database name PostgreSQL uses the user's; a schema can come in the URL's options.
+  const database = decodeURIComponent(url.pathname.slice(1)) || user || 'postgres'
+  const schema = /search_path\s*=\s*"?([^"\s,]+)/.exec(url.searchParams.get('options') ?? '')?.[1]
+  return `PostgreSQL ${url.hostname}:${url.port || '5432'}/${database}${schema ? ` (schema ${schema})` : ''}${user ? ` as ${user}` : ''}`
 }
 
 const migrations: Record<string, { up(db: Kysely<any>, d: DialectName): Promise<void> }> = {

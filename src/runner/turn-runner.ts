@@ -1,4 +1,5 @@
 import type { Deps } from '../deps.ts'
+import type { Log } from '../shared/log.ts'
 import { ApiError } from '../errors.ts'
 import { withEvents } from '../events/record-event.ts'
 import { getSessionRowById, storedAgentOf } from '../sessions/sessions.store.ts'
@@ -49,6 +50,8 @@ type Driver = { controller: AbortController; again: boolean; done: Promise<void>
 export type RunnerDeps = Pick<Deps, 'store' | 'bus' | 'config' | 'box' | 'workspaces'> & {
   /** Publishes a settled turn's files; the driver waits for it before the session's next turn. */
   publish(turn: { id: string; session_id: string; org_id: string }): Promise<void>
+  /** The service's logger. */
+  log: Log
 }
 
 export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
@@ -79,7 +82,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
       return { status: 'failed', error: { code: err.code, message: err.message } }
     }
     if (err instanceof SandboxUnavailableError || err instanceof SandboxPathError) return { status: 'failed', error: { code: 'sandbox_error', message: err.message } }
-    process.stderr.write(`warren: turn failed on an unexpected error: ${(err as Error)?.stack ?? String(err)}\n`)
+    runnerDeps.log.error({ err, component: 'runner' }, 'a turn failed on an unexpected error')
     return { status: 'failed', error: { code: 'internal_error', message: 'The turn failed on an unexpected error; quote the turn id when reporting it.' } }
   }
 
@@ -174,7 +177,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
     drivers.set(sessionId, d)
     d.done = drive(sessionId, d)
       .catch((err) => {
-        process.stderr.write(`warren: driving session ${sessionId} failed, retrying shortly: ${(err as Error)?.stack ?? String(err)}\n`)
+        runnerDeps.log.error({ err, component: 'runner', session_id: sessionId }, 'driving the session failed, retrying shortly')
         // The store is the truth: a driver that died on it (a lost connection) starts over from there.
         setTimeout(() => kick(sessionId), 1000).unref()
       })

@@ -8,17 +8,17 @@ import { storedAgentOf } from '../sessions/sessions.store.ts'
 import { defaultToolEntries } from './default-tools.ts'
 import { putSessionTools } from './put-session-tools.ts'
 import { redactToolEntry } from './tool-entries.ts'
-import { ToolEntry, ToolEntryOut } from './tools.schema.ts'
+import { TOOLS_MEANING, ToolEntry, ToolEntryOut } from './tools.schema.ts'
 
 const SessionTools = Type.Object(
   {
     object: Type.Literal('session.tools'),
-    tools: Type.Array(ToolEntryOut, { description: 'As sent; credentials of MCP servers withheld and named in each entry’s `redacted`. Without a configuration of its own, the default set.' }),
+    tools: Type.Array(ToolEntryOut, { description: 'As sent; credentials of MCP servers withheld and named in each entry’s `redacted`. Without a configuration of its own, the default set: the network tools this deployment offers.' }),
   },
   { additionalProperties: false },
 )
 const PutToolsBody = Type.Object(
-  { tools: Type.Array(ToolEntry, { maxItems: 100, description: 'Replaces the whole configuration. Naming network tool types narrows the session to exactly those; [] means none.' }) },
+  { tools: Type.Array(ToolEntry, { maxItems: 100, description: `Replaces the whole configuration. Naming network tool types narrows the session to exactly those. ${TOOLS_MEANING}` }) },
   { additionalProperties: false },
 )
 

@@ -63,7 +63,11 @@ export const ToolEntry = Type.Unsafe<ToolEntryIn>({
 })
 export type ToolEntry = ToolEntryIn
 
-export const ToolEntries = Type.Array(ToolEntry, { maxItems: 100 })
+/** What a tool configuration means on this deployment, said once for every field that takes one. */
+export const TOOLS_MEANING =
+  'Omitted: the default set, every network tool this deployment offers (start-up names the ones it does not); an empty array means none. Entries come back as sent: a type the deployment has turned off (WARREN_DISABLED_TOOLS) or cannot run (web_search and image_search without WARREN_SEARCH_URL, the browser tools without Chromium) is kept in the configuration but not offered to the model.'
+
+export const ToolEntries = Type.Array(ToolEntry, { maxItems: 100, description: `Tool entries. ${TOOLS_MEANING}` })
 
 /** A tool entry as returned: the same vocabulary, with credentials withheld and named in `redacted`. */
 export const ToolEntryOut = Type.Object(

@@ -4,6 +4,7 @@ import type { StoredEvent } from '../events/events.store.ts'
 import { RESYNC } from '../events/event-bus.ts'
 import { WEBHOOK_EVENT_TYPES } from '../events/vocabulary.ts'
 import type { SecretBox } from '../shared/secret-box.ts'
+import { silentLog, type Log } from '../shared/log.ts'
 import { deliveryBody, signDelivery } from './delivery-body.ts'
 import {
   claimDeliveries,
@@ -29,7 +30,8 @@ export type DeliveryWorker = {
 export type DeliveryWorkerDeps = Pick<Deps, 'store' | 'bus' | 'config' | 'box'> & {
   /** Extra certificates to trust (tests' self-signed receivers); deployments use NODE_EXTRA_CA_CERTS. */
   ca?: string
-  log?: (line: string) => void
+  /** The service's logger; silent when not given. */
+  log?: Log
 }
 
 export type DeliveryWorkerLimits = {
@@ -64,7 +66,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
   const { store, bus, config, box } = deps
   const db = store.db
   const delays = config.webhookRetryDelaysMs
-  const log = deps.log ?? ((line: string) => process.stderr.write(`warren: webhooks: ${line}\n`))
+  const log = deps.log ?? silentLog
   const sender = deliverySender({ allowPrivate: config.allowPrivateWebhooks, timeoutMs: config.webhookTimeoutMs, maxSockets: limits.total, ca: deps.ca })
   const targets = targetCache(db, box)
 
@@ -96,7 +98,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
     void p.finally(() => running.delete(p))
   }
   const leaseFrom = (now: number) => now + config.webhookTimeoutMs + LEASE_MARGIN_MS
-  const failed = (what: string) => (err: unknown) => log(`${what}: ${(err as Error)?.message ?? String(err)}`)
+  const failed = (what: string) => (err: unknown) => log.warn({ err, component: 'webhooks' }, what)
 
   /** Runs the pump now, or once more after the running one: wake-ups coalesce. */
   const kick = () => {

@@ -1,0 +1,142 @@
+import type { AddressInfo } from 'node:net'
+import path from 'node:path'
+import type { FastifyInstance, FastifyServerOptions } from 'fastify'
+import { buildApp } from './app.ts'
+import { settleListenPort, type Config } from './config.ts'
+import { currentSchema, openStore, type Store } from './db/database.ts'
+import { memoryEventBus, type EventBus } from './events/event-bus.ts'
+import { pgEventBus } from './events/pg-event-bus.ts'
+import { deploymentBox } from './shared/encryption-key.ts'
+import type { SecretBox } from './shared/secret-box.ts'
+import type { Log } from './shared/log.ts'
+import { purgeIdempotencyKeys } from './http/idempotency.ts'
+import { createLocalProvider } from './sandbox/local/create-local.ts'
+import type { SandboxProvider } from './sandbox/sandbox.ts'
+import { workspaceManager, type WorkspaceManager } from './workspaces/workspace-manager.ts'
+import { turnRunner, type TurnRunner } from './runner/turn-runner.ts'
+import { deliveryWorker, type DeliveryWorker } from './webhooks/delivery-worker.ts'
+import { localBlobStore, type BlobStore } from './artifacts/blob-store.ts'
+import { publishPending } from './artifacts/publisher.ts'
+import { publishTurn, type ArtifactLimits } from './artifacts/publish-turn.ts'
+
+const PURGE_EVERY_MS = 3_600_000
+
+/** What a caller other than a deployment (tests, benches) sets instead of the configuration's choice. */
+export type AssembleOverrides = {
+  /** PostgreSQL schema of the store, created when missing (tests give each instance its own). */
+  pgSchema?: string
+  /** The sandboxes' host-resource prefix (config.sandboxPrefix otherwise) and first uid. */
+  sandbox?: { prefix?: string; uidBase?: number }
+  /** Artifact ceilings in place of the specification's. */
+  artifactLimits?: ArtifactLimits
+  /** Seals secrets at rest in place of the deployment's key. */
+  box?: SecretBox
+  /** Fastify's logger; the configured level (config.logLevel) otherwise. */
+  logger?: FastifyServerOptions['logger']
+  /** Certificates the delivery worker trusts besides the system's (tests' self-signed receivers). */
+  webhookCa?: string
+  /** false: start() leaves the delivery worker stopped, for a caller that drives deliveries itself. */
+  deliveries?: boolean
+}
+
+export type StartOptions = {
+  /** Where to listen; without it the app is made ready for inject() only. */
+  listen?: { host: string; port: number }
+}
+
+/** The service, wired once: its parts, and the steps that start and stop them in order. */
+export type Assembly = {
+  app: FastifyInstance
+  store: Store
+  bus: EventBus
+  box: SecretBox
+  provider: SandboxProvider
+  workspaces: WorkspaceManager
+  runner: TurnRunner
+  blobs: BlobStore
+  webhooks: DeliveryWorker
+  /**
+   * Recovers workspaces, makes the app ready (listening when asked), publishes what a stop left
+   * unpublished, resumes interrupted turns, then starts sending webhooks.
+   */
+  start(opts?: StartOptions): Promise<void>
+  /** Closes the app and everything under it, the store last. */
+  close(): Promise<void>
+}
+
+/**
+ * Builds the service from its configuration: the store, the bus, sandboxes, workspaces, the turn
+ * runner, the app, the delivery worker and the idempotency purge. The server, the test harness
+ * and the benches all come through here, so what one runs the others run too.
+ */
+export async function assemble(config: Config, overrides: AssembleOverrides = {}): Promise<Assembly> {
+  const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, pgSchema: overrides.pgSchema })
+  // Several processes on one PostgreSQL wake each other's streams and workers through it.
+  const bus = config.databaseUrl ? await pgEventBus(config.databaseUrl, await currentSchema(store)) : memoryEventBus()
+  const box = overrides.box ?? deploymentBox(config)
+  const provider = await createLocalProvider({
+    workspaceRoot: path.join(config.dataDir, 'workspaces'),
+    prefix: overrides.sandbox?.prefix ?? config.sandboxPrefix,
+    ...(overrides.sandbox?.uidBase !== undefined ? { uidBase: overrides.sandbox.uidBase } : {}),
+    allowPrivate: config.sandboxAllowPrivate,
+  })
+  const workspaces = workspaceManager({ store, bus, config, box, provider })
+  const blobs = localBlobStore(path.join(config.dataDir, 'artifacts'))
+  const publishing = { store, bus, workspaces, blobs, limits: overrides.artifactLimits }
+  // The runner and the worker log through the app's pino logger; they are made before the app
+  // (it takes the runner) but run only after start(), when it exists.
+  let app: FastifyInstance | undefined
+  const log: Log = {
+    info: (obj, msg) => app?.log.info(obj, msg),
+    warn: (obj, msg) => app?.log.warn(obj, msg),
+    error: (obj, msg) => app?.log.error(obj, msg),
+  }
+  const runner = turnRunner({ store, bus, config, box, workspaces, log, publish: (turn) => publishTurn(publishing, turn) })
+  app = await buildApp({
+    runner,
+    blobs,
+    config,
+    store,
+    bus,
+    box,
+    workspaces,
+    logger: overrides.logger ?? { level: config.logLevel, redact: ['req.headers.authorization'] },
+  })
+  const webhooks = deliveryWorker({ store, bus, config, box, log, ...(overrides.webhookCa ? { ca: overrides.webhookCa } : {}) })
+  const purge = setInterval(() => void purgeIdempotencyKeys(store).catch(() => {}), PURGE_EVERY_MS)
+  purge.unref()
+  app.addHook('onClose', async () => {
+    clearInterval(purge)
+    await webhooks.close()
+    await runner.close()
+    await workspaces.close()
+    await bus.close()
+    await store.close()
+  })
+
+  return {
+    app,
+    store,
+    bus,
+    box,
+    provider,
+    workspaces,
+    runner,
+    blobs,
+    webhooks,
+    async start(opts = {}) {
+      await workspaces.recover()
+      if (opts.listen) {
+        await app.listen(opts.listen)
+        settleListenPort(config, (app.server.address() as AddressInfo).port)
+      } else await app.ready()
+      // Files of turns that settled before a stop, before any queued turn may change them.
+      await publishPending(publishing)
+      // Turns that were working when the service stopped go on once it can answer for them.
+      await runner.recover()
+      // Deliveries owed from before a stop (or enqueued by another process) go out from here on.
+      if (overrides.deliveries !== false) webhooks.start()
+    },
+    close: () => app.close(),
+  }
+}
