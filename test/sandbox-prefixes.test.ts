@@ -39,7 +39,7 @@ const deployment = (prefix: string, i: number) => {
   return p
 }
 
-it('a deployment starting up leaves the sandboxes of every other one alone, the default deployment too', { skip }, async () => {
+it('a deployment starting up leaves the sandboxes of every other one alone, the default deployment too; one whose groups were removed says so', { skip }, async () => {
   const spec = (id: string) => ({
     id,
     workspaceDir: path.join(dataDir, id),
@@ -61,5 +61,7 @@ it('a deployment starting up leaves the sandboxes of every other one alone, the 
   // Control: the default deployment starting again finds its own earlier sandbox an orphan, and only that.
   await deployment('wr', 3).cleanupOrphans()
   assert.ok(b.cgroup.dirs.every((d) => !fs.existsSync(d)), 'the default deployment\'s own orphan stayed')
+  // What became of it is said plainly: the file its command could not join.
+  await assert.rejects(b.exec({ command: 'true' }), /could not join its cgroups: parked shell exited \(125\) before it was ready: .*cgroup\.procs/)
   assert.equal((await a.exec({ command: 'echo still' })).stdout.toString(), 'still\n')
 })
