@@ -10,6 +10,7 @@ import path from 'node:path'
 import { cgroupPrefix } from '../src/sandbox/local/create-local.ts'
 import { LocalSandboxProvider } from '../src/sandbox/local/local-provider.ts'
 import type { LocalSandbox } from '../src/sandbox/local/local-sandbox.ts'
+import { parkExec } from '../src/sandbox/local/parked.ts'
 
 const skip = process.getuid?.() !== 0 ? 'needs root' : spawnSync('sh', ['-c', 'command -v bwrap']).status !== 0 ? 'needs bubblewrap' : false
 if (skip) console.log(`# skipped: ${skip}`)
@@ -39,7 +40,7 @@ const deployment = (prefix: string, i: number) => {
   return p
 }
 
-it('a deployment starting up leaves the sandboxes of every other one alone, the default deployment too; one whose groups were removed says so', { skip }, async () => {
+it('a deployment starting up leaves the sandboxes of every other one alone, the default deployment too; one whose groups were removed is destroyed and says so', { skip }, async () => {
   const spec = (id: string) => ({
     id,
     workspaceDir: path.join(dataDir, id),
@@ -61,7 +62,16 @@ it('a deployment starting up leaves the sandboxes of every other one alone, the 
   // Control: the default deployment starting again finds its own earlier sandbox an orphan, and only that.
   await deployment('wr', 3).cleanupOrphans()
   assert.ok(b.cgroup.dirs.every((d) => !fs.existsSync(d)), 'the default deployment\'s own orphan stayed')
-  // What became of it is said plainly: the file its command could not join.
-  await assert.rejects(b.exec({ command: 'true' }), /could not join its cgroups: parked shell exited \(125\) before it was ready: .*cgroup\.procs/)
+  // That sandbox is over, and says so: the next create for its session starts afresh.
+  await assert.rejects(b.exec({ command: 'true' }), /cgroup .* was removed by another process.*the sandbox is destroyed/)
+  assert.equal(b.state, 'destroyed')
+  assert.equal(dflt.get('ses_b'), null)
+  const again = await dflt.create(spec('ses_b'))
+  assert.equal((await again.exec({ command: 'echo again' })).stdout.toString(), 'again\n')
   assert.equal((await a.exec({ command: 'echo still' })).stdout.toString(), 'still\n')
+})
+
+it('a shell that cannot join its cgroups says which file and why', { skip }, async () => {
+  const missing = path.join(dataDir, 'no-such-group', 'cgroup.procs')
+  await assert.rejects(parkExec('/bin/sh', [missing]).ready, (e: Error) => e.message.startsWith('parked shell exited (125) before it was ready: ') && e.message.includes(missing))
 })
