@@ -9,6 +9,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { cgroupPrefix } from '../src/sandbox/local/create-local.ts'
 import { LocalSandboxProvider } from '../src/sandbox/local/local-provider.ts'
+import { removeCgroupParent } from './cgroup-parent.ts'
 import type { LocalSandbox } from '../src/sandbox/local/local-sandbox.ts'
 import { parkExec } from '../src/sandbox/local/parked.ts'
 
@@ -25,13 +26,7 @@ const providers: LocalSandboxProvider[] = []
 after(async () => {
   await Promise.allSettled(providers.map((p) => p.close()))
   fs.rmSync(dataDir, { recursive: true, force: true })
-  for (const mount of ['cpu', 'memory', 'freezer', 'pids']) {
-    try {
-      fs.rmdirSync(`/sys/fs/cgroup/${mount}/${cgroupParent}`)
-    } catch {
-      /* not made, or not this hierarchy */
-    }
-  }
+  removeCgroupParent(cgroupParent)
 })
 
 const deployment = (prefix: string, i: number) => {

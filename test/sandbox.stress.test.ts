@@ -10,6 +10,7 @@ import path from 'node:path'
 import type { Sandbox } from '../src/sandbox/sandbox.ts'
 import { cgroupPrefix } from '../src/sandbox/local/create-local.ts'
 import { LocalSandboxProvider } from '../src/sandbox/local/local-provider.ts'
+import { removeCgroupParent } from './cgroup-parent.ts'
 
 const skip = process.getuid?.() !== 0 ? 'needs root' : spawnSync('sh', ['-c', 'command -v bwrap']).status !== 0 ? 'needs bubblewrap' : false
 if (skip) console.log(`# skipped: ${skip}`)
@@ -28,13 +29,7 @@ const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-stress-'))
 fs.chmodSync(dataDir, 0o700)
 after(() => {
   fs.rmSync(dataDir, { recursive: true, force: true })
-  for (const mount of ['cpu', 'memory', 'freezer', 'pids']) {
-    try {
-      fs.rmdirSync(`/sys/fs/cgroup/${mount}/${cgroupParent}`)
-    } catch {
-      /* not made, or not this hierarchy */
-    }
-  }
+  removeCgroupParent(cgroupParent)
 })
 
 it('creates, execs and spawns at once under CPU load beside another deployment\'s start-up: zero failures', { skip }, async () => {
