@@ -72,9 +72,11 @@ export function park(sh: string, procsFiles: string[], extraFds: number, wrap: s
     }
     ctl.on('data', onData)
     child.once('exit', (code) => {
-      // The shell names itself after its control fd (`3: 1: cannot create …`): that part says nothing.
-      const why = said.trim().replace(/^\S+: \d+: /, '')
-      const fail = () => reject(new Error(`parked shell exited (${code ?? 'signal'}) before it was ready${why ? `: ${why}` : ''}`))
+      const fail = () => {
+        // The shell names itself after its control fd (`3: 1: cannot create …`): that part says nothing.
+        const why = said.trim().replace(/^\S+: \d+: /, '')
+        reject(new Error(`parked shell exited (${code ?? 'signal'}) before it was ready${why ? `: ${why}` : ''}`))
+      }
       // Why it gave up may still be in the pipe: read it to its end first.
       if (isReady || ctl.destroyed) return fail()
       ctl.once('close', fail)
