@@ -31,7 +31,7 @@ export async function createLocalProvider(opts: LocalStackOptions): Promise<Sand
   const provider = new LocalSandboxProvider({
     workspaceRoot: opts.workspaceRoot,
     network,
-    prefix: prefix === 'wr' ? 'warren-' : `warren-${prefix}-`,
+    prefix: cgroupPrefix(prefix),
     ...(opts.uidBase !== undefined ? { uidBase: opts.uidBase, uidCount: 1000 } : {}),
   })
   const close = provider.close.bind(provider)
@@ -40,4 +40,13 @@ export async function createLocalProvider(opts: LocalStackOptions): Promise<Sand
     await proxy.close()
   }
   return provider
+}
+
+/**
+ * The cgroup prefix of a deployment, `warren-<prefix>-` for the default one too: start-up clean-up
+ * removes every group carrying it, so it must be the start of no other deployment's (a bare
+ * `warren-` would be everyone's).
+ */
+export function cgroupPrefix(prefix: string): string {
+  return `warren-${prefix}-`
 }

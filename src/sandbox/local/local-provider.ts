@@ -18,6 +18,8 @@ import { killStrays, ownerOf, prepareWorkspace, reachableBy } from './workspace-
  * variables) and is previewed at previewHost.
  */
 export type NetworkHook = {
+  /** Readies the host for namespaces; awaited before any shell is parked (they keep the mounts they saw). */
+  prepare?(): Promise<void>
   attach(spec: SandboxSpec): Promise<AttachedNetwork>
   detach(id: string): Promise<void>
   cleanupOrphans(): Promise<void>
@@ -67,6 +69,7 @@ export class LocalSandboxProvider implements SandboxProvider {
   private uids = new Set<number>()
   private pool: WarmPool
   private networkWarm = false
+  private prepared: Promise<void> | null = null
 
   constructor(options: LocalProviderOptions) {
     this.network = options.network ?? null
@@ -209,8 +212,14 @@ export class LocalSandboxProvider implements SandboxProvider {
     if (failed) throw (failed as PromiseRejectedResult).reason
   }
 
-  private slot(name: string): Promise<WarmSlot> {
+  /** Where the first init shell of every sandbox is parked: after the network readied the host (see NetworkHook.prepare). */
+  private async slot(name: string): Promise<WarmSlot> {
     const probe = this.probe()
+    this.prepared ??= (this.network?.prepare?.() ?? Promise.resolve()).catch((err) => {
+      this.prepared = null
+      throw new Error(`the host is not ready for network namespaces: ${(err as Error).message}`, { cause: err })
+    })
+    await this.prepared
     return makeSlot(probe.cgroups, this.opts.cgroupParent, name, probe.tools!)
   }
 

@@ -74,6 +74,14 @@ export class LocalSandbox implements Sandbox {
       this.init.child.kill('SIGKILL')
     }
     if (this.starting) return this.starting
+    // Its groups removed from outside (another service's clean-up) took its processes with them:
+    // the sandbox is over, and a new init could not join them anyway.
+    const gone = this.cgroup.dirs.find((d) => !fs.existsSync(d))
+    if (gone) {
+      return this.destroy().then(() => {
+        throw new SandboxUnavailableError(`the sandbox's cgroup ${gone} was removed by another process, and its processes with it: the sandbox is destroyed`)
+      })
+    }
     const shell = this.ctx.initShell ?? parkInit(this.ctx.tools, this.cgroup.procsFiles())
     this.ctx.initShell = null
     this.starting = startInit({

@@ -5,6 +5,7 @@ import type { EgressProxy } from './egress-proxy.ts'
 import { run, runQuiet } from './net-exec.ts'
 import { hostAddresses, parsePool, pickSlot, slotAt, slotClashes, type Slot } from './net-pool.ts'
 import { hostTableScript, proxyClientElement, SANDBOX_IF, sandboxTableScript } from './net-rules.ts'
+import { shareNetnsDir } from './netns-dir.ts'
 
 /** The addresses sandboxes are given by default, a /30 each. */
 export const SANDBOX_POOL = '10.213.0.0/16'
@@ -21,6 +22,8 @@ export const SANDBOX_POOL = '10.213.0.0/16'
  * carrying the prefix that this process does not hold.
  */
 export type SandboxNetwork = {
+  /** Makes /run/netns a shared mount (see netns-dir.ts); the provider awaits it before parking any shell. */
+  prepare(): Promise<void>
   /** Creates netns `<prefix>-<short id>` + veth pair + address + nft rules for this sandbox. */
   attach(spec: SandboxSpec): Promise<{ netnsName: string | null; env: Record<string, string>; previewHost: string }>
   /** Removes the namespace, the veth, its rules and its proxy listener. Idempotent. */
@@ -233,6 +236,8 @@ export function localNetwork(opts: LocalNetworkOptions): SandboxNetwork {
   }
 
   return {
+    prepare: shareNetnsDir,
+
     async attach(spec) {
       if (byId.has(spec.id)) throw new Error(`sandbox ${spec.id} already has a network`)
       const allow = [...spec.network.allow]

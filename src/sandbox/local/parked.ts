@@ -14,6 +14,7 @@ import { filterWrap } from './seccomp.ts'
  *
  * The shell joins every cgroup.procs file it is given, writes `P` on its control fd, then reads
  * stdin to its end and evaluates it: Node sends one `exec …` line with every argument quoted.
+ * A join that fails says why on the control fd instead (the group is gone, say) and exits 125.
  */
 export type Parked = {
   child: ChildProcess
@@ -31,7 +32,7 @@ export type Parked = {
 }
 
 const PARK =
-  'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; ' +
+  'while [ "$1" != -- ]; do { echo $$ > "$1"; } 2>&"$0" || exit 125; shift; done; shift; ' +
   'printf P >&"$0"; s=; while IFS= read -r l || [ -n "$l" ]; do s="$s$l\n"; done; eval "$s"'
 
 /**
@@ -56,9 +57,13 @@ export function park(sh: string, procsFiles: string[], extraFds: number, wrap: s
   let started = false
   let isReady = false
   const ctl = child.stdio[ctlFd] as Readable
+  let said = ''
   const ready = new Promise<void>((resolve, reject) => {
     const onData = (b: Buffer) => {
-      if (b[0] !== 0x50) return
+      if (b[0] !== 0x50) {
+        if (said.length < 1000) said += b.toString('utf8', 0, 1000)
+        return
+      }
       ctl.off('data', onData)
       // Whatever comes next on this fd belongs to the command (bwrap's ready byte, say).
       ctl.pause()
@@ -67,12 +72,24 @@ export function park(sh: string, procsFiles: string[], extraFds: number, wrap: s
       resolve()
     }
     ctl.on('data', onData)
-    child.once('exit', (code) => reject(new Error(`parked shell exited (${code ?? 'signal'}) before it was ready`)))
+    child.once('exit', (code) => {
+      const fail = () => {
+        // The shell names itself after its control fd (`3: 1: cannot create …`): that part says nothing.
+        const why = said.trim().replace(/^\S+: \d+: /, '')
+        reject(new Error(`parked shell exited (${code ?? 'signal'}) before it was ready${why ? `: ${why}` : ''}`))
+      }
+      // Why it gave up may still be in the pipe: read it to its end first.
+      if (isReady || ctl.destroyed) return fail()
+      ctl.once('close', fail)
+      setTimeout(() => ctl.destroy(), 1000).unref()
+    })
     child.once('error', reject)
   })
   ready.catch(() => {})
   // Paused, it would never see its end and hold its handle for good.
-  child.once('exit', () => ctl.destroy())
+  child.once('exit', () => {
+    if (isReady) ctl.destroy()
+  })
   return {
     child,
     ready,

@@ -60,7 +60,9 @@ export function runCommand(o: RunOptions): Promise<ExecResult> {
         err.stop()
         resolve({ exitCode: code, signal: sig, timedOut, aborted, stdout: out.buffer(), stderr: err.buffer() })
       }
-      const grace = setTimeout(done, DRAIN_MS)
+      // The timer may fire before the loop has polled the pipes since the exit (a busy loop, a
+      // loaded host): one poll phase (setImmediate runs after it) reads what the command wrote.
+      const grace = setTimeout(() => setImmediate(done), DRAIN_MS)
       Promise.all([out.ended, err.ended]).then(() => {
         clearTimeout(grace)
         done()
@@ -87,7 +89,11 @@ function collector(stream: Readable, onChunk?: (chunk: Buffer) => void) {
     }
   })
   stream.on('error', () => {})
-  const ended = new Promise<void>((r) => stream.once('close', () => r()))
+  // The end of the data, not the close of the pipe, which can come a loop turn or more later.
+  const ended = new Promise<void>((r) => {
+    stream.once('end', () => r())
+    stream.once('close', () => r())
+  })
   return {
     ended,
     // Later output of background processes is read and dropped, so they never block on a full pipe.
