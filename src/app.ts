@@ -9,7 +9,7 @@ import { randomText } from './shared/ids.ts'
 import { authHook } from './http/auth.ts'
 import { idempotencyOnSend, idempotencyPreHandler } from './http/idempotency.ts'
 import { frameworkErrorHandler, installErrorHandlers } from './http/error-handler.ts'
-import { validatorCompiler } from './http/validation.ts'
+import { bodyRequired, validatorCompiler } from './http/validation.ts'
 import { ApiError, ErrorBody } from './errors.ts'
 import { MIB } from './http/limits.ts'
 import { healthRoutes } from './tokens/health.routes.ts'
@@ -78,6 +78,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       // Fastify never parses a GET body, so without this one would be ignored, not refused.
       route.preValidation = [refuseGetBody, ...[route.preValidation ?? []].flat()]
     }
+    if (schema.body && !bodyRequired(schema.body)) route.preValidation = [readMissingBodyAsEmpty, ...[route.preValidation ?? []].flat()]
     if (cfg.idempotent) {
       // Described for the OpenAPI document; the rules themselves are enforced by claimKey.
       schema.headers ??= Type.Object({
@@ -96,6 +97,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       info: { title: 'Warren', version: 'v1', description: 'Runs coding agents remotely, on your own machines.' },
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'A personal access token, svc_pat_…' } } },
       security: [{ bearer: [] }],
+    },
+    // The plugin marks every body required, but one whose fields are all optional may be left out.
+    transformObject: (document) => {
+      const openapiObject = 'openapiObject' in document ? document.openapiObject : {}
+      for (const item of Object.values(openapiObject.paths ?? {})) {
+        for (const op of Object.values(item ?? {}) as { requestBody?: { required?: boolean; content?: Record<string, { schema?: unknown }> } }[]) {
+          if (op?.requestBody) op.requestBody.required = bodyRequired(op.requestBody.content?.['application/json']?.schema)
+        }
+      }
+      return openapiObject
     },
   })
 
@@ -138,6 +149,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     { prefix: '/v1' },
   )
   return app
+}
+
+// A request with no body at all (no Content-Type, no length) reaches validation as undefined.
+async function readMissingBodyAsEmpty(req: FastifyRequest): Promise<void> {
+  if (req.body === undefined) req.body = {}
 }
 
 async function refuseGetBody(req: FastifyRequest): Promise<void> {

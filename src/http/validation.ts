@@ -20,6 +20,15 @@ export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, http
   return ajv.compile(schema as object) as never
 }
 
+/**
+ * Whether a request body must be sent at all: only when its schema needs a field. A body whose
+ * fields are all optional may be left out (no body, no Content-Type) and is read as {}.
+ */
+export function bodyRequired(schema: unknown): boolean {
+  const s = (schema ?? {}) as { type?: unknown; required?: unknown[]; minProperties?: number }
+  return s.type !== 'object' || (s.required?.length ?? 0) > 0 || (s.minProperties ?? 0) > 0
+}
+
 /** Fields each tool entry type accepts, for the message that refuses an unknown one. Filled by the tools schema. */
 export const toolEntryFields = new Map<string, string[]>()
 
@@ -63,6 +72,7 @@ export function describeValidation(errors: ErrorObject[], context: string, input
   const where = dotted(e.instancePath)
   const label = context === 'querystring' ? `query parameter "${where}"` : context === 'params' ? `path parameter "${where}"` : where ? `"${where}"` : 'the request body'
   if (e.keyword === 'required') return `Missing required field "${where ? `${where}.` : ''}${(e.params as { missingProperty: string }).missingProperty}".`
+  if (e.keyword === 'minProperties') return `${label} must carry at least one field.`
   if (e.keyword === 'enum' || e.keyword === 'const') {
     const allowed = (e.params as { allowedValues?: unknown[]; allowedValue?: unknown }).allowedValues ?? [(e.params as { allowedValue?: unknown }).allowedValue]
     return `${label} must be one of ${allowed.map((v) => JSON.stringify(v)).join(', ')}.`
