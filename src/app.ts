@@ -12,6 +12,7 @@ import { frameworkErrorHandler, installErrorHandlers } from './http/error-handle
 import { bodyRequired, validatorCompiler } from './http/validation.ts'
 import { ApiError, ErrorBody } from './errors.ts'
 import { MIB } from './http/limits.ts'
+import { checkJsonDepth } from './http/json-depth.ts'
 import { healthRoutes } from './tokens/health.routes.ts'
 import { tokenRoutes } from './tokens/tokens.routes.ts'
 import { sessionRoutes } from './sessions/sessions.routes.ts'
@@ -88,6 +89,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       })
       route.preHandler = [claimKey, ...[route.preHandler ?? []].flat()]
       route.onSend = [recordAnswer, ...[route.onSend ?? []].flat()]
+    }
+    if (schema.body && !cfg.passThrough) {
+      // After validation, so an unknown field is still refused by name; before the idempotency
+      // fingerprint and the stores, which both JSON.stringify the body.
+      const body = schema.body
+      route.preHandler = [async (req: FastifyRequest) => checkJsonDepth(req.body, body), ...[route.preHandler ?? []].flat()]
     }
   })
 

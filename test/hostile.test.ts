@@ -1,0 +1,85 @@
+import { before, it } from 'node:test'
+import assert from 'node:assert/strict'
+import { forEachDialect, useWarren } from './harness.ts'
+import { expectError } from './expect.ts'
+import { ACTIONS_ENV, createSession, getSession, newOrg, waitForStatus } from './turn-actions-helpers.ts'
+import { MAX_JSON_DEPTH } from '../src/http/json-depth.ts'
+
+/** JSON text of an object nested `levels` deep ({"a":{"a":…1…}}), written by hand: JSON.stringify itself overflows past a few thousand. */
+const nested = (levels: number): string => '{"a":'.repeat(levels) + '1' + '}'.repeat(levels)
+const DEEP = nested(5000)
+const fn = (parameters: string) => `{"type":"function","name":"f","parameters":${parameters}}`
+
+// Hostile input answered with the error shape, never a 5xx.
+forEachDialect('hostile input', (dialect) => {
+  const w = useWarren(dialect, { env: ACTIONS_ENV })
+  // With an Idempotency-Key: its fingerprint of the body is taken after the depth is checked.
+  const send = (method: 'POST' | 'PUT', url: string, text: string) =>
+    w().inject({ method, url, headers: { 'content-type': 'application/json', 'idempotency-key': `k-${Math.random()}` }, payload: text })
+  let agentId: string
+
+  before(async () => {
+    const mc = await w().inject({ method: 'POST', url: '/v1/model-credentials', payload: { provider: 'openai', api_key: 'sk-hostile-1', models: ['gpt-test'] } })
+    assert.equal(mc.statusCode, 201, mc.body)
+    const agent = await w().inject({ method: 'POST', url: '/v1/agents', payload: { name: 'kept', model: 'gpt-test', text: { format: 'plain' } } })
+    assert.equal(agent.statusCode, 201, agent.body)
+    agentId = agent.json().id
+  })
+
+  it(`refuses free-form JSON nested deeper than ${MAX_JSON_DEPTH} levels with 400 naming the field, and stores nothing`, async () => {
+    const session = await w().inject({ method: 'POST', url: '/v1/sessions', payload: { title: 'target' } })
+    assert.equal(session.statusCode, 201, session.body)
+    const sid = session.json().id
+    const toolsBefore = (await w().inject({ method: 'GET', url: `/v1/sessions/${sid}/tools` })).json()
+    const cases: [method: 'POST' | 'PUT', url: string, body: string, field: string][] = [
+      ['POST', '/v1/sessions', `{"tools":[${fn(DEEP)}]}`, 'tools[0].parameters'],
+      ['POST', '/v1/sessions', `{"agent":{"model":"gpt-test","tools":[${fn(DEEP)}]}}`, 'agent.tools[0].parameters'],
+      ['POST', '/v1/agents', `{"name":"deep","model":"gpt-test","text":${DEEP}}`, 'text'],
+      ['POST', '/v1/agents', `{"name":"deep","model":"gpt-test","tools":[${fn(DEEP)}]}`, 'tools[0].parameters'],
+      ['POST', `/v1/agents/${agentId}`, `{"text":${DEEP}}`, 'text'],
+      ['PUT', `/v1/sessions/${sid}/tools`, `{"tools":[{"type":"web_fetch"},${fn(DEEP)}]}`, 'tools[1].parameters'],
+    ]
+    for (const [method, url, body, field] of cases) {
+      const e = expectError(await send(method, url, body), 400, 'invalid_request')
+      assert.ok(e.message.includes(`"${field}"`), `${method} ${url}: the message does not name ${field}: ${e.message}`)
+      assert.ok(e.message.includes(String(MAX_JSON_DEPTH)), `the message does not give the ceiling: ${e.message}`)
+    }
+    const sessions = (await w().inject({ method: 'GET', url: '/v1/sessions?limit=100' })).json().data
+    assert.deepEqual(sessions.map((s: { id: string }) => s.id), [sid], 'a refused session was created')
+    const agents = (await w().inject({ method: 'GET', url: '/v1/agents?limit=100' })).json().data
+    assert.deepEqual(agents.map((a: { id: string; text: unknown }) => [a.id, a.text]), [[agentId, { format: 'plain' }]], 'a refused agent was stored or changed')
+    assert.deepEqual((await w().inject({ method: 'GET', url: `/v1/sessions/${sid}/tools` })).json(), toolsBefore, 'refused tools replaced the session’s')
+    assert.equal((await w().inject({ method: 'DELETE', url: `/v1/sessions/${sid}` })).statusCode, 200)
+  })
+
+  it(`accepts free-form JSON nested exactly ${MAX_JSON_DEPTH} levels and gives it back; one more is refused`, async () => {
+    const ok = await send('POST', `/v1/agents/${agentId}`, `{"text":${nested(MAX_JSON_DEPTH)}}`)
+    assert.equal(ok.statusCode, 200, ok.body.slice(0, 300))
+    assert.equal(JSON.stringify(ok.json().text), nested(MAX_JSON_DEPTH))
+    const got = await w().inject({ method: 'GET', url: `/v1/agents/${agentId}` })
+    assert.equal(JSON.stringify(got.json().text), nested(MAX_JSON_DEPTH))
+    expectError(await send('POST', `/v1/agents/${agentId}`, `{"text":${nested(MAX_JSON_DEPTH + 1)}}`), 400, 'invalid_request')
+    // Arrays count as levels too.
+    const arrays = '['.repeat(MAX_JSON_DEPTH) + ']'.repeat(MAX_JSON_DEPTH)
+    expectError(await send('POST', `/v1/agents/${agentId}`, `{"text":{"a":${arrays}}}`), 400, 'invalid_request')
+    const restored = await w().inject({ method: 'POST', url: `/v1/agents/${agentId}`, payload: { text: { format: 'plain' } } })
+    assert.equal(restored.statusCode, 200, restored.body)
+  })
+
+  it('refuses the deep output of an answered required action with 400 naming "output"; the action stays open', async (t) => {
+    const org = await newOrg(w(), t)
+    const s = await createSession(org, { agent: { model: 'm1', tools: [{ type: 'function', name: 'lookup' }] } })
+    org.fake.script({ toolCalls: [{ id: 'call_deep', name: 'lookup', args: {} }] }, { text: 'Done.' })
+    const sent = await org.call('POST', `/v1/sessions/${s.id}/messages`, { text: 'look it up' })
+    assert.equal(sent.statusCode, 202, sent.body)
+    await waitForStatus(org, s.id, 'requires_action')
+    const url = `/v1/sessions/${s.id}/required_actions/call_deep`
+    const res = await w().inject({ method: 'POST', url, token: org.token, headers: { 'content-type': 'application/json' }, payload: `{"output":${DEEP}}` })
+    assert.match(expectError(res, 400, 'invalid_request').message, /"output"/)
+    const still = await getSession(org, s.id)
+    assert.equal(still.status, 'requires_action')
+    assert.deepEqual(still.required_actions.map((a: { call_id: string }) => a.call_id), ['call_deep'])
+    const answered = await org.call('POST', url, { output: { found: true } })
+    assert.equal(answered.statusCode, 200, answered.body)
+  })
+})
