@@ -66,6 +66,54 @@ forEachDialect('hostile input', (dialect) => {
     assert.equal(restored.statusCode, 200, restored.body)
   })
 
+  it('filters sessions by metadata keys holding quotes, backslashes, $, dots and brackets, each bound as a value', async () => {
+    const odd: Record<string, string> = { 'a"b': 'quote', 'a\\b': 'backslash', $: 'dollar', 'a.b': 'dot', '[0]': 'bracket', 'x]': 'close', "it's": 'apostrophe', '$."a"': 'path', 'a b': 'space' }
+    const plain = { a: 'dot', b: 'dot', '0': 'bracket', x: 'close', it: 'apostrophe' }
+    const create = async (metadata: Record<string, string>) => {
+      const res = await w().inject({ method: 'POST', url: '/v1/sessions', payload: { metadata } })
+      assert.equal(res.statusCode, 201, res.body)
+      return res.json().id as string
+    }
+    const oddId = await create(odd)
+    const plainId = await create(plain)
+    const filter = async (...pairs: [string, string][]) => {
+      const qs = pairs.map(([k, v]) => `metadata=${encodeURIComponent(`${k}:${v}`)}`).join('&')
+      const res = await w().inject({ method: 'GET', url: `/v1/sessions?${qs}` })
+      assert.equal(res.statusCode, 200, `${qs}: ${res.body}`)
+      return res.json().data.map((s: { id: string }) => s.id)
+    }
+    for (const [k, v] of Object.entries(odd)) {
+      assert.deepEqual(await filter([k, v]), [oddId], `metadata=${k}:${v}`)
+      assert.deepEqual(await filter([k, `${v}x`]), [], `metadata=${k}:${v}x`)
+    }
+    assert.deepEqual(await filter(['a', 'dot']), [plainId])
+    assert.deepEqual(await filter(['a"b', 'quote'], ['$', 'dollar']), [oddId])
+    assert.deepEqual(await filter(['a"b', 'quote'], ['a', 'dot']), [])
+    assert.deepEqual(await filter(['"', 'x'], ['\\', 'x'], ['[', 'x'], ['.', 'x']), [])
+    for (const id of [oddId, plainId]) assert.equal((await w().inject({ method: 'DELETE', url: `/v1/sessions/${id}` })).statusCode, 200)
+  })
+
+  it('refuses NUL (which PostgreSQL cannot hold) in a metadata filter and in metadata itself, with 400', async () => {
+    // A filter is only evaluated against rows: there must be one.
+    const live = await w().inject({ method: 'POST', url: '/v1/sessions', payload: { metadata: { a: 'b' } } })
+    assert.equal(live.statusCode, 201, live.body)
+    for (const q of ['%00:%00', 'a%00:b', 'a:b%00', '%00:']) {
+      const e = expectError(await w().inject({ method: 'GET', url: `/v1/sessions?metadata=${q}` }), 400, 'invalid_request')
+      assert.match(e.message, /"metadata/, q)
+    }
+    for (const metadata of [{ 'a\u0000b': 'x' }, { a: 'x\u0000' }]) {
+      const body = JSON.stringify({ metadata })
+      const res = await send('POST', '/v1/sessions', body)
+      assert.match(expectError(res, 400, 'invalid_request').message, /"metadata/, body)
+    }
+    // A filter over 64 characters of key or 512 of value can match nothing, so it is refused like one.
+    expectError(await w().inject({ method: 'GET', url: `/v1/sessions?metadata=${'k'.repeat(65)}:v` }), 400, 'invalid_request')
+    expectError(await w().inject({ method: 'GET', url: `/v1/sessions?metadata=k:${'v'.repeat(513)}` }), 400, 'invalid_request')
+    assert.equal((await w().inject({ method: 'GET', url: '/v1/sessions?metadata=a%3Ab:c' })).json().data.length, 0, 'a key is read up to the first colon')
+    assert.equal((await w().inject({ method: 'GET', url: '/v1/sessions?metadata=a:b' })).json().data.length, 1)
+    assert.equal((await w().inject({ method: 'DELETE', url: `/v1/sessions/${live.json().id}` })).statusCode, 200)
+  })
+
   it('refuses the deep output of an answered required action with 400 naming "output"; the action stays open', async (t) => {
     const org = await newOrg(w(), t)
     const s = await createSession(org, { agent: { model: 'm1', tools: [{ type: 'function', name: 'lookup' }] } })

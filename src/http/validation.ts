@@ -8,7 +8,7 @@ import type { FastifySchemaCompiler } from 'fastify'
  * coerced. Neither strips unknown fields: the specification wants them refused by name.
  */
 function makeAjv(coerce: boolean): Ajv {
-  const ajv = new Ajv({ discriminator: true, coerceTypes: coerce ? 'array' : false, useDefaults: true, removeAdditional: false, allErrors: false, strict: false })
+  const ajv = new Ajv({ discriminator: true, coerceTypes: coerce ? 'array' : false, useDefaults: true, removeAdditional: false, allErrors: false, strict: false, verbose: true })
   ;(addFormats as unknown as (a: Ajv) => void)(ajv)
   return ajv
 }
@@ -72,6 +72,9 @@ export function describeValidation(errors: ErrorObject[], context: string, input
   const where = dotted(e.instancePath)
   const label = context === 'querystring' ? `query parameter "${where}"` : context === 'params' ? `path parameter "${where}"` : where ? `"${where}"` : 'the request body'
   if (e.keyword === 'required') return `Missing required field "${where ? `${where}.` : ''}${(e.params as { missingProperty: string }).missingProperty}".`
+  // A pattern means nothing to a caller: a schema may say in words what it allows (x-must-be).
+  const mustBe = (e.parentSchema as { 'x-must-be'?: string } | undefined)?.['x-must-be']
+  if (e.keyword === 'pattern' && mustBe) return `${e.propertyName === undefined ? label : `${label} key ${JSON.stringify(e.propertyName)}`} must be ${mustBe}.`
   if (e.keyword === 'minProperties') return `${label} must carry at least one field.`
   if (e.keyword === 'enum' || e.keyword === 'const') {
     const allowed = (e.params as { allowedValues?: unknown[]; allowedValue?: unknown }).allowedValues ?? [(e.params as { allowedValue?: unknown }).allowedValue]
