@@ -5,10 +5,9 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { Deps } from './deps.ts'
 import { fileRoutes } from './workspaces/files.routes.ts'
-import { randomText } from './shared/ids.ts'
 import { authHook } from './http/auth.ts'
 import { idempotencyOnSend, idempotencyPreHandler } from './http/idempotency.ts'
-import { frameworkErrorHandler, installErrorHandlers } from './http/error-handler.ts'
+import { clientErrorHandler, frameworkErrorHandler, installErrorHandlers, newRequestId } from './http/error-handler.ts'
 import { bodyRequired, validatorCompiler } from './http/validation.ts'
 import { ApiError, ErrorBody } from './errors.ts'
 import { MIB } from './http/limits.ts'
@@ -47,12 +46,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
     logger: deps.logger ?? false,
     bodyLimit: MIB,
-    genReqId: () => `req_${randomText(20)}`,
+    genReqId: newRequestId,
     requestIdHeader: false,
     return503OnClosing: false,
     routerOptions: { ignoreTrailingSlash: true },
     ajv: { customOptions: { removeAdditional: false } },
     frameworkErrors: frameworkErrorHandler,
+    clientErrorHandler,
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   app.setValidatorCompiler(validatorCompiler)

@@ -1,5 +1,6 @@
 import { before, it } from 'node:test'
 import assert from 'node:assert/strict'
+import net from 'node:net'
 import { forEachDialect, useWarren } from './harness.ts'
 import { expectError } from './expect.ts'
 import { ACTIONS_ENV, createSession, getSession, newOrg, waitForStatus } from './turn-actions-helpers.ts'
@@ -9,6 +10,39 @@ import { MAX_JSON_DEPTH } from '../src/http/json-depth.ts'
 const nested = (levels: number): string => '{"a":'.repeat(levels) + '1' + '}'.repeat(levels)
 const DEEP = nested(5000)
 const fn = (parameters: string) => `{"type":"function","name":"f","parameters":${parameters}}`
+
+type RawAnswer = { status: number; headers: Record<string, string>; body: string }
+
+/** Sends bytes on a fresh socket (then half-closes it) and reads whatever comes back until the server closes. */
+function raw(base: string, bytes: string): Promise<RawAnswer> {
+  const { hostname, port } = new URL(base)
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), hostname)
+    const chunks: Buffer[] = []
+    socket.on('data', (c) => chunks.push(c))
+    socket.on('error', reject)
+    socket.on('close', () => {
+      const text = Buffer.concat(chunks).toString('utf8')
+      const [head = '', ...rest] = text.split('\r\n\r\n')
+      const [statusLine = '', ...lines] = head.split('\r\n')
+      const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]))
+      resolve({ status: Number(statusLine.split(' ')[1]), headers, body: rest.join('\r\n\r\n') })
+    })
+    socket.end(bytes)
+  })
+}
+
+/** A refusal in the specification's shape, request id and header agreeing, from a raw answer. */
+function rawError(res: RawAnswer, status: number): { code: string; message: string; request_id: string } {
+  assert.equal(res.status, status, `${res.status} ${JSON.stringify(res.headers)} ${res.body}`)
+  assert.match(res.headers['content-type'] ?? '', /^application\/json/)
+  const body = JSON.parse(res.body) as { error: { code: string; message: string; request_id: string } }
+  assert.deepEqual(Object.keys(body), ['error'], res.body)
+  assert.deepEqual(Object.keys(body.error).sort(), ['code', 'message', 'request_id'])
+  assert.match(body.error.request_id, /^req_/)
+  assert.equal(res.headers['x-request-id'], body.error.request_id)
+  return body.error
+}
 
 // Hostile input answered with the error shape, never a 5xx.
 forEachDialect('hostile input', (dialect) => {
@@ -112,6 +146,23 @@ forEachDialect('hostile input', (dialect) => {
     assert.equal((await w().inject({ method: 'GET', url: '/v1/sessions?metadata=a%3Ab:c' })).json().data.length, 0, 'a key is read up to the first colon')
     assert.equal((await w().inject({ method: 'GET', url: '/v1/sessions?metadata=a:b' })).json().data.length, 1)
     assert.equal((await w().inject({ method: 'DELETE', url: `/v1/sessions/${live.json().id}` })).statusCode, 200)
+  })
+
+  it('answers what the HTTP server refuses before routing (oversized headers, malformed requests, cut bodies) in the error shape, with x-request-id', async () => {
+    const base = await w().listen()
+    const big = rawError(await raw(base, `GET /v1/health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${'a'.repeat(100 * 1024)}\r\n\r\n`), 400)
+    assert.equal(big.code, 'invalid_request')
+    assert.match(big.message, /header/i)
+    const requestLine = rawError(await raw(base, 'GARBAGE\r\n\r\n'), 400)
+    assert.equal(requestLine.code, 'invalid_request')
+    assert.equal(rawError(await raw(base, 'GET /v1/health HTTP/1.1\r\nHost: x\r\nBad Header Name: y\r\n\r\n'), 400).code, 'invalid_request')
+    assert.equal(rawError(await raw(base, 'GET /v1/health HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\nabc'), 400).code, 'invalid_request')
+    // The body ends (the client half-closes) before Content-Length is reached.
+    const cut = await raw(base, `POST /v1/tokens HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${w().token}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"scopes":`)
+    assert.match(rawError(cut, 400).message, /ended before/)
+    // The listener goes on serving.
+    const ok = await fetch(`${base}/v1/health`, { headers: { authorization: `Bearer ${w().token}` } })
+    assert.equal(ok.status, 200, await ok.text())
   })
 
   it('refuses the deep output of an answered required action with 400 naming "output"; the action stays open', async (t) => {
