@@ -43,7 +43,7 @@ forEachDialect('conventions on session creation', (dialect) => {
   it('refuses unknown query parameters on the session list by name', async () => {
     const res = await w().inject({ method: 'GET', url: '/v1/sessions?colour=red' })
     assert.match(expectError(res, 400, 'invalid_request').message, /"colour"/)
-    // order exists on sessions, unlike tokens.
+    // order exists on sessions, as on every collection but agents, webhooks, model connections and profiles.
     assert.equal((await w().inject({ method: 'GET', url: '/v1/sessions?order=asc' })).statusCode, 200)
     expectError(await w().inject({ method: 'GET', url: '/v1/sessions?order=sideways' }), 400, 'invalid_request')
   })
