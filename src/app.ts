@@ -11,7 +11,7 @@ import { clientErrorHandler, frameworkErrorHandler, installErrorHandlers, newReq
 import { bodyRequired, validatorCompiler } from './http/validation.ts'
 import { ApiError, ErrorBody } from './errors.ts'
 import { MIB } from './http/limits.ts'
-import { checkJsonDepth } from './http/json-depth.ts'
+import { checkBody, refuseNulInUrl } from './http/hostile-input.ts'
 import { healthRoutes } from './tokens/health.routes.ts'
 import { tokenRoutes } from './tokens/tokens.routes.ts'
 import { sessionRoutes } from './sessions/sessions.routes.ts'
@@ -65,7 +65,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const claimKey = idempotencyPreHandler(deps.store, deps.box)
   const recordAnswer = idempotencyOnSend(deps.store, deps.box)
   // Every route gets the same guards: a token (unless public), closed query strings, a refusal of
-  // any body field the route does not read, and Idempotency-Key where the route accepts it.
+  // any body field the route does not read, no NUL in ids, query values or body text, a ceiling on
+  // the nesting of free-form JSON, and Idempotency-Key where the route accepts it.
   app.addHook('onRoute', (route) => {
     const cfg = (route.config ?? {}) as { public?: boolean; idempotent?: boolean; passThrough?: boolean }
     const schema = (route.schema ??= {})
@@ -92,10 +93,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     }
     if (schema.body && !cfg.passThrough) {
       // After validation, so an unknown field is still refused by name; before the idempotency
-      // fingerprint and the stores, which both JSON.stringify the body.
+      // fingerprint and the stores, which JSON.stringify the body and bind its strings.
       const body = schema.body
-      route.preHandler = [async (req: FastifyRequest) => checkJsonDepth(req.body, body), ...[route.preHandler ?? []].flat()]
+      route.preHandler = [async (req: FastifyRequest) => checkBody(req.body, body), ...[route.preHandler ?? []].flat()]
     }
+    route.preValidation = [refuseNulInUrl, ...[route.preValidation ?? []].flat()]
   })
 
   await app.register(swagger, {

@@ -4,7 +4,7 @@ import net from 'node:net'
 import { forEachDialect, useWarren } from './harness.ts'
 import { expectError } from './expect.ts'
 import { ACTIONS_ENV, createSession, getSession, newOrg, waitForStatus } from './turn-actions-helpers.ts'
-import { MAX_JSON_DEPTH } from '../src/http/json-depth.ts'
+import { MAX_JSON_DEPTH } from '../src/http/hostile-input.ts'
 
 /** JSON text of an object nested `levels` deep ({"a":{"a":…1…}}), written by hand: JSON.stringify itself overflows past a few thousand. */
 const nested = (levels: number): string => '{"a":'.repeat(levels) + '1' + '}'.repeat(levels)
@@ -163,6 +163,24 @@ forEachDialect('hostile input', (dialect) => {
     // The listener goes on serving.
     const ok = await fetch(`${base}/v1/health`, { headers: { authorization: `Bearer ${w().token}` } })
     assert.equal(ok.status, 200, await ok.text())
+  })
+
+  it('refuses NUL in ids (404), query values and body text (400) alike on both dialects, naming where', async () => {
+    for (const url of ['/v1/sessions/%00', '/v1/agents/a%00b', '/v1/sessions/%00/preview/proxy/x']) {
+      expectError(await w().inject({ method: 'GET', url }), 404, 'not_found')
+    }
+    for (const url of ['/v1/sessions?after=%00', '/v1/tokens?after=a%00', `/v1/sessions?status=%00`]) {
+      assert.match(expectError(await w().inject({ method: 'GET', url }), 400, 'invalid_request').message, /Query parameter "(after|status)" holds NUL/, url)
+    }
+    const cases: [string, string, RegExp][] = [
+      ['/v1/sessions', '{"title":"a\\u0000b"}', /"title" holds NUL/],
+      ['/v1/sessions', '{"input":"\\u0000"}', /"input" holds NUL/],
+      ['/v1/agents', '{"name":"n","model":"gpt-test","text":{"a":["x","\\u0000"]}}', /"text\.a\[1\]" holds NUL/],
+      ['/v1/agents', '{"name":"n","model":"gpt-test","text":{"k\\u0000":1}}', /A key of "text" holds NUL/],
+    ]
+    for (const [url, body, message] of cases) assert.match(expectError(await send('POST', url, body), 400, 'invalid_request').message, message, body)
+    const sessions = (await w().inject({ method: 'GET', url: '/v1/sessions?limit=100' })).json().data
+    assert.equal(sessions.length, 0, 'a refused session was created')
   })
 
   it('refuses the deep output of an answered required action with 400 naming "output"; the action stays open', async (t) => {

@@ -1,4 +1,8 @@
+import type { FastifyRequest } from 'fastify'
 import { ApiError } from '../errors.ts'
+
+const NUL = '\u0000'
+const nulRefusal = (what: string) => new ApiError('invalid_request', `${what} holds NUL (U+0000), which no text sent to this service may contain.`)
 
 /**
  * How deep free-form JSON in a request (a function's `parameters`, an agent's `text`, a required
@@ -36,14 +40,16 @@ const isFreeForm = (schema: Schema | undefined): boolean =>
 const segment = (path: string, key: string | number): string => (typeof key === 'number' ? `${path}[${key}]` : path ? `${path}.${key}` : key)
 
 /**
- * Throws 400 naming the field whose free-form value nests deeper than MAX_JSON_DEPTH. Walks with a
- * stack of its own: a value thousands of levels deep would overflow a recursive walk too.
+ * Throws 400 naming the field whose free-form value nests deeper than MAX_JSON_DEPTH, or a string
+ * (or key) holding NUL, which PostgreSQL cannot store in text. Walks with a stack of its own: a
+ * value thousands of levels deep would overflow a recursive walk too.
  */
-export function checkJsonDepth(body: unknown, schema: unknown): void {
+export function checkBody(body: unknown, schema: unknown): void {
   type Frame = { value: unknown; path: string; schema: Schema | undefined; field: string | null; depth: number }
   const stack: Frame[] = [{ value: body, path: '', schema: schema as Schema | undefined, field: null, depth: 0 }]
   while (stack.length > 0) {
     const f = stack.pop()!
+    if (typeof f.value === 'string' && f.value.includes(NUL)) throw nulRefusal(f.path ? `"${f.path}"` : 'The request body')
     if (f.value === null || typeof f.value !== 'object') continue
     let field = f.field
     let depth = f.depth
@@ -56,7 +62,25 @@ export function checkJsonDepth(body: unknown, schema: unknown): void {
     }
     const entries: [string | number, unknown][] = Array.isArray(f.value) ? f.value.map((v, i) => [i, v]) : Object.entries(f.value)
     for (const [key, value] of entries) {
+      if (typeof key === 'string' && key.includes(NUL)) throw nulRefusal(`A key of ${f.path ? `"${f.path}"` : 'the request body'}`)
       stack.push({ value, path: segment(f.path, key), schema: field === null && f.schema ? childSchema(f.schema, key) : undefined, field, depth })
     }
+  }
+}
+
+/**
+ * Path parameters and query values holding NUL: an id never does (404, as for any id not held),
+ * and a query value with one could only fail in the store. The preview path after the session is
+ * the site's own and is not looked at.
+ */
+export async function refuseNulInUrl(req: FastifyRequest): Promise<void> {
+  for (const [name, value] of Object.entries((req.params ?? {}) as Record<string, string>)) {
+    if (name !== '*' && value.includes(NUL)) {
+      throw new ApiError('not_found', `No endpoint or object at ${req.url.split('?')[0]}: an id never holds NUL (U+0000).`)
+    }
+  }
+  if (req.routeOptions.config.passThrough) return
+  for (const [name, value] of Object.entries((req.query ?? {}) as Record<string, unknown>)) {
+    if (name.includes(NUL) || [value].flat().some((v) => typeof v === 'string' && v.includes(NUL))) throw nulRefusal(`Query parameter "${name}"`)
   }
 }
