@@ -1,5 +1,5 @@
 import http from 'node:http'
-import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify'
+import Fastify, { type FastifyContextConfig, type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import swagger from '@fastify/swagger'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
@@ -68,7 +68,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // any body field the route does not read, no NUL in ids, query values or body text, a ceiling on
   // the nesting of free-form JSON, and Idempotency-Key where the route accepts it.
   app.addHook('onRoute', (route) => {
-    const cfg = (route.config ?? {}) as { public?: boolean; idempotent?: boolean; passThrough?: boolean }
+    const cfg = (route.config ?? {}) as FastifyContextConfig
+    // Fail closed: a route that forgot its scope would otherwise take any valid token.
+    if (!cfg.public && !cfg.anyToken && !cfg.scope) {
+      throw new Error(`Route ${[route.method].flat().join(',')} ${route.url} declares no scope: give it config.scope, config.anyToken or config.public.`)
+    }
     const schema = (route.schema ??= {})
     if (!schema.querystring) schema.querystring = EmptyQuery
     if (!cfg.public) route.onRequest = [authenticate, ...[route.onRequest ?? []].flat()]
