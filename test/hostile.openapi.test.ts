@@ -35,6 +35,25 @@ const OTHER_MEDIA: [string, Record<string, string>, string][] = [
   ['JSON in UTF-16', { 'content-type': 'application/json; charset=utf-16' }, '{}'],
 ]
 
+/**
+ * Bodies each operation would accept, so that a hostile value in one field gets past "missing
+ * required field" into the handler. Where an id is in the path the probes' ids are made up, so
+ * those stop at 404; the creations run. No webhook (it would be delivered) and no connection
+ * whose provider is asked for its models (it would go out to the network).
+ */
+const VALID_BODIES: Record<string, object> = {
+  createToken: { scopes: ['sessions:read'], expires_in_days: 7 },
+  createAgent: { name: 'probe', model: 'm1' },
+  createEnvironmentProfile: { name: 'probe', env: { A: 'b' } },
+  putEnvironmentTemplate: { name: 'probe' },
+  createModelCredential: { provider: 'openai_compatible', api_key: 'sk-probe', base_url: 'http://127.0.0.1:9/v1', models: ['m1'] },
+  sendMessage: { text: 'hello' },
+  answerApproval: { approved: true },
+  answerQuestion: { answer: 'yes' },
+  putSessionTools: { tools: [] },
+  uploadFiles: { files: [{ path: 'a.txt', content: 'eA==' }] },
+}
+
 /** Values of the wrong kind (and hostile values of the right kind) for one body field. */
 function badValues(schema: JsonSchema): [string, string][] {
   const type = Array.isArray(schema.type) ? schema.type[0] : schema.type
@@ -88,9 +107,15 @@ function prober(): (method: string, template: string, op: Operation, real?: stri
     if (method !== 'GET' && !real) {
       for (const [what, text] of bodies(3)) probes.push({ what: `${label} body: ${what}`, method, url: fill(), headers: json, body: text })
     }
+    const valid = VALID_BODIES[op.operationId]
     for (const [name, schema] of Object.entries(body?.properties ?? {})) {
       const [nul, ...others] = badValues(schema)
-      for (const [what, value] of [nul!, others[field++ % others.length]!]) probes.push({ what: `${label} body.${name}: ${what}`, method, url: fill(), headers: json, body: `{"${name}":${value}}` })
+      for (const [what, value] of [nul!, others[field++ % others.length]!]) {
+        probes.push({ what: `${label} body.${name}: ${what}`, method, url: fill(), headers: json, body: `{"${name}":${value}}` })
+        if (!valid) continue
+        const rest = JSON.stringify({ ...valid, [name]: undefined }).slice(1, -1)
+        probes.push({ what: `${label} valid body but ${name}: ${what}`, method, url: fill(), headers: json, body: `{${rest ? `${rest},` : ''}"${name}":${value}}` })
+      }
     }
     return probes
   }
@@ -136,6 +161,14 @@ forEachDialect('hostile probes of every operation', (dialect) => {
     const session = await w().inject({ method: 'POST', url: '/v1/sessions', payload: { title: 'probed' } })
     assert.equal(session.statusCode, 201, session.body)
     const real = session.json().id as string
+
+    // The valid bodies are valid: where nothing in the path can be missing, they are accepted.
+    for (const [template, item] of Object.entries(doc.paths)) {
+      const op = item.post
+      if (!op || template.includes('{') || !VALID_BODIES[op.operationId]) continue
+      const res = await w().inject({ method: 'POST', url: template, payload: VALID_BODIES[op.operationId] })
+      assert.ok(res.statusCode < 300, `${op.operationId}: ${res.body}`)
+    }
 
     const probes: Probe[] = []
     const probesOf = prober()
