@@ -1,17 +1,17 @@
 import http from 'node:http'
-import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify'
+import Fastify, { type FastifyContextConfig, type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import swagger from '@fastify/swagger'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { Deps } from './deps.ts'
 import { fileRoutes } from './workspaces/files.routes.ts'
-import { randomText } from './shared/ids.ts'
 import { authHook } from './http/auth.ts'
 import { idempotencyOnSend, idempotencyPreHandler } from './http/idempotency.ts'
-import { frameworkErrorHandler, installErrorHandlers } from './http/error-handler.ts'
-import { validatorCompiler } from './http/validation.ts'
+import { clientErrorHandler, frameworkErrorHandler, installErrorHandlers, newRequestId } from './http/error-handler.ts'
+import { bodyRequired, validatorCompiler } from './http/validation.ts'
 import { ApiError, errorResponse } from './errors.ts'
 import { MIB } from './http/limits.ts'
+import { checkBody, refuseNulInUrl } from './http/hostile-input.ts'
 import { healthRoutes } from './tokens/health.routes.ts'
 import { tokenRoutes } from './tokens/tokens.routes.ts'
 import { sessionRoutes } from './sessions/sessions.routes.ts'
@@ -46,12 +46,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
     logger: deps.logger ?? false,
     bodyLimit: MIB,
-    genReqId: () => `req_${randomText(20)}`,
+    genReqId: newRequestId,
     requestIdHeader: false,
     return503OnClosing: false,
     routerOptions: { ignoreTrailingSlash: true },
     ajv: { customOptions: { removeAdditional: false } },
     frameworkErrors: frameworkErrorHandler,
+    clientErrorHandler,
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   app.setValidatorCompiler(validatorCompiler)
@@ -64,9 +65,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const claimKey = idempotencyPreHandler(deps.store, deps.box)
   const recordAnswer = idempotencyOnSend(deps.store, deps.box)
   // Every route gets the same guards: a token (unless public), closed query strings, a refusal of
-  // any body field the route does not read, and Idempotency-Key where the route accepts it.
+  // any body field the route does not read, no NUL in ids, query values or body text, a ceiling on
+  // the nesting of free-form JSON, and Idempotency-Key where the route accepts it.
   app.addHook('onRoute', (route) => {
-    const cfg = (route.config ?? {}) as { public?: boolean; idempotent?: boolean; passThrough?: boolean }
+    const cfg = (route.config ?? {}) as FastifyContextConfig
+    // Fail closed: a route that forgot its scope would otherwise take any valid token.
+    if (!cfg.public && !cfg.anyToken && !cfg.scope) {
+      throw new Error(`Route ${[route.method].flat().join(',')} ${route.url} declares no scope: give it config.scope, config.anyToken or config.public.`)
+    }
     const schema = (route.schema ??= {})
     if (!schema.querystring) schema.querystring = EmptyQuery
     if (!cfg.public) route.onRequest = [authenticate, ...[route.onRequest ?? []].flat()]
@@ -78,6 +84,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       // Fastify never parses a GET body, so without this one would be ignored, not refused.
       route.preValidation = [refuseGetBody, ...[route.preValidation ?? []].flat()]
     }
+    if (schema.body && !bodyRequired(schema.body)) route.preValidation = [readMissingBodyAsEmpty, ...[route.preValidation ?? []].flat()]
     if (cfg.idempotent) {
       // Described for the OpenAPI document; the rules themselves are enforced by claimKey.
       schema.headers ??= Type.Object({
@@ -88,6 +95,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       route.preHandler = [claimKey, ...[route.preHandler ?? []].flat()]
       route.onSend = [recordAnswer, ...[route.onSend ?? []].flat()]
     }
+    if (schema.body && !cfg.passThrough) {
+      // After validation, so an unknown field is still refused by name; before the idempotency
+      // fingerprint and the stores, which JSON.stringify the body and bind its strings.
+      const body = schema.body
+      route.preHandler = [async (req: FastifyRequest) => checkBody(req.body, body), ...[route.preHandler ?? []].flat()]
+    }
+    route.preValidation = [refuseNulInUrl, ...[route.preValidation ?? []].flat()]
   })
 
   await app.register(swagger, {
@@ -96,6 +110,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       info: { title: 'Warren', version: 'v1', description: 'Runs coding agents remotely, on your own machines.' },
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'A personal access token, svc_pat_…' } } },
       security: [{ bearer: [] }],
+    },
+    // The plugin marks every body required, but one whose fields are all optional may be left out.
+    transformObject: (document) => {
+      const openapiObject = 'openapiObject' in document ? document.openapiObject : {}
+      for (const item of Object.values(openapiObject.paths ?? {})) {
+        for (const op of Object.values(item ?? {}) as { requestBody?: { required?: boolean; content?: Record<string, { schema?: unknown }> } }[]) {
+          if (op?.requestBody) op.requestBody.required = bodyRequired(op.requestBody.content?.['application/json']?.schema)
+        }
+      }
+      return openapiObject
     },
   })
 
@@ -138,6 +162,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     { prefix: '/v1' },
   )
   return app
+}
+
+// A request with no body at all (no Content-Type, no length) reaches validation as undefined.
+async function readMissingBodyAsEmpty(req: FastifyRequest): Promise<void> {
+  if (req.body === undefined) req.body = {}
 }
 
 async function refuseGetBody(req: FastifyRequest): Promise<void> {

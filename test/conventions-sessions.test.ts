@@ -43,8 +43,20 @@ forEachDialect('conventions on session creation', (dialect) => {
   it('refuses unknown query parameters on the session list by name', async () => {
     const res = await w().inject({ method: 'GET', url: '/v1/sessions?colour=red' })
     assert.match(expectError(res, 400, 'invalid_request').message, /"colour"/)
-    // order exists on sessions, unlike tokens.
+    // order exists on sessions, as on every collection but agents, webhooks, model connections and profiles.
     assert.equal((await w().inject({ method: 'GET', url: '/v1/sessions?order=asc' })).statusCode, 200)
     expectError(await w().inject({ method: 'GET', url: '/v1/sessions?order=sideways' }), 400, 'invalid_request')
+  })
+
+  it('creates a session from no body at all (no Content-Type either): every field is optional', async () => {
+    const res = await w().inject({ method: 'POST', url: '/v1/sessions' })
+    assert.equal(res.statusCode, 201, res.body)
+    const s = res.json()
+    assert.equal(s.object, 'session')
+    assert.equal(s.agent.model, 'gpt-test', 'the default model connection runs it')
+    assert.deepEqual(s.metadata, {})
+    // An empty body that claims to be JSON is a different request: it is refused with the way out.
+    const empty = await w().inject({ method: 'POST', url: '/v1/sessions', headers: { 'content-type': 'application/json' }, payload: '' })
+    assert.match(expectError(empty, 400, 'invalid_request').message, /send \{\} or no Content-Type/)
   })
 })

@@ -158,7 +158,7 @@ forEachDialect('conventions', (dialect) => {
   })
 })
 
-// List conventions, on GET /v1/tokens (a collection without `order`).
+// List conventions, on GET /v1/tokens.
 forEachDialect('list conventions', (dialect) => {
   const w = useWarren(dialect)
 
@@ -233,10 +233,26 @@ forEachDialect('list conventions', (dialect) => {
     }
   })
 
-  it('refuses order on a collection that has none', async () => {
-    for (const order of ['asc', 'desc']) {
-      const res = await w().inject({ method: 'GET', url: `/v1/tokens?order=${order}` })
-      assert.match(expectError(res, 400, 'invalid_request').message, /"order"/)
+  it('orders tokens oldest first with order=asc, newest first with order=desc or none; refuses another order', async () => {
+    const { caller, idsNewestFirst } = await orgWithTokens(3)
+    const ids = async (q: string) => {
+      const res = await w().inject({ method: 'GET', url: `/v1/tokens${q}`, token: caller })
+      assert.equal(res.statusCode, 200, res.body)
+      return res.json().data.map((t: { id: string }) => t.id)
+    }
+    assert.deepEqual(await ids('?order=asc'), [...idsNewestFirst].reverse())
+    assert.deepEqual(await ids('?order=desc'), idsNewestFirst)
+    assert.deepEqual(await ids(''), idsNewestFirst)
+    assert.deepEqual(await ids(`?order=asc&limit=1&after=${idsNewestFirst[2]}`), [idsNewestFirst[1]])
+    expectError(await w().inject({ method: 'GET', url: '/v1/tokens?order=sideways', token: caller }), 400, 'invalid_request')
+  })
+
+  it('refuses order on the collections that have none: agents, webhooks, model connections, environment profiles', async () => {
+    for (const path of ['/v1/agents', '/v1/webhooks', '/v1/model-credentials', '/v1/environment-profiles']) {
+      for (const order of ['asc', 'desc']) {
+        const res = await w().inject({ method: 'GET', url: `${path}?order=${order}` })
+        assert.match(expectError(res, 400, 'invalid_request').message, /"order"/, `${path}?order=${order}`)
+      }
     }
   })
 

@@ -10,6 +10,7 @@ type Operation = {
   security?: unknown[]
   parameters?: { in: string; name: string }[]
   responses: Record<string, { description?: string; content?: { 'application/json'?: { schema?: ErrorSchema } } }>
+  requestBody?: { required?: boolean; content?: { 'application/json'?: { schema?: { required?: string[]; minProperties?: number } } } }
 }
 type ErrorSchema = { required?: string[]; properties?: { error?: { required?: string[]; properties?: { code?: { enum?: string[] } } } } }
 type Prop = { const?: unknown; enum?: unknown[]; type?: string }
@@ -167,6 +168,33 @@ forEachDialect('OpenAPI description', (dialect) => {
     for (const [name, op] of operations(doc)) {
       if (name === 'GET /v1/openapi.json') assert.deepEqual(op.security, [], 'the description should need no token')
       else assert.ok(op.security === undefined || op.security.length > 0, `${name} claims to need no token`)
+    }
+  })
+
+  it('marks a request body required only where the body must carry a field', () => {
+    let seen = 0
+    for (const [name, op] of operations(doc)) {
+      if (!op.requestBody) continue
+      const schema = op.requestBody.content?.['application/json']?.schema
+      const needsField = (schema?.required?.length ?? 0) > 0 || (schema?.minProperties ?? 0) > 0
+      assert.equal(op.requestBody.required === true, needsField, `${name}: requestBody.required is ${op.requestBody.required}`)
+      seen++
+    }
+    assert.ok(seen > 5, 'no request bodies described')
+    assert.notEqual(doc.paths['/v1/sessions']!.post!.requestBody!.required, true, 'every field of a new session is optional')
+    assert.equal(doc.paths['/v1/tokens']!.post!.requestBody!.required, true)
+  })
+
+  it('answers a POST whose body fields are all optional the same without a body as with {}', async () => {
+    const optional = operations(doc).filter(([name, op]) => op.requestBody && op.requestBody.required !== true && name !== 'POST /v1/sessions')
+    assert.ok(optional.length >= 3, `only ${optional.map(([n]) => n).join(', ')}`)
+    for (const [name] of optional) {
+      const [method, path] = name.split(' ') as ['POST', string]
+      const url = path.replace(/\{[^}]+\}/g, 'x_probe')
+      const withEmpty = await w().inject({ method, url, payload: {} })
+      const withNone = await w().inject({ method, url })
+      assert.equal(withNone.statusCode, withEmpty.statusCode, `${name}: ${withNone.body} vs ${withEmpty.body}`)
+      assert.equal(withNone.json().error?.code, withEmpty.json().error?.code, name)
     }
   })
 

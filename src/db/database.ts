@@ -143,9 +143,12 @@ export function isStoreUnreachable(err: unknown): boolean {
   return /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|database is locked|Client has encountered a connection error|not queryable/i.test(msg)
 }
 
-/** The text value of one key of a JSON-text column, spelled per dialect. */
+/**
+ * The text value of one key of a JSON-text column, spelled per dialect. The key is bound as a
+ * value on both: spliced into an SQLite JSON path, a NUL or a quote made the path unreadable.
+ */
 export function jsonText(dialect: DialectName, column: string, key: string): RawBuilder<string | null> {
   return dialect === 'postgres'
     ? sql<string | null>`(${sql.ref(column)}::jsonb ->> ${key})`
-    : sql<string | null>`json_extract(${sql.ref(column)}, ${'$."' + key.replace(/["\\]/g, (c) => '\\' + c) + '"'})`
+    : sql<string | null>`(select j.value from json_each(${sql.ref(column)}) as j where j.key = ${key})`
 }

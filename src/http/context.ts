@@ -12,8 +12,10 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** No token needed (the OpenAPI description). */
     public?: boolean
-    /** The scope the token must carry. */
+    /** The scope the token must carry. A route declares this, `anyToken` or `public`, or the service does not start. */
     scope?: Scope
+    /** Any valid token, whatever its scopes (the health check, which reports them). */
+    anyToken?: boolean
     /** Which rate-limit bucket the call draws from; `general` unless said. */
     bucket?: 'sessions' | 'general'
     /** Accepts Idempotency-Key. */

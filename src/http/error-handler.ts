@@ -1,7 +1,17 @@
+import http from 'node:http'
+import type { Duplex } from 'node:stream'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { ApiError } from '../errors.ts'
 import { isStoreUnreachable } from '../db/database.ts'
+import { randomText } from '../shared/ids.ts'
 import { describeValidation } from './validation.ts'
+
+/** The id every answer carries in x-request-id (and error.request_id). */
+export const newRequestId = (): string => `req_${randomText(20)}`
+
+/** How long a refused connection may go on sending before it is cut. */
+const DRAIN_MS = 5000
+const answered = new WeakSet<Duplex>()
 
 function send(reply: FastifyReply, req: FastifyRequest, err: ApiError): FastifyReply {
   for (const [k, v] of Object.entries(err.headers)) reply.header(k, v)
@@ -51,6 +61,45 @@ export function frameworkErrorHandler(error: FastifyError, req: FastifyRequest, 
         ? new ApiError('not_found', `No endpoint or object at ${path}: a path segment is too long to be an id.`)
         : toApiError(error, req)
   send(reply, req, apiError)
+}
+
+/**
+ * What Node's HTTP parser refuses before Fastify sees a request (headers over the size limit, a
+ * malformed request line or header, a body cut short): answered in the error shape with an
+ * x-request-id, where Fastify's default wrote its own shape without one.
+ */
+export function clientErrorHandler(this: FastifyInstance, err: Error & { code?: string }, socket: Duplex): void {
+  // A reset peer is gone; a socket already answered gets a second report when the peer ends.
+  if (err.code === 'ECONNRESET' || socket.destroyed || answered.has(socket)) return
+  answered.add(socket)
+  const response = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage
+  if (!socket.writable || response?.headersSent) {
+    socket.destroy()
+    return
+  }
+  const message =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? `The request headers are over the ${Math.round(http.maxHeaderSize / 1024)} KiB limit.`
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? 'The request did not arrive in time.'
+        : err.code === 'HPE_INVALID_EOF_STATE'
+          ? 'The connection ended before the request did (a body shorter than its Content-Length?).'
+          : `The request is not valid HTTP/1.1 (${err.code ?? err.message}).`
+  const apiError = new ApiError('invalid_request', message)
+  const requestId = newRequestId()
+  this.log.debug({ err, requestId }, 'refused by the HTTP parser')
+  const body = JSON.stringify({ error: { code: apiError.code, message: apiError.message, request_id: requestId } })
+  // The failed parser is fed no more, and what the client still sends is read and dropped: a
+  // socket closed with unread bytes is reset, and a reset can cost the client this answer.
+  socket.removeAllListeners('data')
+  socket.resume()
+  socket.end(
+    `HTTP/1.1 ${apiError.status} ${http.STATUS_CODES[apiError.status]}\r\ncontent-type: application/json; charset=utf-8\r\n` +
+      `content-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}`,
+  )
+  const cut = setTimeout(() => socket.destroy(), DRAIN_MS)
+  cut.unref()
+  socket.once('close', () => clearTimeout(cut))
 }
 
 /** Compiles route patterns to tell an unknown path (404) from a known path with another method (405). */

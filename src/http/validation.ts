@@ -8,7 +8,7 @@ import type { FastifySchemaCompiler } from 'fastify'
  * coerced. Neither strips unknown fields: the specification wants them refused by name.
  */
 function makeAjv(coerce: boolean): Ajv {
-  const ajv = new Ajv({ discriminator: true, coerceTypes: coerce ? 'array' : false, useDefaults: true, removeAdditional: false, allErrors: false, strict: false })
+  const ajv = new Ajv({ discriminator: true, coerceTypes: coerce ? 'array' : false, useDefaults: true, removeAdditional: false, allErrors: false, strict: false, verbose: true })
   ;(addFormats as unknown as (a: Ajv) => void)(ajv)
   return ajv
 }
@@ -18,6 +18,15 @@ const textAjv = makeAjv(true)
 export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) => {
   const ajv = httpPart === 'body' ? bodyAjv : textAjv
   return ajv.compile(schema as object) as never
+}
+
+/**
+ * Whether a request body must be sent at all: only when its schema needs a field. A body whose
+ * fields are all optional may be left out (no body, no Content-Type) and is read as {}.
+ */
+export function bodyRequired(schema: unknown): boolean {
+  const s = (schema ?? {}) as { type?: unknown; required?: unknown[]; minProperties?: number }
+  return s.type !== 'object' || (s.required?.length ?? 0) > 0 || (s.minProperties ?? 0) > 0
 }
 
 /** Fields each tool entry type accepts, for the message that refuses an unknown one. Filled by the tools schema. */
@@ -63,6 +72,10 @@ export function describeValidation(errors: ErrorObject[], context: string, input
   const where = dotted(e.instancePath)
   const label = context === 'querystring' ? `query parameter "${where}"` : context === 'params' ? `path parameter "${where}"` : where ? `"${where}"` : 'the request body'
   if (e.keyword === 'required') return `Missing required field "${where ? `${where}.` : ''}${(e.params as { missingProperty: string }).missingProperty}".`
+  // A pattern means nothing to a caller: a schema may say in words what it allows (x-must-be).
+  const mustBe = (e.parentSchema as { 'x-must-be'?: string } | undefined)?.['x-must-be']
+  if (e.keyword === 'pattern' && mustBe) return `${e.propertyName === undefined ? label : `${label} key ${JSON.stringify(e.propertyName)}`} must be ${mustBe}.`
+  if (e.keyword === 'minProperties') return `${label} must carry at least one field.`
   if (e.keyword === 'enum' || e.keyword === 'const') {
     const allowed = (e.params as { allowedValues?: unknown[]; allowedValue?: unknown }).allowedValues ?? [(e.params as { allowedValue?: unknown }).allowedValue]
     return `${label} must be one of ${allowed.map((v) => JSON.stringify(v)).join(', ')}.`

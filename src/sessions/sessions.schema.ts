@@ -26,10 +26,12 @@ export const PermissionRule = Type.Object(
 export type PermissionRule = Static<typeof PermissionRule>
 export const PermissionRules = Type.Array(PermissionRule, { maxItems: 50 })
 
-export const Metadata = Type.Record(Type.String(), Type.String({ maxLength: 512 }), {
+// PostgreSQL cannot hold NUL (U+0000) in text, so neither a label nor a filter may carry it.
+const NO_NUL = '^[^\\u0000]*$'
+export const Metadata = Type.Record(Type.String(), Type.String({ maxLength: 512, pattern: NO_NUL, 'x-must-be': 'at most 512 characters, with no NUL (U+0000)' }), {
   maxProperties: 16,
-  propertyNames: { minLength: 1, maxLength: 64 },
-  description: "The caller's own labels: at most 16 keys of at most 64 characters, string values of at most 512. Returned unchanged.",
+  propertyNames: { minLength: 1, maxLength: 64, pattern: NO_NUL, 'x-must-be': '1 to 64 characters, with no NUL (U+0000)' },
+  description: "The caller's own labels: at most 16 keys of at most 64 characters, string values of at most 512, no NUL (U+0000) in either. Returned unchanged.",
 })
 
 export const AgentInput = Type.Object(
@@ -177,7 +179,15 @@ export const ListSessionsQuery = Type.Object(
     status: Type.Optional(SessionStatus),
     source: Type.Optional(Type.Union([Type.Literal('api'), Type.Literal('console'), Type.Literal('cli')])),
     created_by: Type.Optional(Type.Literal('me', { description: 'Only sessions created by the calling token.' })),
-    metadata: Type.Optional(Type.Array(Type.String({ pattern: '^[^:]+:', description: 'key:value' }), { description: 'Repeatable key:value; all must match.' })),
+    metadata: Type.Optional(
+      Type.Array(Type.String({
+        pattern: '^[^:\\u0000]{1,64}:[^\\u0000]{0,512}$',
+        description: 'key:value',
+        'x-must-be': 'key:value, the key (up to the first colon) 1 to 64 characters and the value at most 512, with no NUL (U+0000) in either',
+      }), {
+        description: 'Repeatable key:value; all must match.',
+      }),
+    ),
   },
   { additionalProperties: false },
 )

@@ -6,7 +6,7 @@ import { Health } from './tokens.schema.ts'
 export const healthRoutes: FastifyPluginAsyncTypebox<Deps> = async (app) => {
   app.get(
     '/health',
-    { schema: { operationId: 'getHealth', tags: ['health'], summary: 'Reports the scopes of the calling token', response: { 200: Health, ...errorResponses() } } },
+    { config: { anyToken: true }, schema: { operationId: 'getHealth', tags: ['health'], summary: 'Reports the scopes of the calling token', response: { 200: Health, ...errorResponses() } } },
     async (req) => ({ object: 'health' as const, status: 'ok' as const, org_id: req.auth.orgId, token_id: req.auth.tokenId, scopes: req.auth.scopes }),
   )
 }

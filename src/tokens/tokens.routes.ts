@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { Deps } from '../deps.ts'
 import { ApiError, errorResponses, notFound } from '../errors.ts'
-import { ListEnvelope, PlainListQuery, listPage } from '../http/pagination.ts'
+import { ListEnvelope, OrderedListQuery, listPage } from '../http/pagination.ts'
 import { CreateTokenBody, Token, TokenDeleted } from './tokens.schema.ts'
 import { getToken, insertToken, listTokenRows, revokeToken, toToken, type TokenRecord } from './tokens.store.ts'
 
@@ -36,7 +36,7 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store 
     '/tokens',
     {
       config: { scope: 'tokens:write' },
-      schema: { operationId: 'listTokens', tags: ['tokens'], summary: 'List the organization’s unrevoked tokens (expired ones included), never their secrets', querystring: Type.Object(PlainListQuery, { additionalProperties: false }), response: { 200: ListEnvelope(Token), ...errorResponses(400) } },
+      schema: { operationId: 'listTokens', tags: ['tokens'], summary: 'List the organization’s unrevoked tokens (expired ones included), never their secrets', querystring: Type.Object(OrderedListQuery, { additionalProperties: false }), response: { 200: ListEnvelope(Token), ...errorResponses(400) } },
     },
     async (req) => {
       // Revoked tokens have left the collection, so their ids are cursors that cannot be placed.

@@ -68,7 +68,7 @@ export const AnswerRequiredActionBody = Type.Object(
     output: Type.Optional(Type.Unknown({ description: "The function's result, any JSON value." })),
     error: Type.Optional(Type.String({ minLength: 1, description: 'The function failed; the agent is told this message.' })),
   },
-  { additionalProperties: false, description: 'Exactly one of output or error.' },
+  { additionalProperties: false, minProperties: 1, description: 'Exactly one of output or error.' },
 )
 export type AnswerRequiredActionBody = Static<typeof AnswerRequiredActionBody>
 
