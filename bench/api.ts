@@ -49,6 +49,9 @@ const env = {
   WARREN_RATE_GENERAL_PER_MIN: '100000000',
   WARREN_RATE_SESSIONS_PER_MIN: '100000000',
   WARREN_MAX_SESSIONS_PER_ORG: '100000000',
+  // Its own host resources: the default prefix's start-up clean-up would take every other
+  // instance's sandbox cgroups on this host (tests, other benches) for orphans.
+  WARREN_SANDBOX_PREFIX: 'ba',
 }
 const minted = JSON.parse(execFileSync(node, ['src/main.ts', 'tokens', 'create', '--org', 'bench'], { cwd: root, env: { ...process.env, ...env } }).toString())
 const auth = { authorization: `Bearer ${minted.token}` }
