@@ -15,7 +15,8 @@ import { SCOPES } from '../src/tokens/scopes.ts'
  * many bring-ups run at once is then counted exactly, whatever the machine's speed.
  */
 function gatedProvider(inner: SandboxProvider) {
-  const waiting: (() => void)[] = []
+  /** Creates held at the gate, by sandbox id, in the order they arrived. */
+  const waiting: { id: string; open: () => void }[] = []
   const gate = { open: false }
   const seen = { active: 0, most: 0, entered: 0, done: 0 }
   const provider: SandboxProvider = {
@@ -29,7 +30,7 @@ function gatedProvider(inner: SandboxProvider) {
       seen.entered++
       seen.most = Math.max(seen.most, seen.active)
       try {
-        if (!gate.open) await new Promise<void>((open) => waiting.push(open))
+        if (!gate.open) await new Promise<void>((open) => waiting.push({ id: spec.id, open }))
         return await inner.create(spec)
       } finally {
         seen.active--
@@ -40,7 +41,7 @@ function gatedProvider(inner: SandboxProvider) {
   /** Lets every create through from now on (so that a failed run can still close). */
   const openAll = () => {
     gate.open = true
-    for (const open of waiting.splice(0)) open()
+    for (const { open } of waiting.splice(0)) open()
   }
   return { provider, seen, waiting, openAll }
 }
@@ -84,7 +85,7 @@ forEachDialect('workspace bring-up', (dialect) => {
       // A bound that leaks lets more in while these wait at the gate: `most` (or the count) shows it.
       await waitFor(`${expected} bring-ups at the gate`, async () => gate.waiting.length === expected)
       assert.ok(gate.seen.most <= STARTS, `${gate.seen.most} bring-ups ran at once; the bound is ${STARTS}`)
-      gate.waiting.shift()!()
+      gate.waiting.shift()!.open()
       await waitFor('the released bring-up to finish', async () => gate.seen.done === released + 1)
     }
 
@@ -97,10 +98,13 @@ forEachDialect('workspace bring-up', (dialect) => {
     const { manager, gate, ids } = await gatedManager(STARTS + 1)
     for (const id of ids) manager.start(id)
     await waitFor(`${STARTS} bring-ups at the gate`, async () => gate.waiting.length === STARTS)
+    // Whichever reached the provider first holds a place; the other one waits its turn.
+    const atGate = gate.waiting.map((g) => g.id)
+    const queued = ids.find((id) => !atGate.includes(id))!
     // The gate stays shut: a destroy that joined the queue would never resolve.
-    await manager.destroy(ids[STARTS]!)
+    await manager.destroy(queued)
     gate.openAll()
-    for (const id of ids.slice(0, STARTS)) await waitFor(`${id} running`, async () => (await getWorkspace(w().store.db, id))?.env.state === 'running')
+    for (const id of atGate) await waitFor(`${id} running`, async () => (await getWorkspace(w().store.db, id))?.env.state === 'running')
     assert.equal(gate.seen.entered, STARTS, 'the destroyed workspace never reached the provider')
   })
 })

@@ -20,7 +20,9 @@ export function limiter(max: number): <T>(task: () => Promise<T>, signal?: Abort
         go()
       }
       const leave = () => {
-        queue.splice(queue.indexOf(waiter), 1)
+        const at = queue.indexOf(waiter)
+        if (at < 0) return // already handed a place: it runs
+        queue.splice(at, 1)
         stop(signal!.reason)
       }
       queue.push(waiter)
