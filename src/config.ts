@@ -1,4 +1,5 @@
 import { isIP } from 'node:net'
+import os from 'node:os'
 import path from 'node:path'
 
 /**
@@ -57,6 +58,8 @@ export type Config = {
   sandboxAllowedDomains: string[]
   /** Names this deployment's sandbox host resources; one running service per prefix on a host. */
   sandboxPrefix: string
+  /** Most sandboxes this process brings up at once; the rest wait their turn (a burst of creates). */
+  sandboxStarts: number
 }
 
 type Env = Record<string, string | undefined>
@@ -158,6 +161,8 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
         ? ['registry.npmjs.org', 'pypi.org', 'files.pythonhosted.org', 'github.com', 'codeload.github.com', 'objects.githubusercontent.com']
         : list('WARREN_SANDBOX_ALLOWED_DOMAINS'),
     sandboxPrefix: env.WARREN_SANDBOX_PREFIX || 'wr',
+    // Bring-up forks and writes cgroup files on this process's event loop: about one per core.
+    sandboxStarts: int('WARREN_SANDBOX_STARTS', os.availableParallelism(), 1),
     ...overrides,
   }
   if (config.encryptionKey !== undefined && decodeKey(config.encryptionKey) === null) {

@@ -18,6 +18,12 @@ export type Db = Kysely<Tables>
 export type Store = {
   db: Db
   dialect: DialectName
+  /**
+   * SQLite only: a mark that moves whenever anything is written to the database, by this process
+   * or another (the CLI). What was read under an unchanged mark is still what the store holds.
+   * Undefined on PostgreSQL, where no such mark is cheaper than the read it would save.
+   */
+  writeMark?: () => string
   close(): Promise<void>
 }
 
@@ -59,9 +65,15 @@ export async function openStore(opts: OpenStoreOptions): Promise<Store> {
     return store
   }
   fs.mkdirSync(opts.dataDir, { recursive: true })
-  const { dialect } = openSqlite(sqliteFile(opts.dataDir))
+  const { dialect, raw } = openSqlite(sqliteFile(opts.dataDir))
   const db = new Kysely<Tables>({ dialect })
-  const store: Store = { db, dialect: 'sqlite', close: () => db.destroy() }
+  // data_version moves with other connections' commits, total_changes() with this connection's.
+  const mark = raw.prepare('SELECT (SELECT data_version FROM pragma_data_version()) AS other, total_changes() AS own')
+  const writeMark = () => {
+    const r = mark.get() as { other: number; own: number }
+    return `${r.other}:${r.own}`
+  }
+  const store: Store = { db, dialect: 'sqlite', writeMark, close: () => db.destroy() }
   await migrate(store)
   return store
 }

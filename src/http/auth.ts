@@ -1,7 +1,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { isStoreUnreachable, type Store } from '../db/database.ts'
 import { ApiError } from '../errors.ts'
-import { findTokenByHash, hashToken } from '../tokens/tokens.store.ts'
+import { hashToken } from '../tokens/tokens.store.ts'
+import { tokenLookup } from '../tokens/token-lookup.ts'
 import { TOKEN_PREFIX } from '../tokens/scopes.ts'
 import type { Config } from '../config.ts'
 import { takeToken } from './rate-limit.ts'
@@ -14,6 +15,7 @@ const RETRY_AFTER_UNAVAILABLE = '5'
  * authenticated answer (a 403 included) carries the x-ratelimit-* headers.
  */
 export function authHook(store: Store, config: Config) {
+  const findToken = tokenLookup(store)
   return async function authenticate(req: FastifyRequest, reply: FastifyReply): Promise<void> {
     const header = req.headers.authorization
     const match = typeof header === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null
@@ -22,7 +24,7 @@ export function authHook(store: Store, config: Config) {
     if (!secret.startsWith(TOKEN_PREFIX)) throw new ApiError('authentication_error', 'Unrecognised access token.')
     let token
     try {
-      token = await findTokenByHash(store.db, hashToken(secret))
+      token = await findToken(hashToken(secret))
     } catch (err) {
       if (isStoreUnreachable(err)) {
         throw new ApiError('directory_unavailable', 'The token directory cannot be reached; retry shortly.', {

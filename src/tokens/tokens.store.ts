@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto'
+import { hash, randomBytes } from 'node:crypto'
 import type { Db } from '../db/database.ts'
 import { prepared } from '../db/prepared.ts'
 import { newId } from '../shared/ids.ts'
@@ -16,7 +16,7 @@ export type TokenRecord = {
 }
 
 /** Tokens are high-entropy, so one SHA-256 is enough to make the stored form useless to a thief. */
-export const hashToken = (secret: string): string => createHash('sha256').update(secret).digest('hex')
+export const hashToken = (secret: string): string => hash('sha256', secret, 'hex')
 
 type TokenRow = { id: string; org_id: string; name: string | null; scopes: string; created_at: number; expires_at: number; revoked_at: number | null }
 const toToken = (r: TokenRow): TokenRecord => ({

@@ -4,6 +4,7 @@ import { ApiError } from '../errors.ts'
 import { withEvents } from '../events/record-event.ts'
 import { getProfileEnv } from '../environments/environments.store.ts'
 import type { Sandbox, SandboxProvider, WorkspaceReader } from '../sandbox/sandbox.ts'
+import { limiter } from '../shared/limiter.ts'
 import { networkPolicyFor } from './network-policy.ts'
 import { seedWorkspace } from './seed-workspace.ts'
 import { closeInterval, getWorkspace, listLiveWorkspaces, markOpenIntervalsForReview, openInterval, patchWorkspace, type WorkspaceState } from './workspaces.store.ts'
@@ -19,6 +20,8 @@ type Entry = {
   holds: number
   /** Operations on one workspace run one after another. */
   queue: Promise<unknown>
+  /** Aborted by destroy: a bring-up still waiting for its turn gives up at once. */
+  gone: AbortController
 }
 
 /**
@@ -59,10 +62,13 @@ export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | '
   const entries = new Map<string, Entry>()
   const reclaimed = new EventEmitter<{ reclaimed: [string] }>()
   const pauseHooks: ((id: string) => Promise<void>)[] = []
+  // A burst of creates must not start a burst of sandboxes: each start forks and writes cgroup
+  // files on this process's event loop, which the API's own requests share.
+  const starting = limiter(config.sandboxStarts)
 
   const entryOf = (id: string): Entry => {
     let e = entries.get(id)
-    if (!e) entries.set(id, (e = { sandbox: null, usedMs: 0, runningSince: null, lastActivity: Date.now(), holds: 0, queue: Promise.resolve() }))
+    if (!e) entries.set(id, (e = { sandbox: null, usedMs: 0, runningSince: null, lastActivity: Date.now(), holds: 0, queue: Promise.resolve(), gone: new AbortController() }))
     return e
   }
   const serial = <T>(id: string, op: () => Promise<T>): Promise<T> => {
@@ -90,14 +96,18 @@ export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | '
     const restoring = ws.env.state === 'reclaimed' || ws.env.state === 'failed'
     try {
       const env = await getProfileEnv(store.db, box, ws.orgId, ws.env.profiles ?? [])
-      const sandbox = await provider.create({
-        id,
-        existing: restoring && ws.env.initialized,
-        workspaceMount: WORKSPACE_MOUNT,
-        env,
-        network: networkPolicyFor(config, ws.agent.permission_rules ?? []),
-        limits: { memoryBytes: config.sandboxMemoryMb * 1024 * 1024, pids: config.sandboxPids, cpus: config.sandboxCpus },
-      })
+      const sandbox = await starting(
+        () =>
+          provider.create({
+            id,
+            existing: restoring && ws.env.initialized,
+            workspaceMount: WORKSPACE_MOUNT,
+            env,
+            network: networkPolicyFor(config, ws.agent.permission_rules ?? []),
+            limits: { memoryBytes: config.sandboxMemoryMb * 1024 * 1024, pids: config.sandboxPids, cpus: config.sandboxCpus },
+          }),
+        e.gone.signal,
+      )
       e.sandbox = sandbox
       e.runningSince = Date.now()
       e.usedMs = restoring ? 0 : (ws.env.used_ms ?? 0)
@@ -112,6 +122,8 @@ export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | '
       }
       return sandbox
     } catch (err) {
+      // Deleted while it waited for its turn: nothing was started and there is nothing to report.
+      if (e.gone.signal.aborted && e.sandbox === null) return null
       // Whatever got started is stopped and its time closed: a failed workspace holds nothing.
       const started = e.sandbox !== null
       if (e.sandbox) await e.sandbox.destroy().catch(() => {})
@@ -212,14 +224,16 @@ export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | '
     onPause: (fn) => void pauseHooks.push(fn),
     reclaimed,
     files: (id) => provider.workspace(id),
-    destroy: (id) =>
-      serial(id, async () => {
+    destroy: (id) => {
+      entries.get(id)?.gone.abort()
+      return serial(id, async () => {
         const e = entries.get(id)
         entries.delete(id)
         await e?.sandbox?.destroy()
         await closeInterval(store.db, id, Date.now())
         await provider.deleteWorkspace(id)
-      }),
+      })
+    },
     async recover() {
       await provider.cleanupOrphans()
       await markOpenIntervalsForReview(store.db)
