@@ -136,6 +136,22 @@ forEachDialect('workspaces', (dialect) => {
     await w().inject({ method: 'DELETE', url: `/v1/sessions/${s.id}` })
   })
 
+  it('a sandbox that died behind the service (destroyed from outside) closes its usage interval before a new one opens', async () => {
+    const s = await session(w())
+    await hasEvent(w(), s.id, 'sandbox.created')
+    const sb = await w().workspaces.live(s.id)
+    assert.ok(sb, 'the sandbox is live')
+    // As when its cgroups are removed by another process: the sandbox ends without the manager's doing.
+    await sb.destroy()
+    const up = await w().inject({ method: 'POST', url: `/v1/sessions/${s.id}/files`, payload: { files: [{ path: 'again.txt', content: b64('again') }] } })
+    assert.equal(up.statusCode, 200, up.body)
+    const rows = await w().store.db.selectFrom('usage_intervals').selectAll().where('session_id', '=', s.id).orderBy('started_at').execute()
+    assert.equal(rows.length, 2, 'a new sandbox opens a new interval')
+    assert.notEqual(rows[0]!.ended_at, null, 'the dead sandbox\'s interval is closed')
+    assert.equal(rows[1]!.ended_at, null, 'the new sandbox\'s interval is open')
+    await w().inject({ method: 'DELETE', url: `/v1/sessions/${s.id}` })
+  })
+
   it('reports usage: intervals, seconds, and a deleted session stays readable', async () => {
     const s = await session(w())
     await hasEvent(w(), s.id, 'sandbox.created')

@@ -149,6 +149,13 @@ export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | '
       await setState(id, ws.orgId, 'running', 'sandbox.resumed', {}, 'open')
       return e.sandbox
     }
+    if (e.sandbox?.state === 'destroyed') {
+      // It ended without the manager's doing (its cgroups removed by another process, say): its
+      // running time ends now, before the sandbox that replaces it opens an interval of its own.
+      e.sandbox = null
+      e.runningSince = null
+      await closeInterval(store.db, id, Date.now())
+    }
     const sandbox = await bringUp(id)
     if (!sandbox) throw new ApiError('not_found', `No session with id "${id}".`)
     return sandbox
