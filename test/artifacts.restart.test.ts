@@ -31,10 +31,7 @@ forEachDialect('artifacts across a restart', (dialect) => {
       // As if the service had stopped while publishing: the turn's publication never happened.
       await first.store.db.deleteFrom('artifacts').where('turn_id', '=', turn.id).execute()
       await first.store.db.updateTable('turns').set({ artifacts: 'pending', artifacts_skipped: '[]' }).where('id', '=', turn.id).execute()
-      await first.app.close()
-      await first.workspaces.close()
-      await first.store.close()
-      await first.bus.close()
+      await first.close()
 
       second = await startWarren(dialect, opts)
       const c2 = client(second, org)

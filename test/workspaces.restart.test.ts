@@ -18,7 +18,8 @@ forEachDialect('workspaces across a crash of the service', (dialect) => {
     const sandboxPrefix = `r${randomText(4)}`
     const pgSchema = `t_${randomText(12)}`
     const opts = { dataDir, sandboxPrefix, pgSchema, env: { WARREN_IDLE_PAUSE_MS: '600000' } }
-    const first = await startWarren(dialect, opts)
+    // No delivery worker in the run that crashes: nothing of it may go on once its store is gone.
+    const first = await startWarren(dialect, { ...opts, deliveries: false })
     await connectModel(first)
     const created = await first.inject({ method: 'POST', url: '/v1/sessions', payload: { environment: { files: [{ path: 'kept.txt', content: b64('kept') }] } } })
     const id = created.json().id as string
@@ -31,8 +32,8 @@ forEachDialect('workspaces across a crash of the service', (dialect) => {
     const namespacesBefore = netnsOf()
     assert.notEqual(namespacesBefore.length, 0, 'control: the crashed run leaves network namespaces behind')
 
-    // The crash: the HTTP side and the store go away; the workspace manager never gets to stop.
-    await first.app.close()
+    // The crash: the store goes away under the running service and nothing of it stops in order
+    // (app.close() is a graceful stop: it would close the workspaces and their usage intervals).
     await first.store.close()
 
     const second = await startWarren(dialect, opts)
@@ -58,6 +59,7 @@ forEachDialect('workspaces across a crash of the service', (dialect) => {
       assert.equal(usage.json().intervals, 2)
     } finally {
       // The crashed run's provider object still lives in this test process: let it go.
+      await first.runner.close().catch(() => {})
       await first.workspaces.close().catch(() => {})
       await first.bus.close()
       await second.close()
