@@ -8,14 +8,15 @@ const MAX_KEPT = 10_000
  * until anything is written to the database, by this process or another, so a quiet store
  * answers from memory and any write counts at once. Elsewhere every call reads the store.
  * Misses (null) are never kept: an unknown key costs a read each time, not memory.
+ * `mark`, when given, is one this request already read (readMark): the answer then reflects the
+ * store at that instant, still within the request, and a hit costs no second read of the mark.
  */
-export function markedCache<V>(store: Pick<Store, 'writeMark'>): (key: string, read: () => Promise<V | null>) => Promise<V | null> {
+export function markedCache<V>(store: Pick<Store, 'writeMark'>): (key: string, read: () => Promise<V | null>, mark?: string) => Promise<V | null> {
   const writeMark = store.writeMark
   if (!writeMark) return (_key, read) => read()
   const kept = new Map<string, V>()
   let keptAt = ''
-  return async (key, read) => {
-    const mark = writeMark()
+  return async (key, read, mark = writeMark()) => {
     if (mark !== keptAt) {
       kept.clear()
       keptAt = mark

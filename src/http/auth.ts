@@ -24,7 +24,9 @@ export function authHook(store: Store, config: Config) {
     if (!secret.startsWith(TOKEN_PREFIX)) throw new ApiError('authentication_error', 'Unrecognised access token.')
     let token
     try {
-      token = await findToken(hashToken(secret))
+      // Read once here: the request's other reads from memory reuse it (readMark).
+      req.readMark = store.writeMark?.()
+      token = await findToken(hashToken(secret), req.readMark)
     } catch (err) {
       if (isStoreUnreachable(err)) {
         throw new ApiError('directory_unavailable', 'The token directory cannot be reached; retry shortly.', {

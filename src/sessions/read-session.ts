@@ -10,13 +10,13 @@ import { getSessionRow, toSessions } from './sessions.store.ts'
  * until anything is written to the database (its status, workspace state, open calls and
  * deletion are all rows, so any change moves the mark). A 404 is never kept.
  */
-export function sessionReader(store: Store, defaultTools: ToolEntry[]): (orgId: string, id: string) => Promise<Session> {
+export function sessionReader(store: Store, defaultTools: ToolEntry[]): (orgId: string, id: string, mark?: string) => Promise<Session> {
   const cache = markedCache<Session>(store)
-  return async (orgId, id) => {
+  return async (orgId, id, mark) => {
     const session = await cache(`${orgId}\u0000${id}`, async () => {
       const row = await getSessionRow(store.db, orgId, id)
       return row ? (await toSessions(store.db, [row], defaultTools))[0]! : null
-    })
+    }, mark)
     if (!session) throw notFound('session', id)
     return session
   }

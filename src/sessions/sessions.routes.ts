@@ -70,7 +70,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
   app.get(
     '/sessions/:session_id',
     { config: { scope: 'sessions:read' }, schema: { operationId: 'getSession', tags: ['sessions'], params: SessionParams, response: { 200: Session, ...errorResponses(404) } } },
-    async (req) => readSession(req.auth.orgId, req.params.session_id),
+    async (req) => readSession(req.auth.orgId, req.params.session_id, req.readMark),
   )
 
   app.post(

@@ -7,7 +7,7 @@ import { findTokenByHash, type TokenRecord } from './tokens.store.ts'
  * token read is reused until anything is written to the database (a revocation, an expiry moved,
  * scopes changed all count at once); elsewhere every call reads the store.
  */
-export function tokenLookup(store: Store): (hash: string) => Promise<TokenRecord | null> {
+export function tokenLookup(store: Store): (hash: string, mark?: string) => Promise<TokenRecord | null> {
   const cache = markedCache<TokenRecord>(store)
-  return (hash) => cache(hash, () => findTokenByHash(store.db, hash))
+  return (hash, mark) => cache(hash, () => findTokenByHash(store.db, hash), mark)
 }
