@@ -11,6 +11,7 @@ import { clientErrorHandler, frameworkErrorHandler, installErrorHandlers, newReq
 import { bodyRequired, validatorCompiler } from './http/validation.ts'
 import { ApiError, errorResponse } from './errors.ts'
 import { MIB } from './http/limits.ts'
+import { lazyChildLogger } from './http/request-logger.ts'
 import { checkBody, refuseNulInUrl } from './http/hostile-input.ts'
 import { healthRoutes } from './tokens/health.routes.ts'
 import { tokenRoutes } from './tokens/tokens.routes.ts'
@@ -45,6 +46,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       return server
     },
     logger: deps.logger ?? false,
+    ...(deps.logger ? { childLoggerFactory: lazyChildLogger } : {}),
     bodyLimit: MIB,
     genReqId: newRequestId,
     requestIdHeader: false,
