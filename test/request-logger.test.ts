@@ -60,3 +60,20 @@ it('a request’s own lines at warn and above are written bound to its id; its l
   assert.deepEqual(out.lines.map((l) => [l.msg, l.reqId]), [['kept', 'req_1'], ['raised', 'req_1'], ['request completed', 'req_1']])
   assert.equal(out.lines[0]!.detail, 1)
 })
+
+it('makes no child for a request that writes nothing its level keeps, and one for a request that does', () => {
+  const made: Record<string, unknown>[] = []
+  const written: unknown[][] = []
+  const child = { level: 'warn', error: (...a: unknown[]) => written.push(a), info: () => assert.fail('info below warn was written') }
+  const parent = { level: 'warn', child: (b: Record<string, unknown>) => (made.push(b), child) } as never
+  const quiet = lazyChildLogger.call(null as never, parent, { reqId: 'req_q' }, {}, null as never)
+  quiet.info('dropped')
+  quiet.debug('dropped')
+  assert.equal(quiet.level, 'warn')
+  assert.deepEqual(made, [], 'a child was made for a request that wrote nothing')
+  const loud = lazyChildLogger.call(null as never, parent, { reqId: 'req_l' }, {}, null as never)
+  loud.error({ a: 1 }, 'kept')
+  loud.error('again')
+  assert.deepEqual(made, [{ reqId: 'req_l' }])
+  assert.deepEqual(written, [[{ a: 1 }, 'kept'], ['again']])
+})
