@@ -66,7 +66,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   })
   installErrorHandlers(app)
 
-  const authenticate = authHook(deps.store, deps.config)
+  const authenticateFor = authHook(deps.store, deps.config)
   const claimKey = idempotencyPreHandler(deps.store, deps.box)
   const recordAnswer = idempotencyOnSend(deps.store, deps.box)
   // Every route gets the same guards: a token (unless public), closed query strings, a refusal of
@@ -80,7 +80,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     }
     const schema = (route.schema ??= {})
     if (!schema.querystring) schema.querystring = EmptyQuery
-    if (!cfg.public) route.onRequest = [authenticate, ...[route.onRequest ?? []].flat()]
+    if (!cfg.public) route.onRequest = [authenticateFor(cfg), ...[route.onRequest ?? []].flat()]
     if (cfg.passThrough) {
       // The preview proxy's: what it carries is the site's own.
     } else if (!schema.body && route.method !== 'GET' && route.method !== 'HEAD') {
@@ -106,7 +106,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       const body = schema.body
       route.preHandler = [async (req: FastifyRequest) => checkBody(req.body, body), ...[route.preHandler ?? []].flat()]
     }
-    route.preValidation = [refuseNulInUrl, ...[route.preValidation ?? []].flat()]
+    route.preValidation = [refuseNulInUrl(cfg.passThrough === true), ...[route.preValidation ?? []].flat()]
   })
 
   await app.register(swagger, {
