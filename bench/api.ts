@@ -95,6 +95,10 @@ try {
   console.log(`GET /v1/sessions/{id}     ${fmt(get)}  server ${get.cpuUs.toFixed(1)} µs CPU/req`)
   if (post) console.log(`POST /v1/sessions         ${fmt(post)}  server ${post.cpuUs.toFixed(1)} µs CPU/req`)
   console.log(`ratio GET/bare throughput:  ${(get.rps / base.rps).toFixed(2)} (target >= 0.50)`)
+  // Each GET round beside the bare round just before it: on a machine whose load drifts (other
+  // processes), a pair shares its conditions where the two medians may not.
+  const paired = gets.map((g, i) => g.rps / bares[i]!.rps).sort((a, b) => a - b)
+  console.log(`  paired rounds:            ${paired.map((r) => r.toFixed(2)).join(', ')} (median ${paired[Math.floor(paired.length / 2)]!.toFixed(2)})`)
   if (post) console.log(`ratio POST/bare throughput: ${(post.rps / base.rps).toFixed(2)}`)
   console.log(`ratio GET/bare p99 latency: ${(get.p99 / base.p99).toFixed(2)}`)
   // Every create starts a workspace; the 201 must not wait for any of them (WARREN_SANDBOX_STARTS).
