@@ -1,5 +1,5 @@
 import http from 'node:http'
-import Fastify, { type FastifyContextConfig, type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify'
+import Fastify, { type FastifyContextConfig, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import swagger from '@fastify/swagger'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
@@ -11,6 +11,7 @@ import { clientErrorHandler, frameworkErrorHandler, installErrorHandlers, newReq
 import { bodyRequired, validatorCompiler } from './http/validation.ts'
 import { ApiError, errorResponse } from './errors.ts'
 import { MIB } from './http/limits.ts'
+import { lazyChildLogger } from './http/request-logger.ts'
 import { checkBody, refuseNulInUrl } from './http/hostile-input.ts'
 import { healthRoutes } from './tokens/health.routes.ts'
 import { tokenRoutes } from './tokens/tokens.routes.ts'
@@ -45,6 +46,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       return server
     },
     logger: deps.logger ?? false,
+    ...(deps.logger ? { childLoggerFactory: lazyChildLogger } : {}),
     bodyLimit: MIB,
     genReqId: newRequestId,
     requestIdHeader: false,
@@ -56,12 +58,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   app.setValidatorCompiler(validatorCompiler)
-  app.addHook('onRequest', async (req, reply) => {
+  // Callback-style hooks on every request (here and below): an async hook costs each request a
+  // promise and a microtask hop even when it has nothing to wait for.
+  app.addHook('onRequest', (req, reply, done) => {
     reply.header('x-request-id', String(req.id))
+    done()
   })
   installErrorHandlers(app)
 
-  const authenticate = authHook(deps.store, deps.config)
+  const authenticateFor = authHook(deps.store, deps.config)
   const claimKey = idempotencyPreHandler(deps.store, deps.box)
   const recordAnswer = idempotencyOnSend(deps.store, deps.box)
   // Every route gets the same guards: a token (unless public), closed query strings, a refusal of
@@ -75,7 +80,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     }
     const schema = (route.schema ??= {})
     if (!schema.querystring) schema.querystring = EmptyQuery
-    if (!cfg.public) route.onRequest = [authenticate, ...[route.onRequest ?? []].flat()]
+    if (!cfg.public) route.onRequest = [authenticateFor(cfg), ...[route.onRequest ?? []].flat()]
     if (cfg.passThrough) {
       // The preview proxy's: what it carries is the site's own.
     } else if (!schema.body && route.method !== 'GET' && route.method !== 'HEAD') {
@@ -101,7 +106,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       const body = schema.body
       route.preHandler = [async (req: FastifyRequest) => checkBody(req.body, body), ...[route.preHandler ?? []].flat()]
     }
-    route.preValidation = [refuseNulInUrl, ...[route.preValidation ?? []].flat()]
+    route.preValidation = [refuseNulInUrl(cfg.passThrough === true), ...[route.preValidation ?? []].flat()]
   })
 
   await app.register(swagger, {
@@ -169,9 +174,13 @@ async function readMissingBodyAsEmpty(req: FastifyRequest): Promise<void> {
   if (req.body === undefined) req.body = {}
 }
 
-async function refuseGetBody(req: FastifyRequest): Promise<void> {
+function refuseGetBody(req: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void {
   const length = req.headers['content-length']
-  if (req.headers['transfer-encoding'] === undefined && (length === undefined || length === '0')) return
+  if (req.headers['transfer-encoding'] === undefined && (length === undefined || length === '0')) return done()
+  readGetBody(req).then(() => done(), done)
+}
+
+async function readGetBody(req: FastifyRequest): Promise<void> {
   const chunks: Buffer[] = []
   let size = 0
   for await (const chunk of req.raw as AsyncIterable<Buffer>) {

@@ -68,11 +68,13 @@ export async function openStore(opts: OpenStoreOptions): Promise<Store> {
   const { dialect, raw } = openSqlite(sqliteFile(opts.dataDir))
   const db = new Kysely<Tables>({ dialect })
   // data_version moves with other connections' commits, total_changes() with this connection's.
-  const mark = raw.prepare('SELECT (SELECT data_version FROM pragma_data_version()) AS other, total_changes() AS own')
-  const writeMark = () => {
-    const r = mark.get() as { other: number; own: number }
-    return `${r.other}:${r.own}`
-  }
+  // Read on every authenticated request: two bare statements returning arrays measured about a
+  // third cheaper than one SELECT over the pragma's table function returning an object.
+  const other = raw.prepare('PRAGMA data_version')
+  const own = raw.prepare('SELECT total_changes()')
+  other.setReturnArrays(true)
+  own.setReturnArrays(true)
+  const writeMark = () => `${(other.get() as unknown as number[])[0]}:${(own.get() as unknown as number[])[0]}`
   const store: Store = { db, dialect: 'sqlite', writeMark, close: () => db.destroy() }
   await migrate(store)
   return store

@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyContextConfig, FastifyReply, FastifyRequest } from 'fastify'
 import { isStoreUnreachable, type Store } from '../db/database.ts'
 import { ApiError } from '../errors.ts'
 import { hashToken } from '../tokens/tokens.store.ts'
@@ -12,11 +12,12 @@ const RETRY_AFTER_UNAVAILABLE = '5'
 
 /**
  * Authenticates, charges the rate-limit bucket and checks the scope, in that order, so that every
- * authenticated answer (a 403 included) carries the x-ratelimit-* headers.
+ * authenticated answer (a 403 included) carries the x-ratelimit-* headers. One hook a route, made
+ * from the route's config: reading it from the request (req.routeOptions) builds an object each time.
  */
 export function authHook(store: Store, config: Config) {
   const findToken = tokenLookup(store)
-  return async function authenticate(req: FastifyRequest, reply: FastifyReply): Promise<void> {
+  return (cfg: FastifyContextConfig) => async function authenticate(req: FastifyRequest, reply: FastifyReply): Promise<void> {
     const header = req.headers.authorization
     const match = typeof header === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null
     if (!match) throw new ApiError('authentication_error', 'Missing bearer token: send "Authorization: Bearer svc_pat_…".')
@@ -24,7 +25,9 @@ export function authHook(store: Store, config: Config) {
     if (!secret.startsWith(TOKEN_PREFIX)) throw new ApiError('authentication_error', 'Unrecognised access token.')
     let token
     try {
-      token = await findToken(hashToken(secret))
+      // Read once here: the request's other reads from memory reuse it (readMark).
+      req.readMark = store.writeMark?.()
+      token = await findToken(hashToken(secret), req.readMark)
     } catch (err) {
       if (isStoreUnreachable(err)) {
         throw new ApiError('directory_unavailable', 'The token directory cannot be reached; retry shortly.', {
@@ -39,7 +42,6 @@ export function authHook(store: Store, config: Config) {
     if (token.expiresAt <= Date.now()) throw new ApiError('authentication_error', 'This access token has expired; mint a new one.')
     req.auth = { tokenId: token.id, orgId: token.orgId, scopes: token.scopes }
 
-    const cfg = req.routeOptions.config
     const bucket = cfg.bucket ?? 'general'
     const perMinute = bucket === 'sessions' ? config.rateSessionsPerMin : config.rateGeneralPerMin
     const rate = await takeToken(store, token.id, bucket, perMinute)

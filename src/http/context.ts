@@ -8,6 +8,11 @@ declare module 'fastify' {
     auth: Auth
     /** Set when the request carries an Idempotency-Key this process now owns. */
     idempotencyKey?: string
+    /**
+     * The store's write mark (SQLite) as read when the request was authenticated: a read kept
+     * under it shows the store as it was at that instant, which lies within this request.
+     */
+    readMark?: string
   }
   interface FastifyContextConfig {
     /** No token needed (the OpenAPI description). */

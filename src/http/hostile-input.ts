@@ -1,4 +1,4 @@
-import type { FastifyRequest } from 'fastify'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import { ApiError } from '../errors.ts'
 
 const NUL = '\u0000'
@@ -73,13 +73,24 @@ export function checkBody(body: unknown, schema: unknown): void {
  * and a query value with one could only fail in the store. The preview path after the session is
  * the site's own and is not looked at.
  */
-export async function refuseNulInUrl(req: FastifyRequest): Promise<void> {
+export function refuseNulInUrl(passThrough: boolean) {
+  return function refuseNul(req: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void {
+    try {
+      checkUrl(req, passThrough)
+    } catch (err) {
+      return done(err as Error)
+    }
+    done()
+  }
+}
+
+function checkUrl(req: FastifyRequest, passThrough: boolean): void {
   for (const [name, value] of Object.entries((req.params ?? {}) as Record<string, string>)) {
     if (name !== '*' && value.includes(NUL)) {
       throw new ApiError('not_found', `No endpoint or object at ${req.url.split('?')[0]}: an id never holds NUL (U+0000).`)
     }
   }
-  if (req.routeOptions.config.passThrough) return
+  if (passThrough) return
   for (const [name, value] of Object.entries((req.query ?? {}) as Record<string, unknown>)) {
     if (name.includes(NUL) || [value].flat().some((v) => typeof v === 'string' && v.includes(NUL))) throw nulRefusal(`Query parameter "${name}"`)
   }

@@ -7,6 +7,7 @@ import { MIB } from '../http/limits.ts'
 import { defaultToolEntries } from '../tools/default-tools.ts'
 import { createSession } from './create-session.ts'
 import { deleteSession } from './delete-session.ts'
+import { sessionReader } from './read-session.ts'
 import { CreateSessionBody, ListSessionsQuery, Session, SessionDeleted, SessionParams, UpdateSessionBody } from './sessions.schema.ts'
 import { getSessionRow, listSessionRows, toSessions, updateSessionRow, type SessionRow } from './sessions.store.ts'
 
@@ -17,6 +18,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
   const defaults = defaultToolEntries(config)
   const shapeAll = (rows: SessionRow[]) => toSessions(store.db, rows, defaults)
   const shape = async (row: SessionRow) => (await shapeAll([row]))[0]!
+  const readSession = sessionReader(store, defaults)
 
   app.post(
     '/sessions',
@@ -68,10 +70,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
   app.get(
     '/sessions/:session_id',
     { config: { scope: 'sessions:read' }, schema: { operationId: 'getSession', tags: ['sessions'], params: SessionParams, response: { 200: Session, ...errorResponses(404) } } },
-    async (req) => {
-      const row = await requireSession(store.db, req.auth.orgId, req.params.session_id)
-      return shape(row)
-    },
+    async (req) => readSession(req.auth.orgId, req.params.session_id, req.readMark),
   )
 
   app.post(
