@@ -19,7 +19,7 @@ const boxOf = (hex: string) => secretBox(Buffer.from(hex, 'hex'))
 /** `warren keys reseal` on the data folder with these keys: its exit code and its JSON line. */
 function reseal(dataDir: string, env: Record<string, string>): Promise<{ code: number; report: { resealed: number; unreadable: number; by_table: Record<string, number> } }> {
   return new Promise((resolve) =>
-    execFile(NODE, ['src/main.ts', 'keys', 'reseal'], { cwd: ROOT, env: { PATH: process.env.PATH, WARREN_DATA_DIR: dataDir, ...env }, timeout: 30_000 }, (err, stdout) =>
+    execFile(NODE, ['src/main.ts', 'keys', 'reseal'], { cwd: ROOT, env: { PATH: process.env.PATH, WARREN_DATA_DIR: dataDir, ...env }, timeout: 90_000 }, (err, stdout) =>
       resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, report: JSON.parse(stdout.trim().split('\n').at(-1)!) }),
     ),
   )

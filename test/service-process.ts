@@ -74,7 +74,11 @@ export function serviceProcess(env: Record<string, string>, where: ServiceWhere 
       const ended = new Promise<Exit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
       readline.createInterface({ input: child.stderr! }).on('line', (l) => keep(`stderr: ${l}`))
       url = await new Promise<string>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`warren serve did not say it listens within 30 s:\n${output.join('\n')}`)), 30_000)
+        // A service that never listens is killed: left running, its pipes would hold the test file open for good.
+        const timer = setTimeout(() => {
+          child.kill('SIGKILL')
+          reject(new Error(`warren serve did not say it listens within 120 s:\n${output.join('\n')}`))
+        }, 120_000)
         readline.createInterface({ input: child.stdout! }).on('line', (l) => {
           keep(`stdout: ${l}`)
           const m = /^warren: listening on (http:\/\/127\.0\.0\.1:\d+)$/.exec(l)
@@ -108,7 +112,7 @@ export function serviceProcess(env: Record<string, string>, where: ServiceWhere 
     },
     async mint(org) {
       const minted = await new Promise<string>((resolve, reject) =>
-        execFile(NODE, [main, 'tokens', 'create', '--org', org], { cwd, env: childEnv(env), timeout: 30_000 }, (err, stdout, stderr) =>
+        execFile(NODE, [main, 'tokens', 'create', '--org', org], { cwd, env: childEnv(env), timeout: 90_000 }, (err, stdout, stderr) =>
           err ? reject(new Error(`tokens create failed: ${err.message}\n${stderr}`)) : resolve(stdout),
         ),
       )
