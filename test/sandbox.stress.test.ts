@@ -33,7 +33,9 @@ after(() => {
 })
 
 it('creates, execs and spawns at once under CPU load beside another deployment\'s start-up: zero failures', { skip }, async () => {
-  const burners = Array.from({ length: BURNERS }, () => spawn('timeout', ['300', 'sh', '-c', 'while :; do :; done'], { stdio: 'ignore' }))
+  // Each burner is one process that ends by itself after 5 minutes: SIGKILL below ends it at once,
+  // and a test process killed before that cannot leave it spinning for good.
+  const burners = Array.from({ length: BURNERS }, () => spawn(process.execPath, ['-e', 'const end = Date.now() + 300000; while (Date.now() < end);'], { stdio: 'ignore' }))
   // Deployments as create-local names them: this one with a prefix, the other one the default.
   const provider = new LocalSandboxProvider({ cgroupParent, workspaceRoot: dataDir, prefix: cgroupPrefix(`s${run.slice(0, 4)}`), uidBase, uidCount: 100 })
   const other = () => new LocalSandboxProvider({ cgroupParent, workspaceRoot: dataDir, prefix: cgroupPrefix('wr'), uidBase: uidBase + 200, uidCount: 10, warm: 0 })
