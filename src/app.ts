@@ -144,7 +144,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   )
 
   app.addHook('preClose', async () => previews.close())
-  const opts = { store: deps.store, bus: deps.bus, config: deps.config, box: deps.box, workspaces: deps.workspaces, runner: deps.runner, blobs: deps.blobs, previews }
+  const opts = { store: deps.store, bus: deps.bus, config: deps.config, box: deps.box, workspaces: deps.workspaces, runner: deps.runner, node: deps.node, blobs: deps.blobs, previews }
   await app.register(
     async (v1) => {
       await v1.register(healthRoutes, opts)

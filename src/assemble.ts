@@ -2,7 +2,7 @@ import type { AddressInfo } from 'node:net'
 import path from 'node:path'
 import type { FastifyInstance, FastifyServerOptions } from 'fastify'
 import { buildApp } from './app.ts'
-import { settleListenPort, type Config } from './config.ts'
+import { reachableHost, settleListenPort, type Config } from './config.ts'
 import { currentSchema, openStore, type Store } from './db/database.ts'
 import { memoryEventBus, type EventBus } from './events/event-bus.ts'
 import { pgEventBus } from './events/pg-event-bus.ts'
@@ -18,6 +18,9 @@ import { deliveryWorker, type DeliveryWorker } from './webhooks/delivery-worker.
 import { localBlobStore, type BlobStore } from './artifacts/blob-store.ts'
 import { publishPending } from './artifacts/publisher.ts'
 import { publishTurn, type ArtifactLimits } from './artifacts/publish-turn.ts'
+import { serviceNode, type ServiceNode } from './nodes/node.ts'
+import { SANDBOX_POOL } from './sandbox/local/network.ts'
+import { workingTurns } from './turns/turns.store.ts'
 
 const PURGE_EVERY_MS = 3_600_000
 
@@ -55,9 +58,12 @@ export type Assembly = {
   runner: TurnRunner
   blobs: BlobStore
   webhooks: DeliveryWorker
+  /** This process as a node of the store: the sessions it owns, its peers. */
+  node: ServiceNode
   /**
-   * Recovers workspaces, makes the app ready (listening when asked), publishes what a stop left
-   * unpublished, resumes interrupted turns, then starts sending webhooks.
+   * Joins the store's nodes, clears what a crash of this node left on the host, makes the app ready
+   * (listening when asked), takes up the sessions owed to it (publishing what a stop left
+   * unpublished, driving interrupted turns), then starts sending webhooks.
    */
   start(opts?: StartOptions): Promise<void>
   /** Closes the app and everything under it, the store last. */
@@ -91,7 +97,37 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     warn: (obj, msg) => app?.log.warn(obj, msg),
     error: (obj, msg) => app?.log.error(obj, msg),
   }
-  const runner = turnRunner({ store, bus, config, box, workspaces, log, publish: (turn) => publishTurn(publishing, turn) })
+  let node: ServiceNode | undefined
+  const runner = turnRunner({ store, bus, config, box, workspaces, log, publish: (turn) => publishTurn(publishing, turn), nodeId: () => node!.id })
+  const sandboxPrefix = overrides.sandbox?.prefix ?? config.sandboxPrefix
+  node = serviceNode({
+    store,
+    bus,
+    log,
+    leaseMs: config.nodeLeaseMs,
+    url: config.nodeUrl,
+    resources: { dataDir: config.dataDir, prefix: sandboxPrefix, subnet: SANDBOX_POOL, uidBase: overrides.sandbox?.uidBase ?? 200_000, uidCount: overrides.sandbox?.uidBase !== undefined ? 1000 : 10_000 },
+    local: {
+      kick: (id) => runner.kick(id),
+      cancel: (id, turnId) => runner.cancel(id, turnId),
+      async deleted(id) {
+        runner.forget(id)
+        await workspaces.destroy(id)
+      },
+      async adopt(id) {
+        const live = await workspaces.adopt(id)
+        // Files of turns that settled before a stop, before any queued turn may change them.
+        await publishPending(publishing, id)
+        const working = (await workingTurns(store.db, id)).length > 0
+        if (working) runner.kick(id)
+        return live || working
+      },
+      async abandon() {
+        runner.abandon()
+        await workspaces.abandon()
+      },
+    },
+  })
   app = await buildApp({
     runner,
     blobs,
@@ -100,6 +136,7 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     bus,
     box,
     workspaces,
+    node,
     logger: overrides.logger ?? { level: config.logLevel, redact: ['req.headers.authorization'] },
   })
   const webhooks = deliveryWorker({ store, bus, config, box, log, ...(overrides.webhookCa ? { ca: overrides.webhookCa } : {}) })
@@ -110,6 +147,8 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     await webhooks.close()
     await runner.close()
     await workspaces.close()
+    // Only now, with every workspace stopped and recorded: peers take its sessions from here.
+    await node!.leave()
     await bus.close()
     await store.close()
   })
@@ -124,16 +163,21 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     runner,
     blobs,
     webhooks,
+    node,
     async start(opts = {}) {
+      // Before anything touches the host: a node that would share it with a live one is refused.
+      await node!.join()
       await workspaces.recover()
+      let listening = ''
       if (opts.listen) {
         await app.listen(opts.listen)
-        settleListenPort(config, (app.server.address() as AddressInfo).port)
+        const { port } = app.server.address() as AddressInfo
+        settleListenPort(config, port)
+        listening = `http://${reachableHost(opts.listen.host)}:${port}`
       } else await app.ready()
-      // Files of turns that settled before a stop, before any queued turn may change them.
-      await publishPending(publishing)
-      // Turns that were working when the service stopped go on once it can answer for them.
-      await runner.recover()
+      // Sessions of a crashed predecessor (or of nodes that died or stopped) are taken up once
+      // this node can answer for them.
+      await node!.started(listening)
       // Deliveries owed from before a stop (or enqueued by another process) go out from here on.
       if (overrides.deliveries !== false) webhooks.start()
     },

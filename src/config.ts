@@ -60,6 +60,10 @@ export type Config = {
   sandboxPrefix: string
   /** Most sandboxes this process brings up at once; the rest wait their turn (a burst of creates). */
   sandboxStarts: number
+  /** How long a node's heartbeat may lapse before other nodes declare it dead and take its sessions. */
+  nodeLeaseMs: number
+  /** Where other nodes reach this one (forwarded requests, previews); undefined: its listen address. */
+  nodeUrl: string | undefined
 }
 
 type Env = Record<string, string | undefined>
@@ -163,6 +167,8 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
     sandboxPrefix: env.WARREN_SANDBOX_PREFIX || 'wr',
     // Bring-up forks and writes cgroup files on this process's event loop: about one per core.
     sandboxStarts: int('WARREN_SANDBOX_STARTS', os.availableParallelism(), 1),
+    nodeLeaseMs: int('WARREN_NODE_LEASE_MS', 15_000, 1000),
+    nodeUrl: env.WARREN_NODE_URL ? env.WARREN_NODE_URL.replace(/\/+$/, '') : undefined,
     ...overrides,
   }
   if (config.encryptionKey !== undefined && decodeKey(config.encryptionKey) === null) {
@@ -176,6 +182,7 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
   }
   if (config.searchUrl !== undefined && !/^https?:\/\/[^/]/.test(config.searchUrl)) problems.push('WARREN_SEARCH_URL must be an http(s) address of a SearXNG instance')
   for (const cidr of config.sandboxAllowPrivate) if (!validCidr(cidr)) problems.push(`WARREN_SANDBOX_ALLOW_PRIVATE must be a comma list of CIDRs (10.1.0.0/16), got "${cidr}"`)
+  if (config.nodeUrl !== undefined && !/^https?:\/\/[^/]+$/.test(config.nodeUrl)) problems.push('WARREN_NODE_URL must be an http(s) origin other nodes reach this one at (http://10.0.0.5:8080), with no path')
   if (!/^[a-z][a-z0-9]{0,5}$/.test(config.sandboxPrefix)) problems.push('WARREN_SANDBOX_PREFIX must be 1 to 6 lowercase letters and digits, starting with a letter')
   if (problems.length > 0) throw new Error(`Invalid configuration:\n  - ${problems.join('\n  - ')}`)
   return config
@@ -189,7 +196,7 @@ function validCidr(cidr: string): boolean {
 }
 
 /** The address a caller dials for a listening address: a wildcard means this machine. */
-function reachableHost(host: string): string {
+export function reachableHost(host: string): string {
   if (host === '0.0.0.0') return '127.0.0.1'
   if (host === '::') return '[::1]'
   return host.includes(':') ? `[${host}]` : host

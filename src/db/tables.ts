@@ -33,6 +33,8 @@ export type Tables = {
     /** The opening message, owed to the first turn. */
     input: string | null
     deleted_at: number | null
+    /** The node holding the session's lease (see nodes); null: nobody does. */
+    owner_node: string | null
   }
   seed_files: { owner_id: string; path: string; mode: number; size_bytes: number; content: Uint8Array }
   model_credentials: {
@@ -206,6 +208,20 @@ export type Tables = {
     content_type: string
     blob_key: string
     created_at: number
+  }
+  nodes: {
+    id: string
+    host: string
+    pid: number
+    url: string
+    data_dir: string
+    sandbox_prefix: string
+    sandbox_subnet: string
+    uid_base: number
+    uid_count: number
+    started_at: number
+    heartbeat_at: number
+    stopped_at: number | null
   }
   previews: {
     subdomain: string

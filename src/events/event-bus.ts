@@ -13,6 +13,13 @@ export type TransientEvent = { orgId: string; sessionId: string; turnId: string 
 }[LiveEventName]
 
 /**
+ * Asks the node that owns a session to act on it. The intent is in the store already (a turn
+ * queued, a cancel requested, the session deleted); the command only wakes the owner, so a lost
+ * one delays the work until the owner's next look at its sessions, never loses it.
+ */
+export type NodeCommand = { to: string; kind: 'kick' | 'cancel' | 'deleted'; sessionId: string; turnId?: string }
+
+/**
  * Wakes listeners after a commit, and carries transient events to live streams. Notices carry no
  * truth: listeners re-read the store, so a lost wake-up delays a reader but never loses an event.
  * One process uses this in-memory bus; several processes on PostgreSQL add LISTEN/NOTIFY behind
@@ -23,6 +30,9 @@ export type EventBus = {
   subscribe(listener: (notice: EventNotice) => void): () => void
   publish(event: TransientEvent): void
   subscribeTransient(listener: (event: TransientEvent) => void): () => void
+  /** Carries a command to every node (each listener keeps those addressed to it). */
+  command(c: NodeCommand): void
+  onCommand(listener: (c: NodeCommand) => void): () => void
   /** Lets go of what the bus holds open (a PostgreSQL connection); the in-memory bus holds nothing. */
   close(): Promise<void>
 }
@@ -39,6 +49,8 @@ export function memoryEventBus(): EventBus {
     subscribe: (listener) => on('event', listener),
     publish: (e) => emitter.emit('transient', e),
     subscribeTransient: (listener) => on('transient', listener),
+    command: (c) => emitter.emit('command', c),
+    onCommand: (listener) => on('command', listener),
     close: async () => {},
   }
 }

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto'
 import pg from 'pg'
-import { RESYNC, memoryEventBus, type EventBus, type EventNotice, type TransientEvent } from './event-bus.ts'
+import { RESYNC, memoryEventBus, type EventBus, type EventNotice, type NodeCommand, type TransientEvent } from './event-bus.ts'
 
 /** PostgreSQL refuses a NOTIFY payload of 8000 bytes or more. */
 const MAX_PAYLOAD = 7900
 const RECONNECT_MS = 1000
 
-type Message = { from: string; notices?: EventNotice[]; transient?: TransientEvent }
+type Message = { from: string; notices?: EventNotice[]; transient?: TransientEvent; command?: NodeCommand }
 
 /**
  * The bus of several service processes on one PostgreSQL: each process wakes its own listeners at
@@ -48,6 +48,7 @@ export async function pgEventBus(databaseUrl: string, schema: string | undefined
       if (m.from === me) return
       for (const n of m.notices ?? []) local.notify(n)
       if (m.transient) local.publish(m.transient)
+      if (m.command) local.command(m.command)
     })
     try {
       await c.connect()
@@ -101,6 +102,11 @@ export async function pgEventBus(databaseUrl: string, schema: string | undefined
       send({ from: me, transient: e })
     },
     subscribeTransient: local.subscribeTransient,
+    command(c) {
+      local.command(c)
+      send({ from: me, command: c })
+    },
+    onCommand: local.onCommand,
     async close() {
       closed = true
       flush()

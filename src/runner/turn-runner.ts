@@ -6,7 +6,7 @@ import { getSessionRowById, storedAgentOf } from '../sessions/sessions.store.ts'
 import { loadConversation } from '../turns/conversation.store.ts'
 import { expiredApprovals, resolvePendingCall } from '../turns/pending-calls.store.ts'
 import { undeliveredSteers } from '../turns/steers.store.ts'
-import { requestCancel, sessionsWithRunningTurns, workingTurns, type TurnRow } from '../turns/turns.store.ts'
+import { requestCancel, workingTurns, type TurnRow } from '../turns/turns.store.ts'
 import { SandboxPathError, SandboxUnavailableError } from '../sandbox/sandbox.ts'
 import { isStoreUnreachable } from '../db/database.ts'
 import { agentStep, TurnFailure } from './agent-step.ts'
@@ -27,8 +27,8 @@ export type TurnRunner = {
   reservedPorts(sessionId: string): number[]
   /** Resolves when nothing drives the session (tests and benchmarks wait on it). */
   settled(sessionId: string): Promise<void>
-  /** At service start: drives every turn that was working when the service stopped. */
-  recover(): Promise<void>
+  /** The node lost its leases: every driver stops where it is, writing nothing more. */
+  abandon(): void
   close(): Promise<void>
 }
 
@@ -52,6 +52,8 @@ export type RunnerDeps = Pick<Deps, 'store' | 'bus' | 'config' | 'box' | 'worksp
   publish(turn: { id: string; session_id: string; org_id: string }): Promise<void>
   /** The service's logger. */
   log: Log
+  /** This node's id: approvals time out here only for the sessions it owns. */
+  nodeId(): string
 }
 
 export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
@@ -196,7 +198,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
 
   // Approvals nobody answered in time are refused with approval_timeout.
   const sweep = async () => {
-    for (const call of await expiredApprovals(store.db, Date.now())) {
+    for (const call of await expiredApprovals(store.db, Date.now(), runnerDeps.nodeId())) {
       const resolved = await withEvents(store, deps.bus, async (trx, record) => {
         const reason = `Nobody answered the approval request within ${duration(config.approvalTimeoutMs)}.`
         if (!(await resolvePendingCall(trx, call.sessionId, call.callId, { approved: false, code: 'approval_timeout', reason }, Date.now()))) return false
@@ -239,8 +241,8 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
     async settled(sessionId) {
       while (drivers.has(sessionId)) await drivers.get(sessionId)!.done
     },
-    async recover() {
-      for (const id of await sessionsWithRunningTurns(store.db)) kick(id)
+    abandon() {
+      for (const id of [...drivers.keys()]) this.forget(id)
     },
     async close() {
       closing = true

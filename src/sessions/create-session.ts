@@ -19,7 +19,7 @@ export const WORKSPACE_DIRECTORY = '/workspace'
  * the organization's sessions, writes the session, its seed files, `session.created` and the turn
  * of its opening `input`. A refused create leaves nothing behind.
  */
-export async function createSession(deps: Pick<Deps, 'store' | 'bus' | 'config' | 'box'>, auth: Auth, body: CreateSessionBody, source: Session['source']): Promise<SessionRow> {
+export async function createSession(deps: Pick<Deps, 'store' | 'bus' | 'config' | 'box' | 'node'>, auth: Auth, body: CreateSessionBody, source: Session['source']): Promise<SessionRow> {
   const { store, bus, config, box } = deps
   const db = store.db
   const env = body.environment ?? {}
@@ -69,6 +69,8 @@ export async function createSession(deps: Pick<Deps, 'store' | 'bus' | 'config' 
       agent,
       environment,
       input: body.input ?? null,
+      // Its workspace comes up here, so this node holds its lease from the start.
+      ownerNode: deps.node.id,
       now: Date.now(),
     })
     await putSeedFiles(trx, row.id, files)

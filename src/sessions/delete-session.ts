@@ -12,8 +12,8 @@ import { markSessionDeleted } from './sessions.store.ts'
  * the commit are its runner, preview connections and workspace let go, so a failed delete leaves
  * a session that still works; its slot is free from the commit on.
  */
-export async function deleteSession(deps: Pick<Deps, 'store' | 'bus' | 'runner' | 'previews' | 'workspaces'>, orgId: string, id: string): Promise<void> {
-  const { store, bus, runner, previews, workspaces } = deps
+export async function deleteSession(deps: Pick<Deps, 'store' | 'bus' | 'node' | 'previews'>, orgId: string, id: string): Promise<void> {
+  const { store, bus, node, previews } = deps
   await withEvents(store, bus, async (trx, record) => {
     await requireSession(trx, orgId, id)
     await markSessionDeleted(trx, id, Date.now())
@@ -25,7 +25,7 @@ export async function deleteSession(deps: Pick<Deps, 'store' | 'bus' | 'runner' 
     await deletePreviewRow(trx, id)
     await record({ orgId, sessionId: id, type: 'session.deleted', payload: { session_id: id } })
   })
-  runner.forget(id)
   previews.cut(id)
-  await workspaces.destroy(id)
+  // The node that owns it lets go of its driver, sandbox and files, wherever that is.
+  await node.deleted(id)
 }

@@ -32,6 +32,8 @@ export type NewSession = {
   agent: StoredAgent
   environment: StoredEnvironment
   input: string | null
+  /** The node that creates it holds its lease from the start (see src/nodes). */
+  ownerNode: string | null
   now: number
 }
 
@@ -54,6 +56,7 @@ export async function insertSession(db: Db, s: NewSession): Promise<SessionRow> 
     preview: toJson(NO_PREVIEW),
     input: s.input,
     deleted_at: null,
+    owner_node: s.ownerNode,
   }
   await db.insertInto('sessions').values(row).execute()
   return row

@@ -27,7 +27,7 @@ export function randomText(length: number): string {
   return out
 }
 
-export type IdPrefix = 'org' | 'tok' | 'ses' | 'trn' | 'msg' | 'agt' | 'mc' | 'whk' | 'dlv' | 'envp' | 'envt' | 'int' | 'req' | 'stm' | 'art'
+export type IdPrefix = 'org' | 'tok' | 'ses' | 'trn' | 'msg' | 'agt' | 'mc' | 'whk' | 'dlv' | 'envp' | 'envt' | 'int' | 'req' | 'stm' | 'art' | 'node'
 
 /** An opaque identifier with its type prefix, e.g. `ses_…`. */
 export function newId(prefix: IdPrefix): string {

@@ -7,7 +7,7 @@ import { moveSession } from '../sessions/session-status.ts'
 import { getPendingCall, openFunctionCalls, resolvePendingCall, type PendingCall, type PendingKind } from './pending-calls.store.ts'
 import type { AnswerApprovalBody, AnswerQuestionBody, AnswerRequiredActionBody, Approval, Question } from './turns.schema.ts'
 
-type Ctx = Pick<Deps, 'store' | 'bus' | 'runner'>
+type Ctx = Pick<Deps, 'store' | 'bus' | 'node'>
 type Target = { orgId: string; sessionId: string; callId: string }
 
 const WHAT: Record<PendingKind, string> = { function: 'required action', approval: 'approval request', question: 'question' }
@@ -26,7 +26,7 @@ async function answerCall<T>(deps: Ctx, at: Target, kind: PendingKind, settle: (
     if (call.status !== 'pending') throw new ApiError('conflict', `The ${WHAT[kind]} "${at.callId}" is closed: its turn ended without it.`)
     return settle(trx, record, call, Date.now())
   })
-  deps.runner.kick(at.sessionId)
+  deps.node.kick(at.sessionId)
   return out
 }
 

@@ -10,8 +10,8 @@ const SETTLE_WAIT_MS = 10_000
  * The wait is bounded: a tool that ignores its kill still lets the request finish, and the turn
  * settles shortly after. A settled turn is a conflict: it never changes again.
  */
-export async function cancelTurn(deps: Pick<Deps, 'store' | 'bus' | 'runner'>, sessionId: string, turnId: string): Promise<TurnRow> {
-  const { store, bus, runner } = deps
+export async function cancelTurn(deps: Pick<Deps, 'store' | 'bus' | 'node'>, sessionId: string, turnId: string): Promise<TurnRow> {
+  const { store, bus, node } = deps
   const turn = await getTurnRow(store.db, sessionId, turnId)
   if (!turn) throw notFound('turn', turnId)
   if (turn.status !== 'working') throw new ApiError('conflict', `Turn "${turn.id}" has already settled (${turn.status}); a settled turn never changes.`)
@@ -26,7 +26,7 @@ export async function cancelTurn(deps: Pick<Deps, 'store' | 'bus' | 'runner'>, s
       resolve()
     }
   })
-  await runner.cancel(sessionId, turnId)
+  await node.cancel(sessionId, turnId)
   await settled
   return (await getTurnRow(store.db, sessionId, turnId))!
 }

@@ -99,11 +99,12 @@ export async function openFunctionCalls(db: Db, sessionIds: string[]): Promise<P
   return rows.map(toPendingCall)
 }
 
-/** Approvals whose time ran out, across the deployment. */
-export async function expiredApprovals(db: Db, now: number): Promise<PendingCall[]> {
+/** Approvals whose time ran out, of the sessions the node owns. */
+export async function expiredApprovals(db: Db, now: number, ownerNode: string): Promise<PendingCall[]> {
   const rows = await db
     .selectFrom('pending_calls')
     .selectAll()
+    .where('session_id', 'in', db.selectFrom('sessions').select('id').where('owner_node', '=', ownerNode))
     .where('status', '=', 'pending')
     .where('kind', '=', 'approval')
     .where('expires_at', '<=', now)

@@ -11,7 +11,7 @@ import { ListTurnsQuery, SendMessageBody, Turn, TurnParams } from './turns.schem
 import { getTurnRow, sessionTurnsQuery, toTurn } from './turns.store.ts'
 
 export const turnRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => {
-  const { store, runner } = deps
+  const { store, node } = deps
 
   app.post(
     '/sessions/:session_id/messages',
@@ -29,7 +29,7 @@ export const turnRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => 
     },
     async (req, reply) => {
       const turn = await sendMessage(deps, req.auth, req.params.session_id, req.body)
-      runner.kick(turn.session_id)
+      node.kick(turn.session_id)
       return reply.code(202).send(toTurn(turn))
     },
   )

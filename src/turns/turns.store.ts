@@ -96,12 +96,6 @@ export async function requestCancel(db: Db, id: string): Promise<void> {
   await db.updateTable('turns').set({ cancel_requested: 1 }).where('id', '=', id).execute()
 }
 
-/** Sessions with a working turn (running or waiting): what a restarted service has to drive on. */
-export async function sessionsWithRunningTurns(db: Db): Promise<string[]> {
-  const rows = await db.selectFrom('turns').select('session_id').distinct().where('status', '=', 'working').execute()
-  return rows.map((r) => r.session_id)
-}
-
 export async function setRunningCall(db: Db, id: string, callId: string | null): Promise<void> {
   await db.updateTable('turns').set({ running_call: callId }).where('id', '=', id).execute()
 }

@@ -7,7 +7,7 @@ import type { Sandbox, SandboxProvider, WorkspaceReader } from '../sandbox/sandb
 import { limiter } from '../shared/limiter.ts'
 import { networkPolicyFor } from './network-policy.ts'
 import { seedWorkspace } from './seed-workspace.ts'
-import { closeInterval, getWorkspace, listLiveWorkspaces, markOpenIntervalsForReview, openInterval, patchWorkspace, type WorkspaceState } from './workspaces.store.ts'
+import { closeInterval, getWorkspace, markOpenIntervalsForReview, openInterval, patchWorkspace, type WorkspaceState } from './workspaces.store.ts'
 
 export const WORKSPACE_MOUNT = '/workspace'
 
@@ -52,8 +52,16 @@ export type WorkspaceManager = {
   destroy(sessionId: string): Promise<void>
   /** Reads of the session's workspace whether or not its sandbox is up (publication after a turn, or after a restart). */
   files(sessionId: string): WorkspaceReader
-  /** At service start: clears what a crashed run left and restarts owed workspaces. */
+  /** At service start: clears what a crashed run of this node left on the host. */
   recover(): Promise<void>
+  /**
+   * Takes up the workspace of a session this node just claimed: a sandbox its last owner ran is
+   * gone (reclaimed: its files come back on the next input), its open usage is marked for review,
+   * an owed workspace is started. True when one is owed or already up here.
+   */
+  adopt(sessionId: string): Promise<boolean>
+  /** The node lost its leases: every sandbox is destroyed and forgotten, and nothing is written. */
+  abandon(): Promise<void>
   close(): Promise<void>
 }
 
@@ -243,11 +251,25 @@ export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | '
     },
     async recover() {
       await provider.cleanupOrphans()
-      await markOpenIntervalsForReview(store.db)
-      for (const ws of await listLiveWorkspaces(store.db)) {
-        if (ws.env.state === 'pending') start(ws.id)
-        else if (ws.env.state === 'running' || ws.env.state === 'paused') await patchWorkspace(store.db, ws.id, { state: 'reclaimed', used_ms: 0 })
-      }
+    },
+    adopt: (id) =>
+      serial(id, async () => {
+        const e = entries.get(id)
+        if (e?.sandbox && e.sandbox.state !== 'destroyed') return true
+        const ws = await getWorkspace(store.db, id)
+        if (!ws) return false
+        await markOpenIntervalsForReview(store.db, id)
+        if (ws.env.state === 'running' || ws.env.state === 'paused') await patchWorkspace(store.db, id, { state: 'reclaimed', used_ms: 0 })
+        if (ws.env.state !== 'pending') return false
+        // Owed and never brought up (its creator stopped first): it comes up here, after this.
+        start(id)
+        return true
+      }),
+    async abandon() {
+      const all = [...entries.entries()]
+      entries.clear()
+      for (const [, e] of all) e.gone.abort()
+      await Promise.allSettled(all.map(([, e]) => e.sandbox?.destroy()))
     },
     async close() {
       clearInterval(timer)

@@ -70,8 +70,11 @@ export async function closeInterval(db: Db, sessionId: string, endedAt: number):
     .execute()
 }
 
-/** After a crash nobody knows when the open intervals ended: they are marked for review, not summed. */
-export async function markOpenIntervalsForReview(db: Db): Promise<number> {
-  const r = await db.updateTable('usage_intervals').set({ needs_review: 1 }).where('ended_at', 'is', null).where('needs_review', '=', 0).executeTakeFirst()
+/**
+ * After its owner died nobody knows when the session's open intervals ended: they are marked for
+ * review, not summed.
+ */
+export async function markOpenIntervalsForReview(db: Db, sessionId: string): Promise<number> {
+  const r = await db.updateTable('usage_intervals').set({ needs_review: 1 }).where('session_id', '=', sessionId).where('ended_at', 'is', null).where('needs_review', '=', 0).executeTakeFirst()
   return Number(r.numUpdatedRows)
 }

@@ -1,0 +1,258 @@
+import { performance } from 'node:perf_hooks'
+import type { Store } from '../db/database.ts'
+import type { EventBus, NodeCommand } from '../events/event-bus.ts'
+import type { Log } from '../shared/log.ts'
+import { requestCancel } from '../turns/turns.store.ts'
+import { joinNode, type HostResources } from './join-node.ts'
+import { beat, declareDead, markStopped, pruneNodes, readNodes, type NodeRow } from './nodes.store.ts'
+import { claimFromDead, claimSession, dropDeletedOwnership, ownedWithWork, ownerlessSessions, ownerlessWithWork, ownerOf, releaseSession } from './ownership.store.ts'
+
+/** Where a session's work happens: on this node, on a live peer, or nowhere (no such live session). */
+export type Location = { here: true } | { here: false; nodeId: string; url: string } | null
+
+/** A peer as health and the start-up log show it. */
+export type Peer = { id: string; url: string; host: string; started_at: number; heartbeat_at: number; live: boolean }
+
+/** What this node does to a session it owns: the runner's and the workspace manager's local moves. */
+export type LocalWork = {
+  kick(sessionId: string): void
+  cancel(sessionId: string, turnId: string): Promise<void>
+  /** The session was deleted: stop driving it and remove its sandbox and files on this node. */
+  deleted(sessionId: string): Promise<void>
+  /**
+   * Takes up a session this node just claimed: whatever its last owner left running is gone, so its
+   * workspace state and open usage are set right, unpublished files published and its turns
+   * driven. Resolves true when something of it lives on here (a workspace owed, a turn working).
+   */
+  adopt(sessionId: string): Promise<boolean>
+  /** The node lost its leases (declared dead, or cut from the store too long): drop everything, write nothing. */
+  abandon(): Promise<void>
+}
+
+/**
+ * This process as a node of the service: it owns the sessions whose lease it holds, renews them
+ * all with one heartbeat, takes over the sessions of nodes whose heartbeat lapsed, and routes
+ * every move on a session to the node that owns it (a command on the bus; the intent itself is
+ * already in the store).
+ */
+export type ServiceNode = {
+  readonly id: string
+  /** Where the session's work happens; a session nobody live holds is claimed for this node first. */
+  locate(sessionId: string): Promise<Location>
+  /** Drives the session's turns wherever it is owned. */
+  kick(sessionId: string): void
+  /** Cancels the turn: the request is stored here, the owner stops what runs. */
+  cancel(sessionId: string, turnId: string): Promise<void>
+  /** After a deletion's commit: the owner lets go of the sandbox and files. */
+  deleted(sessionId: string): Promise<void>
+  peers(): Peer[]
+  /** Joins the store's nodes (refusing overlaps) before anything touches the host. */
+  join(): Promise<void>
+  /** Once the app is ready: tells peers where it listens (if it does) and takes up what is owed to it. */
+  started(url: string): Promise<void>
+  /** Where peers reach this node, when it listens only after start (tests); WARREN_NODE_URL wins. */
+  advertise(url: string): Promise<void>
+  /** A graceful stop: marks the node stopped so that its sessions are taken over at once. */
+  leave(): Promise<void>
+}
+
+export type NodeDeps = { store: Store; bus: EventBus; log: Log; leaseMs: number; resources: HostResources; url: string | undefined; local: LocalWork }
+
+const CLAIM_BATCH = 20
+/** A node that could not renew its heartbeat for this share of the lease stops acting as an owner. */
+const FENCE_SHARE = 2 / 3
+
+export function serviceNode(deps: NodeDeps): ServiceNode {
+  const { store, bus, log, leaseMs, local } = deps
+  let id = ''
+  let url = deps.url ?? ''
+  let view: { now: number; rows: NodeRow[] } = { now: 0, rows: [] }
+  let lastBeat = performance.now()
+  let fenced = false
+  let ticks = 0
+  let stopped = false
+  let timer: NodeJS.Timeout | null = null
+  let ticking: Promise<void> = Promise.resolve()
+  const adopting = new Map<string, Promise<boolean>>()
+
+  const alive = (row: NodeRow) => row.stopped_at === null && view.now - row.heartbeat_at < leaseMs
+  const liveUrl = (nodeId: string) => {
+    const row = view.rows.find((r) => r.id === nodeId)
+    return row && alive(row) && row.url ? row.url : null
+  }
+
+  /** One adoption per session at a time; a second caller waits for the first. */
+  const adopt = (sessionId: string): Promise<boolean> => {
+    let p = adopting.get(sessionId)
+    if (!p) {
+      p = local.adopt(sessionId).finally(() => adopting.delete(sessionId))
+      adopting.set(sessionId, p)
+    }
+    return p
+  }
+
+  async function takeUp(sessionId: string, releaseIdle: boolean): Promise<void> {
+    const keep = await adopt(sessionId)
+    if (!keep && releaseIdle) await releaseSession(store.db, sessionId, id)
+  }
+
+  async function locate(sessionId: string): Promise<Location> {
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const owner = await ownerOf(store.db, sessionId)
+      if (owner === undefined) return null
+      if (owner === id && !fenced) return { here: true }
+      const there = owner && owner !== id ? liveUrl(owner) : null
+      if (there) return { here: false, nodeId: owner!, url: there }
+      if (!fenced && (await claimSession(store.db, store.dialect, sessionId, id, leaseMs))) {
+        await adopt(sessionId)
+        return { here: true }
+      }
+      // Someone live holds it whom this node's view does not know yet: look again.
+      await refresh()
+    }
+    throw new Error(`session ${sessionId} is held by a node this one cannot reach`)
+  }
+
+  async function advertise(listenUrl: string): Promise<void> {
+    if (deps.url) return
+    url = listenUrl
+    await store.db.updateTable('nodes').set({ url }).where('id', '=', id).execute()
+  }
+
+  const send = (c: Omit<NodeCommand, 'to'>, to: string) => bus.command({ ...c, to })
+
+  async function route(c: Omit<NodeCommand, 'to'>, hops = 0): Promise<void> {
+    const where = await locate(c.sessionId)
+    if (!where) return
+    if (!where.here) return hops < 2 ? send(c, where.nodeId) : undefined
+    if (c.kind === 'kick') local.kick(c.sessionId)
+    else if (c.kind === 'cancel') await local.cancel(c.sessionId, c.turnId!)
+  }
+
+  const onCommand = (c: NodeCommand) => {
+    if (c.to !== id || stopped) return
+    const work = c.kind === 'deleted' ? deletedHere(c.sessionId) : route(c, 1)
+    void work.catch((err) => log.error({ err, component: 'node', session_id: c.sessionId }, `acting on a ${c.kind} command failed`))
+  }
+  const offCommand = bus.onCommand(onCommand)
+
+  async function deletedHere(sessionId: string): Promise<void> {
+    await local.deleted(sessionId)
+    await releaseSession(store.db, sessionId, id)
+  }
+
+  async function refresh(): Promise<void> {
+    const { now, nodes } = await readNodes(store.db, store.dialect)
+    view = { now, rows: nodes }
+  }
+
+  /** Lost the leases: everything local goes, and the node comes back as a new one. */
+  async function rejoin(why: string): Promise<void> {
+    log.error({ component: 'node', node_id: id }, `this node lost its leases (${why}); dropping its sandboxes and joining again`)
+    fenced = true
+    await local.abandon()
+    await markStopped(store.db, store.dialect, id).catch(() => {})
+    id = await joinNode(store, deps.resources, { leaseMs, url })
+    lastBeat = performance.now()
+    fenced = false
+    log.info({ component: 'node', node_id: id }, 'joined again as a new node')
+  }
+
+  async function tick(): Promise<void> {
+    ticks++
+    try {
+      if (!(await beat(store.db, store.dialect, id))) return await rejoin('another node declared it dead')
+      lastBeat = performance.now()
+    } catch (err) {
+      if (!fenced && performance.now() - lastBeat > leaseMs * FENCE_SHARE) {
+        fenced = true
+        log.error({ err, component: 'node', node_id: id }, 'the store has not answered for most of the lease: this node stops acting as an owner')
+        await local.abandon()
+      }
+      return
+    }
+    if (fenced) return await rejoin('it could not renew its heartbeat in time')
+    await refresh()
+    for (const row of view.rows) {
+      if (row.id !== id && row.stopped_at === null && !alive(row) && (await declareDead(store.db, store.dialect, row.id, leaseMs))) {
+        log.warn({ component: 'node', node_id: id, dead_node: row.id }, 'declared a node dead: its heartbeat lapsed')
+      }
+    }
+    await refresh()
+    const dead = view.rows.filter((r) => r.stopped_at !== null).map((r) => r.id)
+    if (dead.length) {
+      await dropDeletedOwnership(store.db, dead)
+      for (let batch = 0; batch < 5; batch++) {
+        const taken = await claimFromDead(store.db, store.dialect, id, dead, CLAIM_BATCH)
+        for (const s of taken) await takeUp(s, true)
+        if (taken.length) log.info({ component: 'node', node_id: id, sessions: taken.length }, 'took over sessions of stopped or dead nodes')
+        if (taken.length < CLAIM_BATCH) break
+      }
+    }
+    for (const s of await ownerlessWithWork(store.db, CLAIM_BATCH)) {
+      if (await claimSession(store.db, store.dialect, s, id, leaseMs)) await takeUp(s, false)
+    }
+    if (ticks % 10 === 0) {
+      await pruneNodes(store.db)
+      // A command lost on the bus leaves a turn undriven: every so often the owner looks itself.
+      for (const s of await ownedWithWork(store.db, id)) local.kick(s)
+    }
+  }
+
+  const schedule = () => {
+    if (stopped) return
+    timer = setTimeout(() => {
+      ticking = tick()
+        .catch((err) => log.error({ err, component: 'node', node_id: id }, 'a node round failed'))
+        .finally(schedule)
+    }, Math.max(100, Math.floor(leaseMs / 5)))
+    timer.unref()
+  }
+
+  return {
+    get id() {
+      return id
+    },
+    locate,
+    kick(sessionId) {
+      void route({ kind: 'kick', sessionId }).catch((err) => log.error({ err, component: 'node', session_id: sessionId }, 'routing a kick failed'))
+    },
+    async cancel(sessionId, turnId) {
+      const where = await locate(sessionId)
+      if (!where) return
+      if (where.here) return local.cancel(sessionId, turnId)
+      await requestCancel(store.db, turnId)
+      send({ kind: 'cancel', sessionId, turnId }, where.nodeId)
+    },
+    async deleted(sessionId) {
+      const row = await store.db.selectFrom('sessions').select('owner_node').where('id', '=', sessionId).executeTakeFirst()
+      const owner = row?.owner_node ?? null
+      const there = owner && owner !== id ? liveUrl(owner) : null
+      if (there) return send({ kind: 'deleted', sessionId }, owner!)
+      await deletedHere(sessionId)
+    },
+    peers: () => view.rows.map((r) => ({ id: r.id, url: r.url, host: r.host, started_at: r.started_at, heartbeat_at: r.heartbeat_at, live: alive(r) })),
+    async join() {
+      id = await joinNode(store, deps.resources, { leaseMs, url })
+    },
+    advertise,
+    async started(listenUrl) {
+      if (listenUrl) await advertise(listenUrl)
+      await refresh()
+      // The first node after a start from before leases (or alone after everyone stopped) takes
+      // up what nobody owns but was left running.
+      if (!view.rows.some((r) => r.id !== id && alive(r))) {
+        for (const s of await ownerlessSessions(store.db)) if (await claimSession(store.db, store.dialect, s, id, leaseMs)) await takeUp(s, true)
+      }
+      await tick()
+      schedule()
+    },
+    async leave() {
+      stopped = true
+      if (timer) clearTimeout(timer)
+      offCommand()
+      await ticking
+      if (id) await markStopped(store.db, store.dialect, id).catch(() => {})
+    },
+  }
+}

@@ -1,0 +1,89 @@
+import { sql } from 'kysely'
+import type { Db, DialectName } from '../db/database.ts'
+import { storeNow } from './nodes.store.ts'
+
+/**
+ * A session's lease: `sessions.owner_node` names the node that holds it, and it holds for as long
+ * as that node's heartbeat is fresh by the store's clock. Claims are conditional updates, so two
+ * nodes claiming at once cannot both win: the second finds the first one's fresh heartbeat.
+ */
+
+/** The session's owner (null: nobody), or undefined when there is no such live session. */
+export async function ownerOf(db: Db, sessionId: string): Promise<string | null | undefined> {
+  const row = await db.selectFrom('sessions').select('owner_node').where('id', '=', sessionId).where('deleted_at', 'is', null).executeTakeFirst()
+  return row ? row.owner_node : undefined
+}
+
+/** Nobody, or a node that is stopped or whose heartbeat is older than the lease: the session is free to take. */
+const lapsed = (dialect: DialectName, leaseMs: number) =>
+  sql<boolean>`(sessions.owner_node IS NULL OR NOT EXISTS (SELECT 1 FROM nodes WHERE nodes.id = sessions.owner_node AND nodes.stopped_at IS NULL AND nodes.heartbeat_at > ${storeNow(dialect)} - ${leaseMs}))`
+
+/** Takes the session's lease for `me` unless a live node holds it. True when `me` holds it afterwards. */
+export async function claimSession(db: Db, dialect: DialectName, sessionId: string, me: string, leaseMs: number): Promise<boolean> {
+  const r = await db
+    .updateTable('sessions')
+    .set({ owner_node: me })
+    .where('id', '=', sessionId)
+    .where('deleted_at', 'is', null)
+    .where((eb) => eb.or([eb('owner_node', '=', me), lapsed(dialect, leaseMs)]))
+    .executeTakeFirst()
+  return Number(r.numUpdatedRows) > 0
+}
+
+/**
+ * Takes up to `limit` live sessions of the given dead nodes for `me`, skipping rows another node
+ * is taking this moment; the ids it took.
+ */
+export async function claimFromDead(db: Db, dialect: DialectName, me: string, dead: string[], limit: number): Promise<string[]> {
+  if (dead.length === 0) return []
+  let pick = db.selectFrom('sessions').select('id').where('owner_node', 'in', dead).where('deleted_at', 'is', null).limit(limit)
+  if (dialect === 'postgres') pick = pick.forUpdate().skipLocked()
+  const rows = await db.updateTable('sessions').set({ owner_node: me }).where('id', 'in', pick).where('owner_node', 'in', dead).returning('id').execute()
+  return rows.map((r) => r.id)
+}
+
+/** Deleted sessions keep no owner: their dead owner's row can then be forgotten. */
+export async function dropDeletedOwnership(db: Db, dead: string[]): Promise<void> {
+  if (dead.length === 0) return
+  await db.updateTable('sessions').set({ owner_node: null }).where('owner_node', 'in', dead).where('deleted_at', 'is not', null).execute()
+}
+
+/** Lets go of the session's lease (nothing of it lives on this node any more). */
+export async function releaseSession(db: Db, sessionId: string, me: string): Promise<void> {
+  await db.updateTable('sessions').set({ owner_node: null }).where('id', '=', sessionId).where('owner_node', '=', me).execute()
+}
+
+/** Sessions with a working turn and no owner (a message accepted by a node that died before claiming). */
+export async function ownerlessWithWork(db: Db, limit: number): Promise<string[]> {
+  const rows = await db
+    .selectFrom('turns')
+    .innerJoin('sessions', 'sessions.id', 'turns.session_id')
+    .select('turns.session_id')
+    .distinct()
+    .where('turns.status', '=', 'working')
+    .where('sessions.owner_node', 'is', null)
+    .where('sessions.deleted_at', 'is', null)
+    .limit(limit)
+    .execute()
+  return rows.map((r) => r.session_id)
+}
+
+/** The node's sessions with a working turn: each must have a driver (or be parked). */
+export async function ownedWithWork(db: Db, me: string): Promise<string[]> {
+  const rows = await db
+    .selectFrom('turns')
+    .innerJoin('sessions', 'sessions.id', 'turns.session_id')
+    .select('turns.session_id')
+    .distinct()
+    .where('turns.status', '=', 'working')
+    .where('sessions.owner_node', '=', me)
+    .where('sessions.deleted_at', 'is', null)
+    .execute()
+  return rows.map((r) => r.session_id)
+}
+
+/** Live sessions nobody owns, for the first node after an upgrade from before leases. */
+export async function ownerlessSessions(db: Db): Promise<string[]> {
+  const rows = await db.selectFrom('sessions').select('id').where('owner_node', 'is', null).where('deleted_at', 'is', null).execute()
+  return rows.map((r) => r.id)
+}
