@@ -19,6 +19,8 @@ export type LocalStackOptions = {
   uidBase?: number
   /** How many uids from uidBase are this deployment's; default SANDBOX_UID_COUNT (tests packing instances on one host take fewer). */
   uidCount?: number
+  /** The cgroup under which sandboxes' groups are made (LocalProviderOptions.cgroupParent); tests give their own. */
+  cgroupParent?: string
   /** CIDRs of private addresses the workspaces may reach all the same (WARREN_SANDBOX_ALLOW_PRIVATE). */
   allowPrivate?: string[]
   logger?: ProxyLogger
@@ -44,6 +46,7 @@ export async function createLocalProvider(opts: LocalStackOptions): Promise<Sand
     prefix: cgroupPrefix(prefix),
     uidBase: opts.uidBase ?? DEFAULT_SANDBOX_UID_BASE,
     uidCount: opts.uidCount ?? SANDBOX_UID_COUNT,
+    ...(opts.cgroupParent !== undefined ? { cgroupParent: opts.cgroupParent } : {}),
   })
   const close = provider.close.bind(provider)
   provider.close = async () => {
