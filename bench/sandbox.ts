@@ -63,7 +63,7 @@ const staged = new LocalSandboxProvider({ workspaceRoot: closedDir, uidBase: UID
 // No warm pool: every create makes its cgroups and joins them on the spot.
 const cold = new LocalSandboxProvider({ workspaceRoot: openDir, uidBase: UID_BASE + 400, uidCount: 400, cgroupParent: 'warren-bench', prefix: 'bench-cold-', warm: 0 })
 // The service's own stack: the same provider with a network namespace, veth and rules per sandbox.
-const networked = (await createLocalProvider({ workspaceRoot: openDir, prefix: 'bn', uidBase: UID_BASE + 800 })) as LocalSandboxProvider
+const networked = (await createLocalProvider({ workspaceRoot: openDir, prefix: 'bn', uidBase: UID_BASE + 800, uidCount: 1000 })) as LocalSandboxProvider
 await networked.cleanupOrphans()
 const report = provider.report()
 if (report.missing.length) console.log(`host: ${report.missing.join(' ')}`)

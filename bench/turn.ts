@@ -50,7 +50,7 @@ const modelUrl = `http://127.0.0.1:${(model.address() as AddressInfo).port}/v1`
 // --- the baseline: the same command through a sandbox of the same provider --------------------
 const rawDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-raw-'))
 fs.chmodSync(rawDir, 0o777)
-const provider = await createLocalProvider({ workspaceRoot: rawDir, prefix: 'bt', uidBase: 395_000 })
+const provider = await createLocalProvider({ workspaceRoot: rawDir, prefix: 'bt', uidBase: 395_000, uidCount: 1000 })
 const sandbox = await provider.create({
   id: 'bench-raw',
   workspaceMount: '/workspace',

@@ -83,7 +83,9 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
   const provider = await createLocalProvider({
     workspaceRoot: path.join(config.dataDir, 'workspaces'),
     prefix: overrides.sandbox?.prefix ?? config.sandboxPrefix,
-    ...(overrides.sandbox?.uidBase !== undefined ? { uidBase: overrides.sandbox.uidBase } : {}),
+    subnet: config.sandboxSubnet,
+    // Test instances sit 1000 uids apart on one host; a node takes SANDBOX_UID_COUNT from its base.
+    ...(overrides.sandbox?.uidBase !== undefined ? { uidBase: overrides.sandbox.uidBase, uidCount: 1000 } : { uidBase: config.sandboxUidBase }),
     allowPrivate: config.sandboxAllowPrivate,
   })
   const workspaces = workspaceManager({ store, bus, config, box, provider })

@@ -1,6 +1,7 @@
 import { isIP } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
+import { ipv4NetworkProblem } from './shared/ipv4-cidr.ts'
 
 /**
  * The Warren installation: the folder that holds src/. The default data folder lives here rather
@@ -8,6 +9,18 @@ import path from 'node:path'
  * anywhere meet the same store.
  */
 export const INSTALL_DIR = path.resolve(import.meta.dirname, '..')
+
+/** The IPv4 pool workspace addresses come from unless WARREN_SANDBOX_SUBNET names another (a /30 each). */
+export const DEFAULT_SANDBOX_SUBNET = '10.213.0.0/16'
+/** First host uid of a node's sandboxes unless WARREN_SANDBOX_UID_BASE names another. */
+export const DEFAULT_SANDBOX_UID_BASE = 200_000
+/**
+ * How many host uids a node's sandboxes may take from its base: its range is [base, base + this).
+ * Fixed, so that nodes on one host need only set bases this far apart.
+ */
+export const SANDBOX_UID_COUNT = 10_000
+/** The widest and narrowest sandbox subnets: /24 still gives 64 workspaces (a /30 each). */
+const SUBNET_BITS = { min: 8, max: 24 }
 
 /** Everything the service reads from its environment, typed, with the specification's defaults. */
 export type Config = {
@@ -58,6 +71,10 @@ export type Config = {
   sandboxAllowedDomains: string[]
   /** Names this deployment's sandbox host resources; one running service per prefix on a host. */
   sandboxPrefix: string
+  /** IPv4 CIDR this node's workspace addresses come from; nodes on one host each need their own. */
+  sandboxSubnet: string
+  /** First host uid of this node's sandboxes, which take [sandboxUidBase, sandboxUidBase + SANDBOX_UID_COUNT). */
+  sandboxUidBase: number
   /** Most sandboxes this process brings up at once; the rest wait their turn (a burst of creates). */
   sandboxStarts: number
   /** How long a node's heartbeat may lapse before other nodes declare it dead and take its sessions. */
@@ -165,6 +182,8 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
         ? ['registry.npmjs.org', 'pypi.org', 'files.pythonhosted.org', 'github.com', 'codeload.github.com', 'objects.githubusercontent.com']
         : list('WARREN_SANDBOX_ALLOWED_DOMAINS'),
     sandboxPrefix: env.WARREN_SANDBOX_PREFIX || 'wr',
+    sandboxSubnet: env.WARREN_SANDBOX_SUBNET || DEFAULT_SANDBOX_SUBNET,
+    sandboxUidBase: int('WARREN_SANDBOX_UID_BASE', DEFAULT_SANDBOX_UID_BASE, 1000),
     // Bring-up forks and writes cgroup files on this process's event loop: about one per core.
     sandboxStarts: int('WARREN_SANDBOX_STARTS', os.availableParallelism(), 1),
     nodeLeaseMs: int('WARREN_NODE_LEASE_MS', 15_000, 1000),
@@ -184,6 +203,10 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
   for (const cidr of config.sandboxAllowPrivate) if (!validCidr(cidr)) problems.push(`WARREN_SANDBOX_ALLOW_PRIVATE must be a comma list of CIDRs (10.1.0.0/16), got "${cidr}"`)
   if (config.nodeUrl !== undefined && !/^https?:\/\/[^/]+$/.test(config.nodeUrl)) problems.push('WARREN_NODE_URL must be an http(s) origin other nodes reach this one at (http://10.0.0.5:8080), with no path')
   if (!/^[a-z][a-z0-9]{0,5}$/.test(config.sandboxPrefix)) problems.push('WARREN_SANDBOX_PREFIX must be 1 to 6 lowercase letters and digits, starting with a letter')
+  const subnetProblem = ipv4NetworkProblem(config.sandboxSubnet, SUBNET_BITS.min, SUBNET_BITS.max)
+  if (subnetProblem) problems.push(`WARREN_SANDBOX_SUBNET ${subnetProblem}, got "${config.sandboxSubnet}"`)
+  // The last uid of the range must still be a uid (2^32 - 1 is the kernel's "no uid").
+  if (config.sandboxUidBase + SANDBOX_UID_COUNT > 2 ** 32 - 1) problems.push(`WARREN_SANDBOX_UID_BASE leaves no room for ${SANDBOX_UID_COUNT} uids below 4294967295, got "${config.sandboxUidBase}"`)
   if (problems.length > 0) throw new Error(`Invalid configuration:\n  - ${problems.join('\n  - ')}`)
   return config
 }

@@ -109,7 +109,7 @@ describe('built-in tools in a real sandbox', { skip }, () => {
     fs.chmodSync(dataDir, 0o700)
     // The local provider keeps a workspace at <root>/<id>: the host checks below look there.
     workspaceDir = path.join(dataDir, 'ws')
-    provider = await createLocalProvider({ workspaceRoot: dataDir, prefix: `b${randomBytes(2).toString('hex')}`, uidBase: 300_000 + Math.floor(Math.random() * 600) * 1000 })
+    provider = await createLocalProvider({ workspaceRoot: dataDir, prefix: `b${randomBytes(2).toString('hex')}`, uidBase: 300_000 + Math.floor(Math.random() * 600) * 1000, uidCount: 1000 })
     sandbox = await provider.create({
       id: 'ws',
       workspaceMount: '/workspace',

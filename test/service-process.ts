@@ -15,6 +15,8 @@ export type ServiceProcess = {
   /** Base URL of the running child (`http://127.0.0.1:N`). */
   readonly url: string
   readonly running: boolean
+  /** The running child's process id; undefined while none runs. */
+  readonly pid: number | undefined
   /** The last lines it wrote, stdout and stderr, for failure messages. */
   readonly output: string[]
   /** Every line it wrote since it was created, stdout and stderr (to search its whole log). */
@@ -64,6 +66,9 @@ export function serviceProcess(env: Record<string, string>, where: ServiceWhere 
     },
     get running() {
       return proc !== null
+    },
+    get pid() {
+      return proc?.pid
     },
     output,
     log,

@@ -67,7 +67,7 @@ forEachDialect('workspace bring-up', (dialect) => {
 
   /** A manager of its own over the harness's store, its creates gated, and `count` sessions it alone knows of. */
   async function gatedManager(count: number) {
-    const inner = await createLocalProvider({ workspaceRoot: path.join(w().dataDir, 'gated-workspaces'), prefix: `q${randomText(4)}`, uidBase: 900_000 + Math.floor(Math.random() * 90) * 1000 })
+    const inner = await createLocalProvider({ workspaceRoot: path.join(w().dataDir, 'gated-workspaces'), prefix: `q${randomText(4)}`, uidBase: 900_000 + Math.floor(Math.random() * 90) * 1000, uidCount: 1000 })
     const gate = gatedProvider(inner)
     const manager = workspaceManager({ store: w().store, bus: w().bus, config: w().config, box: w().box, provider: gate.provider })
     opened.push({ manager, gate })

@@ -1,7 +1,8 @@
+import { DEFAULT_SANDBOX_SUBNET, DEFAULT_SANDBOX_UID_BASE, SANDBOX_UID_COUNT } from '../../config.ts'
 import type { SandboxProvider } from '../sandbox.ts'
 import { startEgressProxy, type ProxyLogger } from './egress-proxy.ts'
 import { LocalSandboxProvider } from './local-provider.ts'
-import { localNetwork, SANDBOX_POOL, type SandboxNetwork } from './network.ts'
+import { localNetwork, type SandboxNetwork } from './network.ts'
 
 export type LocalStackOptions = {
   /** Host folder holding every workspace (see LocalProviderOptions.workspaceRoot). */
@@ -12,8 +13,14 @@ export type LocalStackOptions = {
    * carries it and is not its own.
    */
   prefix?: string
-  /** First host uid given to sandboxes. */
+  /** IPv4 CIDR the sandboxes' addresses come from (WARREN_SANDBOX_SUBNET); default DEFAULT_SANDBOX_SUBNET. */
+  subnet?: string
+  /** First host uid given to sandboxes (WARREN_SANDBOX_UID_BASE); default DEFAULT_SANDBOX_UID_BASE. */
   uidBase?: number
+  /** How many uids from uidBase are this deployment's; default SANDBOX_UID_COUNT (tests packing instances on one host take fewer). */
+  uidCount?: number
+  /** The cgroup under which sandboxes' groups are made (LocalProviderOptions.cgroupParent); tests give their own. */
+  cgroupParent?: string
   /** CIDRs of private addresses the workspaces may reach all the same (WARREN_SANDBOX_ALLOW_PRIVATE). */
   allowPrivate?: string[]
   logger?: ProxyLogger
@@ -25,14 +32,21 @@ export type LocalStackOptions = {
  */
 export async function createLocalProvider(opts: LocalStackOptions): Promise<SandboxProvider> {
   const prefix = opts.prefix ?? 'wr'
+  const subnet = opts.subnet ?? DEFAULT_SANDBOX_SUBNET
   let network: SandboxNetwork | null = null
-  const proxy = await startEgressProxy({ host: '127.0.0.1', resolveSandbox: (remote, local) => network?.resolve(remote, local) ?? null, allowPrivate: opts.allowPrivate ?? false, forbidden: [SANDBOX_POOL], logger: opts.logger })
-  network = localNetwork({ proxy, prefix, table: prefix === 'wr' ? 'warren' : `warren_${prefix}` })
+  // Our own subnet is refused whatever allowPrivate says: no sandbox reaches another through the
+  // proxy. Another node's subnet on this host is a private range, which the address policy refuses
+  // unless allowPrivate covers it: WARREN_SANDBOX_ALLOW_PRIVATE must leave other nodes' subnets out
+  // (the proxy would connect from the host, which their sandboxes' rules admit as previews).
+  const proxy = await startEgressProxy({ host: '127.0.0.1', resolveSandbox: (remote, local) => network?.resolve(remote, local) ?? null, allowPrivate: opts.allowPrivate ?? false, forbidden: [subnet], logger: opts.logger })
+  network = localNetwork({ proxy, prefix, subnet, table: prefix === 'wr' ? 'warren' : `warren_${prefix}` })
   const provider = new LocalSandboxProvider({
     workspaceRoot: opts.workspaceRoot,
     network,
     prefix: cgroupPrefix(prefix),
-    ...(opts.uidBase !== undefined ? { uidBase: opts.uidBase, uidCount: 1000 } : {}),
+    uidBase: opts.uidBase ?? DEFAULT_SANDBOX_UID_BASE,
+    uidCount: opts.uidCount ?? SANDBOX_UID_COUNT,
+    ...(opts.cgroupParent !== undefined ? { cgroupParent: opts.cgroupParent } : {}),
   })
   const close = provider.close.bind(provider)
   provider.close = async () => {

@@ -1,14 +1,12 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { writeFile } from 'node:fs/promises'
+import { DEFAULT_SANDBOX_SUBNET } from '../../config.ts'
 import type { NetworkPolicy, SandboxSpec } from '../sandbox.ts'
 import type { EgressProxy } from './egress-proxy.ts'
 import { run, runQuiet } from './net-exec.ts'
 import { hostAddresses, parsePool, pickSlot, slotAt, slotClashes, type Slot } from './net-pool.ts'
 import { hostTableScript, proxyClientElement, SANDBOX_IF, sandboxTableScript } from './net-rules.ts'
 import { shareNetnsDir } from './netns-dir.ts'
-
-/** The addresses sandboxes are given by default, a /30 each. */
-export const SANDBOX_POOL = '10.213.0.0/16'
 
 /**
  * Sandbox networking on the local host. Each sandbox gets a network namespace `<prefix>-<short>`
@@ -48,7 +46,7 @@ export type SandboxNetwork = {
 
 export type LocalNetworkOptions = {
   proxy: EgressProxy
-  /** IPv4 pool cut into one /30 per sandbox. Default 10.213.0.0/16 (16384 sandboxes). */
+  /** IPv4 pool cut into one /30 per sandbox (WARREN_SANDBOX_SUBNET). Default DEFAULT_SANDBOX_SUBNET, 10.213.0.0/16 (16384 sandboxes). */
   subnet?: string
   /** Names namespaces (`<prefix>-…`) and host veths (`<prefix>…`); 2–5 characters. Default `wr`. */
   prefix?: string
@@ -71,7 +69,7 @@ export function localNetwork(opts: LocalNetworkOptions): SandboxNetwork {
   const table = opts.table ?? 'warren'
   if (!/^[a-z][a-z0-9]{1,4}$/.test(prefix)) throw new Error(`network prefix must be 2-5 lowercase letters or digits: ${prefix}`)
   if (!/^[a-z][a-z0-9_]{0,31}$/.test(table)) throw new Error(`invalid nftables table name: ${table}`)
-  const pool = parsePool(opts.subnet ?? SANDBOX_POOL)
+  const pool = parsePool(opts.subnet ?? DEFAULT_SANDBOX_SUBNET)
   const proxy = opts.proxy
   const byId = new Map<string, Entry>()
   const byAddr = new Map<string, Entry>()

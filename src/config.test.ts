@@ -1,0 +1,57 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { DEFAULT_SANDBOX_SUBNET, loadConfig, SANDBOX_UID_COUNT } from './config.ts'
+
+/** The message loadConfig threw, or a failure when it did not throw. */
+function refusal(env: Record<string, string>): string {
+  try {
+    loadConfig(env)
+  } catch (err) {
+    return (err as Error).message
+  }
+  assert.fail(`loadConfig accepted ${JSON.stringify(env)}`)
+}
+
+test('config: a node sandbox subnet and uid base default to the single-node pool and base', () => {
+  const c = loadConfig({})
+  assert.equal(c.sandboxSubnet, '10.213.0.0/16')
+  assert.equal(DEFAULT_SANDBOX_SUBNET, '10.213.0.0/16')
+  assert.equal(c.sandboxUidBase, 200_000)
+  assert.equal(SANDBOX_UID_COUNT, 10_000)
+})
+
+test('config: WARREN_SANDBOX_SUBNET takes IPv4 networks from /8 to /24', () => {
+  for (const subnet of ['10.214.0.0/16', '10.0.0.0/8', '192.168.7.0/24', '172.16.64.0/18']) {
+    assert.equal(loadConfig({ WARREN_SANDBOX_SUBNET: subnet }).sandboxSubnet, subnet)
+  }
+})
+
+test('config: a bad WARREN_SANDBOX_SUBNET is refused, saying why', () => {
+  const cases: [string, RegExp][] = [
+    ['10.213.0.0', /WARREN_SANDBOX_SUBNET is not an IPv4 CIDR \(a\.b\.c\.d\/n\), got "10\.213\.0\.0"/],
+    ['fd00::/64', /WARREN_SANDBOX_SUBNET is not an IPv4 CIDR/],
+    ['10.213.0.256/24', /WARREN_SANDBOX_SUBNET is not an IPv4 CIDR/],
+    ['10.213.0.0/33', /WARREN_SANDBOX_SUBNET is not an IPv4 CIDR/],
+    ['10.0.0.0/7', /WARREN_SANDBOX_SUBNET must be \/8 to \/24, got "10\.0\.0\.0\/7"/],
+    ['10.213.5.0/25', /WARREN_SANDBOX_SUBNET must be \/8 to \/24/],
+    ['10.213.4.0/16', /WARREN_SANDBOX_SUBNET is not a network address \(did you mean 10\.213\.0\.0\/16\?\), got "10\.213\.4\.0\/16"/],
+    ['pool', /WARREN_SANDBOX_SUBNET is not an IPv4 CIDR/],
+  ]
+  for (const [subnet, expected] of cases) assert.match(refusal({ WARREN_SANDBOX_SUBNET: subnet }), expected, subnet)
+})
+
+test('config: WARREN_SANDBOX_UID_BASE is an integer of at least 1000 that leaves room for the whole range', () => {
+  assert.equal(loadConfig({ WARREN_SANDBOX_UID_BASE: '1000' }).sandboxUidBase, 1000)
+  assert.equal(loadConfig({ WARREN_SANDBOX_UID_BASE: '410000' }).sandboxUidBase, 410_000)
+  for (const bad of ['999', '0', '-5', '200000.5', 'lots']) {
+    assert.match(refusal({ WARREN_SANDBOX_UID_BASE: bad }), new RegExp(`WARREN_SANDBOX_UID_BASE must be an integer of at least 1000, got "${bad.replace('.', '\\.')}"`), bad)
+  }
+  assert.match(refusal({ WARREN_SANDBOX_UID_BASE: String(2 ** 32 - 5000) }), /WARREN_SANDBOX_UID_BASE leaves no room for 10000 uids/)
+  assert.equal(loadConfig({ WARREN_SANDBOX_UID_BASE: String(2 ** 32 - 1 - SANDBOX_UID_COUNT) }).sandboxUidBase, 2 ** 32 - 1 - SANDBOX_UID_COUNT)
+})
+
+test('config: one error lists every bad variable, the new ones among the others', () => {
+  const message = refusal({ WARREN_SANDBOX_SUBNET: '10.1.2.3/16', WARREN_SANDBOX_UID_BASE: '12', WARREN_SANDBOX_PREFIX: 'NO' })
+  assert.match(message, /^Invalid configuration:/)
+  for (const name of ['WARREN_SANDBOX_SUBNET', 'WARREN_SANDBOX_UID_BASE', 'WARREN_SANDBOX_PREFIX']) assert.ok(message.includes(`- ${name}`), `${name} missing from:\n${message}`)
+})

@@ -1,0 +1,216 @@
+// Many nodes, one service (issue 15): real `warren serve` child processes on one PostgreSQL
+// schema, each with its own data folder and sandbox share of the host (test/cluster.ts). A node
+// that starts beside a live one must leave that node's turns and workspaces to it: its start-up
+// recovery may touch only sessions whose lease has lapsed. On SQLite there is one process per data
+// folder, and a second one is refused.
+import { after, before, describe, it } from 'node:test'
+import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { NODE_LEASE_MS, startCluster, type Cluster } from './cluster.ts'
+import { startModelServer, type FakeModelServer, type ModelRequest, type ScriptStep } from './fakes/model-server.ts'
+import { waitFor } from './fixtures.ts'
+import { onPostgres } from './harness.ts'
+import { serviceProcess } from './service-process.ts'
+
+type Item = { id: string; type: string; turn_id: string | null; detail: { event: string; [k: string]: unknown } }
+type Turn = { id: string; status: string; artifacts: string | null; error: unknown }
+
+const tag = () => randomBytes(4).toString('hex')
+
+/** Waits until `done()` holds or `ms` pass, whichever is first; never fails (a chance given, not a deadline asserted). */
+async function allowUpTo(ms: number, done: () => boolean): Promise<void> {
+  const until = Date.now() + ms
+  while (!done() && Date.now() < until) await sleep(50)
+}
+
+/** Answers the model calls of one test, told apart by its user text; the others' calls get an error. */
+function route(fake: FakeModelServer, text: string, answer: (req: ModelRequest) => ScriptStep | Promise<ScriptStep>): void {
+  const previous = fake.fallback
+  fake.fallback = (req) => (req.lastUserText === text ? answer(req) : typeof previous === 'function' ? previous(req) : { error: { status: 500, message: `no route for "${req.lastUserText}"` } })
+}
+
+async function connectModel(cluster: Cluster, node: number, fake: FakeModelServer): Promise<void> {
+  const res = await cluster.on(node, 'POST', '/v1/model-credentials', { provider: 'openai', api_key: fake.key, base_url: fake.url, models: ['m1'] })
+  assert.equal(res.status, 201, res.text)
+}
+
+async function createSession(cluster: Cluster, node: number): Promise<string> {
+  const res = await cluster.on(node, 'POST', '/v1/sessions', {})
+  assert.equal(res.status, 201, res.text)
+  return res.body.id
+}
+
+async function send(cluster: Cluster, node: number, sessionId: string, text: string): Promise<Turn> {
+  const res = await cluster.on(node, 'POST', `/v1/sessions/${sessionId}/messages`, { text })
+  assert.equal(res.status, 202, res.text)
+  return res.body
+}
+
+/** The turn once settled and its files' publication ended, asked of whichever node is next. */
+const settled = (cluster: Cluster, sessionId: string, turnId: string): Promise<Turn> =>
+  waitFor(
+    `turn ${turnId} settles`,
+    async () => {
+      const res = await cluster.api('GET', `/v1/sessions/${sessionId}/turns/${turnId}`)
+      assert.equal(res.status, 200, `node ${res.node}: ${res.text}`)
+      return res.body.status !== 'working' && res.body.artifacts !== 'pending' && (res.body as Turn)
+    },
+    120_000,
+  )
+
+async function allItems(cluster: Cluster, sessionId: string): Promise<Item[]> {
+  const out: Item[] = []
+  let cursor = ''
+  for (;;) {
+    const res = await cluster.api('GET', `/v1/sessions/${sessionId}/items?order=asc&limit=100${cursor ? `&after=${cursor}` : ''}`)
+    assert.equal(res.status, 200, `node ${res.node}: ${res.text}`)
+    out.push(...(res.body.data as Item[]))
+    if (!res.body.has_more) return out
+    cursor = res.body.last_id
+  }
+}
+
+const render = (list: Item[]) => list.map((i) => `  ${i.id} ${i.turn_id ?? '-'} ${JSON.stringify(i.detail)}`).join('\n')
+
+/** The session's open usage intervals that no one has marked for review (its workspace's time still counted). */
+const openIntervals = (cluster: Cluster, sessionId: string) =>
+  cluster.query<{ id: string }>('SELECT id FROM {schema}.usage_intervals WHERE session_id = $1 AND ended_at IS NULL AND needs_review = 0', [sessionId])
+
+onPostgres('cluster: two nodes on one PostgreSQL', () => {
+  let fake: FakeModelServer
+  const clusters: Cluster[] = []
+  const cluster = async (start: number[]) => {
+    const c = await startCluster({ nodes: 2, start })
+    clusters.push(c)
+    return c
+  }
+  before(async () => {
+    fake = await startModelServer({ models: ['m1'] })
+  })
+  after(async () => {
+    await Promise.allSettled(clusters.map((c) => c.close()))
+    await fake?.close()
+  })
+
+  it('a node started while another drives a turn leaves the turn to it: the model is asked once per step', async () => {
+    const c = await cluster([0])
+    await connectModel(c, 0, fake)
+    const text = `run one command ${tag()}`
+    const steps = { first: 0, second: 0 }
+    let release!: () => void
+    const gate = new Promise<void>((resolve) => (release = resolve))
+    route(fake, text, async (req) => {
+      if (req.toolResults.length === 0) {
+        steps.first++
+        // The first step stays in flight until node B has started: B's start-up sees the turn working.
+        await gate
+        return { toolCalls: [{ name: 'bash', args: { command: 'echo one-call' } }] }
+      }
+      steps.second++
+      return { text: 'done after one call' }
+    })
+    const sessionId = await createSession(c, 0)
+    const turn = await send(c, 0, sessionId, text)
+    await waitFor('node A asks the model for the first step', async () => steps.first >= 1, 60_000)
+
+    await c.start(1)
+    // Node B's start-up is where today's recovery drives the same turn again: give a wrong
+    // implementation the chance to show it before the first step is answered.
+    await allowUpTo(8_000, () => steps.first >= 2)
+    release()
+
+    const done = await settled(c, sessionId, turn.id)
+    const items = await allItems(c, sessionId)
+    assert.deepEqual(steps, { first: 1, second: 1 }, `the model must be asked exactly once per step (turn ${done.status}, error ${JSON.stringify(done.error)})\n${render(items)}`)
+    assert.equal(done.status, 'completed', JSON.stringify(done))
+    const calls = items.filter((i) => i.detail.event === 'agent.tool_call')
+    const results = items.filter((i) => i.detail.event === 'agent.tool_result')
+    assert.equal(calls.length, 1, `one tool call\n${render(items)}`)
+    assert.equal(results.length, 1, `one tool result\n${render(items)}`)
+    assert.equal(items.filter((i) => i.detail.event === 'turn.started').length, 1, render(items))
+    assert.equal(items.filter((i) => i.detail.event === 'agent.message').length, 1, render(items))
+    const turns = await c.api('GET', `/v1/sessions/${sessionId}/turns?order=asc&limit=100`)
+    assert.deepEqual(turns.body.data.map((t: Turn) => t.id), [turn.id])
+  })
+
+  it("a node started beside a live one leaves that node's workspace running and its usage interval open", async () => {
+    const c = await cluster([0])
+    await connectModel(c, 0, fake)
+    const marker = `kept-${tag()}`
+    const write = `write the marker ${marker}`
+    route(fake, write, (req) =>
+      req.toolResults.length === 0 ? { toolCalls: [{ name: 'bash', args: { command: `echo ${marker} > /workspace/kept.txt` } }] } : { text: 'written' },
+    )
+    const sessionId = await createSession(c, 0)
+    const first = await settled(c, sessionId, (await send(c, 0, sessionId, write)).id)
+    assert.equal(first.status, 'completed', JSON.stringify(first))
+    const state = async (node: number) => {
+      const res = await c.on(node, 'GET', `/v1/sessions/${sessionId}`)
+      assert.equal(res.status, 200, res.text)
+      return res.body.environment.state as string
+    }
+    assert.equal(await state(0), 'running', 'control: the workspace runs on node A')
+    const open = await openIntervals(c, sessionId)
+    assert.equal(open.length, 1, 'control: node A counts the running workspace in one open interval')
+
+    await c.start(1)
+    // Past two leases: a wrong takeover of a live node (not only one at start-up) has had its chance.
+    await sleep(2 * NODE_LEASE_MS)
+    for (const node of [0, 1]) assert.ok(['running', 'paused'].includes(await state(node)), `node ${node} sees the workspace ${await state(node)}, not running or paused`)
+    assert.deepEqual(await openIntervals(c, sessionId), open, "node A's usage interval is still open and not marked for review")
+    const usage = await c.api('GET', `/v1/sessions/${sessionId}/usage`)
+    assert.equal(usage.status, 200, usage.text)
+    assert.equal(usage.body.needs_review_intervals, 0, usage.text)
+
+    // A message that lands on node B is served by the same workspace: what node A wrote is there.
+    const read = `read the marker back ${marker}`
+    let seen: string | null = null
+    route(fake, read, (req) => {
+      if (req.toolResults.length === 0) return { toolCalls: [{ name: 'bash', args: { command: 'cat /workspace/kept.txt' } }] }
+      seen = req.toolResults.map((r) => r.content).join('\n')
+      return { text: 'read' }
+    })
+    const second = await settled(c, sessionId, (await send(c, 1, sessionId, read)).id)
+    assert.equal(second.status, 'completed', JSON.stringify(second))
+    assert.ok(seen !== null && (seen as string).includes(marker), `the second turn read ${JSON.stringify(seen)}, not the marker node A's workspace holds`)
+  })
+})
+
+describe('a second warren serve on one SQLite data folder [sqlite, child processes]', () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-sqlite-twice-'))
+  const suffix = Array.from(randomBytes(4), (b) => 'abcdefghijklmnopqrstuvwxyz'[b % 26]).join('')
+  const env = (prefix: string) => ({ WARREN_DATA_DIR: dataDir, WARREN_SANDBOX_PREFIX: prefix, WARREN_LOG_LEVEL: 'warn' })
+  const first = serviceProcess(env(`f${suffix}`))
+  const second = serviceProcess({ ...env(`s${suffix}`), WARREN_SANDBOX_SUBNET: '10.241.0.0/16', WARREN_SANDBOX_UID_BASE: '260000' })
+  after(async () => {
+    for (const s of [second, first]) if (s.running) await s.stop('SIGTERM').catch(() => s.stop('SIGKILL').catch(() => {}))
+    fs.rmSync(dataDir, { recursive: true, force: true })
+  })
+
+  it('is refused at start with a message naming the folder and the process that holds it', async () => {
+    first.token = await first.mint('sqlite-twice')
+    await first.start()
+    const pid = first.pid
+    assert.ok(pid !== undefined)
+    let refusal: Error | null = null
+    try {
+      await second.start()
+    } catch (err) {
+      refusal = err as Error
+    }
+    assert.ok(refusal, `the second warren serve listens at ${second.running ? second.url : '?'} on the data folder the first one uses`)
+    const code = /exited \(code (\d+|null), signal (\w+)\)/.exec(refusal.message)
+    assert.ok(code && code[1] !== '0' && code[1] !== 'null', `it must exit with a non-zero code: ${refusal.message}`)
+    const stderr = second.log.filter((l) => l.startsWith('stderr: ')).join('\n')
+    assert.ok(stderr.includes(dataDir), `stderr names the data folder ${dataDir}:\n${stderr}`)
+    assert.ok(new RegExp(`\\b${pid}\\b`).test(stderr), `stderr names the running process (pid ${pid}):\n${stderr}`)
+    // The first one goes on serving, and the CLI still writes to its store meanwhile.
+    const token = await first.mint('sqlite-twice-after')
+    const health = await first.api('GET', '/v1/health', undefined, token)
+    assert.equal(health.status, 200, health.text)
+  })
+})
