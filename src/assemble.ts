@@ -2,7 +2,7 @@ import type { AddressInfo } from 'node:net'
 import path from 'node:path'
 import type { FastifyInstance, FastifyServerOptions } from 'fastify'
 import { buildApp } from './app.ts'
-import { reachableHost, settleListenPort, type Config } from './config.ts'
+import { reachableHost, SANDBOX_UID_COUNT, settleListenPort, type Config } from './config.ts'
 import { currentSchema, openStore, type Store } from './db/database.ts'
 import { memoryEventBus, type EventBus } from './events/event-bus.ts'
 import { pgEventBus } from './events/pg-event-bus.ts'
@@ -19,7 +19,6 @@ import { localBlobStore, type BlobStore } from './artifacts/blob-store.ts'
 import { publishPending } from './artifacts/publisher.ts'
 import { publishTurn, type ArtifactLimits } from './artifacts/publish-turn.ts'
 import { serviceNode, type ServiceNode } from './nodes/node.ts'
-import { SANDBOX_POOL } from './sandbox/local/network.ts'
 import { workingTurns } from './turns/turns.store.ts'
 
 const PURGE_EVERY_MS = 3_600_000
@@ -80,12 +79,21 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
   // Several processes on one PostgreSQL wake each other's streams and workers through it.
   const bus = config.databaseUrl ? await pgEventBus(config.databaseUrl, await currentSchema(store)) : memoryEventBus()
   const box = overrides.box ?? deploymentBox(config)
-  const provider = await createLocalProvider({
-    workspaceRoot: path.join(config.dataDir, 'workspaces'),
+  // Test instances sit 1000 uids apart on one host; a node takes SANDBOX_UID_COUNT from its base.
+  const testUids = overrides.sandbox?.uidBase
+  const resources = {
+    dataDir: config.dataDir,
     prefix: overrides.sandbox?.prefix ?? config.sandboxPrefix,
     subnet: config.sandboxSubnet,
-    // Test instances sit 1000 uids apart on one host; a node takes SANDBOX_UID_COUNT from its base.
-    ...(overrides.sandbox?.uidBase !== undefined ? { uidBase: overrides.sandbox.uidBase, uidCount: 1000 } : { uidBase: config.sandboxUidBase }),
+    uidBase: testUids ?? config.sandboxUidBase,
+    uidCount: testUids !== undefined ? 1000 : SANDBOX_UID_COUNT,
+  }
+  const provider = await createLocalProvider({
+    workspaceRoot: path.join(config.dataDir, 'workspaces'),
+    prefix: resources.prefix,
+    subnet: resources.subnet,
+    uidBase: resources.uidBase,
+    uidCount: resources.uidCount,
     allowPrivate: config.sandboxAllowPrivate,
   })
   const workspaces = workspaceManager({ store, bus, config, box, provider })
@@ -101,14 +109,13 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
   }
   let node: ServiceNode | undefined
   const runner = turnRunner({ store, bus, config, box, workspaces, log, publish: (turn) => publishTurn(publishing, turn), nodeId: () => node!.id })
-  const sandboxPrefix = overrides.sandbox?.prefix ?? config.sandboxPrefix
   node = serviceNode({
     store,
     bus,
     log,
     leaseMs: config.nodeLeaseMs,
     url: config.nodeUrl,
-    resources: { dataDir: config.dataDir, prefix: sandboxPrefix, subnet: SANDBOX_POOL, uidBase: overrides.sandbox?.uidBase ?? 200_000, uidCount: overrides.sandbox?.uidBase !== undefined ? 1000 : 10_000 },
+    resources,
     local: {
       kick: (id) => runner.kick(id),
       cancel: (id, turnId) => runner.cancel(id, turnId),

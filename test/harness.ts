@@ -125,7 +125,9 @@ export type StartOptions = {
 export async function startWarren(dialect: DialectName, opts: StartOptions = {}): Promise<Warren> {
   const dataDir = opts.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'warren-test-'))
   const pgSchema = opts.pgSchema ?? `t_${randomText(12)}`
-  const config = loadConfig({ PORT: '0', WARREN_DATA_DIR: dataDir, ...(dialect === 'postgres' ? { DATABASE_URL: PG_URL } : {}), ...opts.env }, opts.config)
+  // Each instance takes its own /16 of workspace addresses: nodes on one store and host never share one.
+  const subnet = `10.${100 + Math.floor(Math.random() * 100)}.0.0/16`
+  const config = loadConfig({ PORT: '0', WARREN_DATA_DIR: dataDir, WARREN_SANDBOX_SUBNET: subnet, ...(dialect === 'postgres' ? { DATABASE_URL: PG_URL } : {}), ...opts.env }, opts.config)
   const service = await assemble(config, {
     pgSchema: dialect === 'postgres' ? pgSchema : undefined,
     // Each instance names its host resources apart, so parallel test files never clean up each other's.

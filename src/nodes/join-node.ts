@@ -1,10 +1,11 @@
 import os from 'node:os'
 import type { Store } from '../db/database.ts'
 import { newId } from '../shared/ids.ts'
+import { resourcesOverlap, type SandboxResources } from '../sandbox/local/resources-overlap.ts'
 import { declareDead, insertNode, readNodes, type NodeRow } from './nodes.store.ts'
 
 /** What a node holds on its host, which no other live node on the same host may share. */
-export type HostResources = { dataDir: string; prefix: string; subnet: string; uidBase: number; uidCount: number }
+export type HostResources = SandboxResources & { dataDir: string }
 
 /** The node's start was refused: another live node holds what it needs. */
 export class NodeRefused extends Error {}
@@ -18,27 +19,11 @@ const pidAlive = (pid: number): boolean => {
   }
 }
 
-function ipv4ToInt(ip: string): number {
-  return ip.split('.').reduce((n, part) => n * 256 + Number(part), 0)
-}
-function cidrRange(cidr: string): [number, number] {
-  const [ip, len] = cidr.split('/')
-  const size = 2 ** (32 - Number(len))
-  const start = Math.floor(ipv4ToInt(ip!) / size) * size
-  return [start, start + size - 1]
-}
-
 /** What `mine` would share with a live node's row on the same host, as sentences; empty: nothing. */
 export function hostConflicts(row: NodeRow, mine: HostResources): string[] {
-  const out: string[] = []
-  if (row.data_dir === mine.dataDir) out.push(`the data folder ${mine.dataDir} (set WARREN_DATA_DIR)`)
-  if (row.sandbox_prefix === mine.prefix) out.push(`the sandbox prefix "${mine.prefix}" (set WARREN_SANDBOX_PREFIX)`)
-  const [a0, a1] = cidrRange(row.sandbox_subnet)
-  const [b0, b1] = cidrRange(mine.subnet)
-  if (a0 <= b1 && b0 <= a1) out.push(`addresses of ${mine.subnet}, overlapping its ${row.sandbox_subnet} (set WARREN_SANDBOX_SUBNET)`)
-  if (row.uid_base < mine.uidBase + mine.uidCount && mine.uidBase < row.uid_base + row.uid_count) {
-    out.push(`sandbox uids ${mine.uidBase}–${mine.uidBase + mine.uidCount - 1}, overlapping its ${row.uid_base}–${row.uid_base + row.uid_count - 1} (set WARREN_SANDBOX_UID_BASE)`)
-  }
+  const theirs = { prefix: row.sandbox_prefix, subnet: row.sandbox_subnet, uidBase: row.uid_base, uidCount: row.uid_count }
+  const out = resourcesOverlap(theirs, mine)
+  if (row.data_dir === mine.dataDir) out.push(`both use the data folder ${mine.dataDir}`)
   return out
 }
 
@@ -69,7 +54,11 @@ export async function joinNode(store: Store, mine: HostResources, opts: { leaseM
     }
     if (!sameHost) continue
     const conflicts = hostConflicts(row, mine)
-    if (conflicts.length) throw new NodeRefused(`node ${row.id} (pid ${row.pid}, ${row.url || 'no address yet'}) on this host already uses ${conflicts.join('; ')}`)
+    if (conflicts.length) {
+      throw new NodeRefused(
+        `this node would share its host with the live node ${row.id} (pid ${row.pid}, ${row.url || 'no address yet'}): ${conflicts.join('; ')}. Give each node on a host its own WARREN_DATA_DIR, WARREN_SANDBOX_PREFIX, WARREN_SANDBOX_SUBNET and WARREN_SANDBOX_UID_BASE.`,
+      )
+    }
   }
   const id = newId('node')
   await insertNode(store.db, store.dialect, {

@@ -7,7 +7,10 @@ import { joinNode, type HostResources } from './join-node.ts'
 import { beat, declareDead, markStopped, pruneNodes, readNodes, type NodeRow } from './nodes.store.ts'
 import { claimFromDead, claimSession, dropDeletedOwnership, ownedWithWork, ownerlessSessions, ownerlessWithWork, ownerOf, releaseSession } from './ownership.store.ts'
 
-/** Where a session's work happens: on this node, on a live peer, or nowhere (no such live session). */
+/**
+ * Where a session's work happens: on this node, on a live peer (its address: empty while the peer
+ * does not listen, so that only commands on the bus reach it), or nowhere (no such live session).
+ */
 export type Location = { here: true } | { here: false; nodeId: string; url: string } | null
 
 /** A peer as health and the start-up log show it. */
@@ -76,9 +79,10 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
   const adopting = new Map<string, Promise<boolean>>()
 
   const alive = (row: NodeRow) => row.stopped_at === null && view.now - row.heartbeat_at < leaseMs
-  const liveUrl = (nodeId: string) => {
+  /** A live peer's row by this node's view, or null. */
+  const livePeer = (nodeId: string) => {
     const row = view.rows.find((r) => r.id === nodeId)
-    return row && alive(row) && row.url ? row.url : null
+    return row && row.id !== id && alive(row) ? row : null
   }
 
   /** One adoption per session at a time; a second caller waits for the first. */
@@ -101,8 +105,8 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
       const owner = await ownerOf(store.db, sessionId)
       if (owner === undefined) return null
       if (owner === id && !fenced) return { here: true }
-      const there = owner && owner !== id ? liveUrl(owner) : null
-      if (there) return { here: false, nodeId: owner!, url: there }
+      const there = owner ? livePeer(owner) : null
+      if (there) return { here: false, nodeId: there.id, url: there.url }
       if (!fenced && (await claimSession(store.db, store.dialect, sessionId, id, leaseMs))) {
         await adopt(sessionId)
         return { here: true }
@@ -226,9 +230,8 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
     },
     async deleted(sessionId) {
       const row = await store.db.selectFrom('sessions').select('owner_node').where('id', '=', sessionId).executeTakeFirst()
-      const owner = row?.owner_node ?? null
-      const there = owner && owner !== id ? liveUrl(owner) : null
-      if (there) return send({ kind: 'deleted', sessionId }, owner!)
+      const there = row?.owner_node ? livePeer(row.owner_node) : null
+      if (there) return send({ kind: 'deleted', sessionId }, there.id)
       await deletedHere(sessionId)
     },
     peers: () => view.rows.map((r) => ({ id: r.id, url: r.url, host: r.host, started_at: r.started_at, heartbeat_at: r.heartbeat_at, live: alive(r) })),
