@@ -10,7 +10,7 @@ import * as m002 from './migrations/002-turns.ts'
 import * as m003 from './migrations/003-stream-slots.ts'
 import * as m004 from './migrations/004-artifacts.ts'
 import * as m005 from './migrations/005-previews.ts'
-import * as m006 from './migrations/006-nodes.ts'
+import * as m008 from './migrations/008-nodes.ts'
 
 export type DialectName = 'sqlite' | 'postgres'
 export type Db = Kysely<Tables>
@@ -103,7 +103,7 @@ const migrations: Record<string, { up(db: Kysely<any>, d: DialectName): Promise<
   '003-stream-slots': m003,
   '004-artifacts': m004,
   '005-previews': m005,
-  '006-nodes': m006,
+  '008-nodes': m008,
 }
 
 async function migrate(store: Store): Promise<void> {
