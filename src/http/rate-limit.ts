@@ -17,7 +17,18 @@ export type RateDecision = {
  * one allowance. It refills continuously at `perMinute` a minute; a refused request takes nothing.
  */
 export async function takeToken(store: Store, tokenId: string, bucket: Bucket, perMinute: number): Promise<RateDecision> {
-  if (store.dialect === 'sqlite') return takeFromMemory(store, `${tokenId}:${bucket}`, perMinute)
+  return takeTokenAtOnce(store, tokenId, bucket, perMinute) ?? takeFromStore(store, tokenId, bucket, perMinute)
+}
+
+/**
+ * The decision without waiting where the buckets live in this process's memory (SQLite), so that
+ * a request answered from memory needs no promise; undefined where they live in the store.
+ */
+export function takeTokenAtOnce(store: Store, tokenId: string, bucket: Bucket, perMinute: number): RateDecision | undefined {
+  return store.dialect === 'sqlite' ? takeFromMemory(store, `${tokenId}:${bucket}`, perMinute) : undefined
+}
+
+async function takeFromStore(store: Store, tokenId: string, bucket: Bucket, perMinute: number): Promise<RateDecision> {
   const { db, dialect } = store
   const perMs = perMinute / 60_000
   for (let attempt = 0; attempt < 3; attempt++) {
