@@ -1,9 +1,13 @@
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
 import { before, it } from 'node:test'
 import assert from 'node:assert/strict'
 import { forEachDialect, useWarren } from './harness.ts'
 import { expectError, rateHeaders, sleep } from './expect.ts'
 import { markedCache } from '../src/db/marked-cache.ts'
-import { insertToken } from '../src/tokens/tokens.store.ts'
+import { openStore } from '../src/db/database.ts'
+import { ensureOrg, insertToken } from '../src/tokens/tokens.store.ts'
 import { connectModel } from './fixtures.ts'
 
 /**
@@ -85,4 +89,36 @@ it('markedCache.kept answers only what was read under the same mark, at once', a
   const unmarked = markedCache<string>({})
   await unmarked('k', async () => 'v')
   assert.equal(unmarked.kept('k', undefined), undefined)
+})
+
+it('the SQLite write mark moves with every write, this connection’s or another’s, and not with a read', async () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-mark-'))
+  const store = await openStore({ dataDir })
+  try {
+    const mark = store.writeMark!
+    const start = mark()
+    await store.db.selectFrom('orgs').selectAll().execute()
+    assert.equal(mark(), start, 'a read moved the mark: nothing would ever be kept')
+    await ensureOrg(store.db, 'marked')
+    const afterInsert = mark()
+    assert.notEqual(afterInsert, start, 'an insert left the mark')
+    await store.db.updateTable('orgs').set({ name: 'marked-2' }).where('name', '=', 'marked').execute()
+    const afterUpdate = mark()
+    assert.notEqual(afterUpdate, afterInsert, 'an update left the mark')
+    await store.db.transaction().execute(async (tx) => {
+      await tx.deleteFrom('orgs').where('name', '=', 'marked-2').execute()
+    })
+    const afterDelete = mark()
+    assert.notEqual(afterDelete, afterUpdate, 'a delete in a transaction left the mark')
+    const other = await openStore({ dataDir })
+    try {
+      await ensureOrg(other.db, 'from-another-process')
+    } finally {
+      await other.close()
+    }
+    assert.notEqual(mark(), afterDelete, 'another connection’s commit left the mark')
+  } finally {
+    await store.close()
+    fs.rmSync(dataDir, { recursive: true, force: true })
+  }
 })
