@@ -88,9 +88,13 @@ function takeFromMemory(store: Store, key: string, perMinute: number): RateDecis
   let buckets = memoryBuckets.get(store)
   if (!buckets) memoryBuckets.set(store, (buckets = new Map()))
   const now = Date.now()
-  const b = buckets.get(key) ?? { tokens: perMinute, at: now }
-  const level = Math.min(perMinute, b.tokens + ((now - b.at) * perMinute) / 60_000)
+  const b = buckets.get(key)
+  const level = b ? Math.min(perMinute, b.tokens + ((now - b.at) * perMinute) / 60_000) : perMinute
   if (level < 1) return decide(false, level, perMinute)
-  buckets.set(key, { tokens: level - 1, at: now })
+  // Charged in place: one bucket object per token and bucket for the life of the process.
+  if (b) {
+    b.tokens = level - 1
+    b.at = now
+  } else buckets.set(key, { tokens: level - 1, at: now })
   return decide(true, level - 1, perMinute)
 }
