@@ -2,6 +2,7 @@ import { after, before, it } from 'node:test'
 import assert from 'node:assert/strict'
 import http from 'node:http'
 import { expectError } from './expect.ts'
+import { loadConfig } from '../src/config.ts'
 import { forEachDialect, useWarren, type Warren } from './harness.ts'
 import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
 import { waitFor } from './fixtures.ts'
@@ -92,7 +93,6 @@ forEachDialect('metrics', (dialect) => {
     assert.equal(value(samples, 'warren_turns_settled_total', { outcome: 'failed' }), 0, 'every outcome has its series from the start')
     assert.ok((value(samples, 'warren_model_step_duration_seconds_count', { provider: 'openai', result: 'ok' }) ?? 0) >= 2, 'two model steps')
     assert.ok((value(samples, 'warren_tool_call_duration_seconds_count', { tool: 'bash' }) ?? 0) >= 1)
-    assert.equal(value(samples, 'warren_turns_working'), 0, 'no turn is being driven once it settled')
 
     assert.ok((value(samples, 'warren_sandboxes', { state: 'running' }) ?? 0) >= 1, 'the session has a running sandbox')
     assert.equal(typeof value(samples, 'warren_sandboxes', { state: 'paused' }), 'number')
@@ -153,6 +153,43 @@ forEachDialect('metrics', (dialect) => {
     assert.equal(value(samples, 'warren_lease_takeovers_total'), 1)
   })
 
+  it('counts a turn working while its model step runs, and its cancel as an outcome, not as a failed model call', async () => {
+    const org = await newOrg(w())
+    const c = client(w(), org)
+    await c.connect(fake, 'openai')
+    const sid = await c.session()
+    const calls = fake.modelRequests.length
+    fake.script({ hang: true, text: 'Thinking about' })
+    const turn = await c.accept(sid, 'take your time')
+    const before = (await scrape(w())).samples
+    // Cancelled only once the model holds the call, so that no later test's call takes the hang.
+    await fake.waitForModelRequests(calls + 1)
+    await waitFor('the turn is counted working', async () => (value((await scrape(w())).samples, 'warren_turns_working') ?? 0) >= 1)
+    assert.equal((await c.cancel(sid, turn.id)).statusCode, 200)
+    assert.equal((await c.settled(sid, turn.id)).status, 'cancelled')
+    await waitFor('the driver lets go', async () => value((await scrape(w())).samples, 'warren_turns_working') === 0)
+    const after = (await scrape(w())).samples
+    const delta = (name: string, labels: Record<string, string>) => (value(after, name, labels) ?? 0) - (value(before, name, labels) ?? 0)
+    assert.equal(delta('warren_turns_settled_total', { outcome: 'cancelled' }), 1)
+    assert.equal(delta('warren_model_step_duration_seconds_count', { provider: 'openai', result: 'error' }), 0, 'a cut call is no provider failure')
+  })
+
+  it("counts the turns a session's deletion cancels, and a parked turn is not one being driven", async () => {
+    const org = await newOrg(w())
+    const c = client(w(), org)
+    await c.connect(fake, 'openai')
+    const sid = await c.session({ agent: { model: 'm1', tools: [{ type: 'function', name: 'lookup_order' }] } })
+    fake.script({ toolCalls: [{ name: 'lookup_order', args: { id: 7 } }] })
+    await c.accept(sid, 'find order 7')
+    await waitFor('the turn parks on the function', async () => (await c.getSession(sid)).status === 'requires_action')
+    // The driver lets go just after the session's status moves: a parked turn holds none.
+    await waitFor('no turn is being driven', async () => value((await scrape(w())).samples, 'warren_turns_working') === 0)
+    const before = (await scrape(w())).samples
+    assert.equal((await c.call('DELETE', `/v1/sessions/${sid}`)).statusCode, 200)
+    const after = (await scrape(w())).samples
+    assert.equal(value(after, 'warren_turns_settled_total', { outcome: 'cancelled' })! - value(before, 'warren_turns_settled_total', { outcome: 'cancelled' })!, 1)
+  })
+
   it('serves /metrics without a token and refuses what it does not read', async () => {
     const res = await w().inject({ method: 'GET', url: '/metrics', token: 'svc_pat_nonsense' })
     assert.equal(res.statusCode, 200, 'a bad token does not stand in the way')
@@ -179,4 +216,14 @@ forEachDialect('metrics on their own listener', (dialect) => {
     expectError(await w().inject({ method: 'GET', url: '/metrics', token: null }), 404, 'not_found')
     expectError(await w().inject({ method: 'GET', url: '/metrics' }), 404, 'not_found')
   })
+})
+
+it('refuses a metrics port that is no port, and a metrics host without a port, at start', () => {
+  assert.throws(() => loadConfig({ WARREN_METRICS_PORT: '70000' }), /WARREN_METRICS_PORT must be a port number/)
+  assert.throws(() => loadConfig({ WARREN_METRICS_PORT: 'nine' }), /WARREN_METRICS_PORT must be an integer/)
+  assert.throws(() => loadConfig({ WARREN_METRICS_HOST: '0.0.0.0' }), /WARREN_METRICS_HOST needs WARREN_METRICS_PORT/)
+  const c = loadConfig({ WARREN_METRICS_PORT: '9464', WARREN_METRICS_HOST: '0.0.0.0' })
+  assert.equal(c.metricsPort, 9464)
+  assert.equal(c.metricsHost, '0.0.0.0')
+  assert.equal(loadConfig({}).metricsPort, undefined, 'unset: on the main listener')
 })
