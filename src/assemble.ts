@@ -18,6 +18,10 @@ import { deliveryWorker, type DeliveryWorker } from './webhooks/delivery-worker.
 import { localBlobStore, type BlobStore } from './artifacts/blob-store.ts'
 import { publishPending } from './artifacts/publisher.ts'
 import { publishTurn, type ArtifactLimits } from './artifacts/publish-turn.ts'
+import { createMetrics, type Metrics } from './shared/metrics.ts'
+import { countDeliveries, earliestPendingDue } from './webhooks/deliveries.store.ts'
+import { countedProvider } from './sandbox/counted-provider.ts'
+import { listenMetrics, type MetricsListener } from './http/metrics-listener.ts'
 
 const PURGE_EVERY_MS = 3_600_000
 
@@ -55,6 +59,10 @@ export type Assembly = {
   runner: TurnRunner
   blobs: BlobStore
   webhooks: DeliveryWorker
+  /** This node's metrics (GET /metrics); the lead's node code counts takeovers and names the node here. */
+  metrics: Metrics
+  /** Where the metrics' own listener answers once started (WARREN_METRICS_PORT); null when they are on the main one. */
+  readonly metricsListener: MetricsListener | null
   /**
    * Recovers workspaces, makes the app ready (listening when asked), publishes what a stop left
    * unpublished, resumes interrupted turns, then starts sending webhooks.
@@ -74,13 +82,14 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
   // Several processes on one PostgreSQL wake each other's streams and workers through it.
   const bus = config.databaseUrl ? await pgEventBus(config.databaseUrl, await currentSchema(store)) : memoryEventBus()
   const box = overrides.box ?? deploymentBox(config)
+  const metrics = createMetrics({ countDeliveries: (status) => countDeliveries(store.db, status), earliestPendingDue: () => earliestPendingDue(store.db) })
   const provider = await createLocalProvider({
     workspaceRoot: path.join(config.dataDir, 'workspaces'),
     prefix: overrides.sandbox?.prefix ?? config.sandboxPrefix,
     ...(overrides.sandbox?.uidBase !== undefined ? { uidBase: overrides.sandbox.uidBase } : {}),
     allowPrivate: config.sandboxAllowPrivate,
   })
-  const workspaces = workspaceManager({ store, bus, config, box, provider })
+  const workspaces = workspaceManager({ store, bus, config, box, provider: countedProvider(provider, metrics) })
   const blobs = localBlobStore(path.join(config.dataDir, 'artifacts'))
   const publishing = { store, bus, workspaces, blobs, limits: overrides.artifactLimits }
   // The runner and the worker log through the app's pino logger; they are made before the app
@@ -91,7 +100,7 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     warn: (obj, msg) => app?.log.warn(obj, msg),
     error: (obj, msg) => app?.log.error(obj, msg),
   }
-  const runner = turnRunner({ store, bus, config, box, workspaces, log, publish: (turn) => publishTurn(publishing, turn) })
+  const runner = turnRunner({ store, bus, config, box, workspaces, metrics, log, publish: (turn) => publishTurn(publishing, turn) })
   app = await buildApp({
     runner,
     blobs,
@@ -100,13 +109,16 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     bus,
     box,
     workspaces,
+    metrics,
     logger: overrides.logger ?? { level: config.logLevel, redact: ['req.headers.authorization'] },
   })
   const webhooks = deliveryWorker({ store, bus, config, box, log, ...(overrides.webhookCa ? { ca: overrides.webhookCa } : {}) })
+  let metricsListener: MetricsListener | null = null
   const purge = setInterval(() => void purgeIdempotencyKeys(store).catch(() => {}), PURGE_EVERY_MS)
   purge.unref()
   app.addHook('onClose', async () => {
     clearInterval(purge)
+    await metricsListener?.close()
     await webhooks.close()
     await runner.close()
     await workspaces.close()
@@ -124,12 +136,17 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     runner,
     blobs,
     webhooks,
+    metrics,
+    get metricsListener() {
+      return metricsListener
+    },
     async start(opts = {}) {
       await workspaces.recover()
       if (opts.listen) {
         await app.listen(opts.listen)
         settleListenPort(config, (app.server.address() as AddressInfo).port)
       } else await app.ready()
+      metricsListener = await listenMetrics(metrics, config, log)
       // Files of turns that settled before a stop, before any queued turn may change them.
       await publishPending(publishing)
       // Turns that were working when the service stopped go on once it can answer for them.

@@ -60,6 +60,9 @@ export type Config = {
   sandboxPrefix: string
   /** Most sandboxes this process brings up at once; the rest wait their turn (a burst of creates). */
   sandboxStarts: number
+  /** Where GET /metrics is served on a listener of its own; undefined: on the main listener. */
+  metricsPort: number | undefined
+  metricsHost: string
 }
 
 type Env = Record<string, string | undefined>
@@ -163,6 +166,8 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
     sandboxPrefix: env.WARREN_SANDBOX_PREFIX || 'wr',
     // Bring-up forks and writes cgroup files on this process's event loop: about one per core.
     sandboxStarts: int('WARREN_SANDBOX_STARTS', os.availableParallelism(), 1),
+    metricsPort: env.WARREN_METRICS_PORT ? int('WARREN_METRICS_PORT', 0, 0) : undefined,
+    metricsHost: env.WARREN_METRICS_HOST || '127.0.0.1',
     ...overrides,
   }
   if (config.encryptionKey !== undefined && decodeKey(config.encryptionKey) === null) {
@@ -177,6 +182,8 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
   if (config.searchUrl !== undefined && !/^https?:\/\/[^/]/.test(config.searchUrl)) problems.push('WARREN_SEARCH_URL must be an http(s) address of a SearXNG instance')
   for (const cidr of config.sandboxAllowPrivate) if (!validCidr(cidr)) problems.push(`WARREN_SANDBOX_ALLOW_PRIVATE must be a comma list of CIDRs (10.1.0.0/16), got "${cidr}"`)
   if (!/^[a-z][a-z0-9]{0,5}$/.test(config.sandboxPrefix)) problems.push('WARREN_SANDBOX_PREFIX must be 1 to 6 lowercase letters and digits, starting with a letter')
+  if (config.metricsPort !== undefined && config.metricsPort > 65535) problems.push(`WARREN_METRICS_PORT must be a port number (0 to 65535), got "${env.WARREN_METRICS_PORT}"`)
+  if (env.WARREN_METRICS_HOST && config.metricsPort === undefined) problems.push('WARREN_METRICS_HOST needs WARREN_METRICS_PORT: without it /metrics is served on the main listener')
   if (problems.length > 0) throw new Error(`Invalid configuration:\n  - ${problems.join('\n  - ')}`)
   return config
 }

@@ -6,6 +6,7 @@ import type { WorkspaceManager } from './workspaces/workspace-manager.ts'
 import type { TurnRunner } from './runner/turn-runner.ts'
 import type { BlobStore } from './artifacts/blob-store.ts'
 import type { PreviewGateway } from './previews/preview-gateway.ts'
+import type { Metrics } from './shared/metrics.ts'
 
 /** What a domain's routes may be handed. Each plugin uses only the parts it needs. */
-export type Deps = { store: Store; bus: EventBus; config: Config; box: SecretBox; workspaces: WorkspaceManager; runner: TurnRunner; blobs: BlobStore; previews: PreviewGateway }
+export type Deps = { store: Store; bus: EventBus; config: Config; box: SecretBox; workspaces: WorkspaceManager; runner: TurnRunner; blobs: BlobStore; previews: PreviewGateway; metrics: Metrics }

@@ -12,6 +12,7 @@ import type { EventBus } from '../src/events/event-bus.ts'
 import { secretBox, type SecretBox } from '../src/shared/secret-box.ts'
 import type { WorkspaceManager } from '../src/workspaces/workspace-manager.ts'
 import type { TurnRunner } from '../src/runner/turn-runner.ts'
+import type { Metrics } from '../src/shared/metrics.ts'
 import type { ArtifactLimits } from '../src/artifacts/publish-turn.ts'
 import { randomText } from '../src/shared/ids.ts'
 import { ensureOrg, insertToken } from '../src/tokens/tokens.store.ts'
@@ -90,6 +91,9 @@ export type Warren = {
   inject(opts: InjectOptions & { token?: string | null }): Promise<LightMyRequestResponse>
   workspaces: WorkspaceManager
   runner: TurnRunner
+  metrics: Metrics
+  /** The metrics' own listener (WARREN_METRICS_PORT set), as a base URL; null when they are on the main one. */
+  metricsUrl: string | null
   /** Mints a token in the named organization (created when missing). */
   mint(org?: string, scopes?: Scope[], days?: number): Promise<{ token: string; id: string; orgId: string }>
   /** Listens on a loopback port and returns the base URL (for real sockets). */
@@ -160,6 +164,8 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
     mint,
     workspaces,
     runner,
+    metrics: service.metrics,
+    metricsUrl: service.metricsListener ? `http://127.0.0.1:${service.metricsListener.address.port}` : null,
     listen: async () => {
       const address = await app.listen({ host: '127.0.0.1', port: 0 })
       settleListenPort(config, (app.server.address() as AddressInfo).port)
