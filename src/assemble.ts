@@ -15,7 +15,8 @@ import type { SandboxProvider } from './sandbox/sandbox.ts'
 import { workspaceManager, type WorkspaceManager } from './workspaces/workspace-manager.ts'
 import { turnRunner, type TurnRunner } from './runner/turn-runner.ts'
 import { deliveryWorker, type DeliveryWorker } from './webhooks/delivery-worker.ts'
-import { localBlobStore, type BlobStore } from './artifacts/blob-store.ts'
+import type { BlobStore } from './artifacts/blob-store.ts'
+import { pickBlobStore } from './artifacts/database-blob-store.ts'
 import { publishPending } from './artifacts/publisher.ts'
 import { publishTurn, type ArtifactLimits } from './artifacts/publish-turn.ts'
 
@@ -81,7 +82,7 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     allowPrivate: config.sandboxAllowPrivate,
   })
   const workspaces = workspaceManager({ store, bus, config, box, provider })
-  const blobs = localBlobStore(path.join(config.dataDir, 'artifacts'))
+  const blobs = pickBlobStore(store, config.dataDir, 'artifacts')
   const publishing = { store, bus, workspaces, blobs, limits: overrides.artifactLimits }
   // The runner and the worker log through the app's pino logger; they are made before the app
   // (it takes the runner) but run only after start(), when it exists.
