@@ -17,6 +17,7 @@ import { turnRunner, type TurnRunner } from './runner/turn-runner.ts'
 import { deliveryWorker, type DeliveryWorker } from './webhooks/delivery-worker.ts'
 import type { BlobStore } from './artifacts/blob-store.ts'
 import { pickBlobStore } from './artifacts/database-blob-store.ts'
+import { workspaceSnapshots, type WorkspaceSnapshots } from './workspaces/workspace-snapshots.ts'
 import { publishPending } from './artifacts/publisher.ts'
 import { publishTurn, type ArtifactLimits } from './artifacts/publish-turn.ts'
 
@@ -55,6 +56,8 @@ export type Assembly = {
   workspaces: WorkspaceManager
   runner: TurnRunner
   blobs: BlobStore
+  /** Workspace copies every node reaches, for bringing a workspace back on another node. */
+  snapshots: WorkspaceSnapshots
   webhooks: DeliveryWorker
   /**
    * Recovers workspaces, makes the app ready (listening when asked), publishes what a stop left
@@ -83,6 +86,7 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
   })
   const workspaces = workspaceManager({ store, bus, config, box, provider })
   const blobs = pickBlobStore(store, config.dataDir, 'artifacts')
+  const snapshots = workspaceSnapshots({ store, provider, blobs: pickBlobStore(store, config.dataDir, 'snapshots') })
   const publishing = { store, bus, workspaces, blobs, limits: overrides.artifactLimits }
   // The runner and the worker log through the app's pino logger; they are made before the app
   // (it takes the runner) but run only after start(), when it exists.
@@ -124,6 +128,7 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     workspaces,
     runner,
     blobs,
+    snapshots,
     webhooks,
     async start(opts = {}) {
       await workspaces.recover()

@@ -12,6 +12,7 @@ import type { EventBus } from '../src/events/event-bus.ts'
 import { secretBox, type SecretBox } from '../src/shared/secret-box.ts'
 import type { WorkspaceManager } from '../src/workspaces/workspace-manager.ts'
 import type { TurnRunner } from '../src/runner/turn-runner.ts'
+import type { WorkspaceSnapshots } from '../src/workspaces/workspace-snapshots.ts'
 import type { ArtifactLimits } from '../src/artifacts/publish-turn.ts'
 import { randomText } from '../src/shared/ids.ts'
 import { ensureOrg, insertToken } from '../src/tokens/tokens.store.ts'
@@ -90,6 +91,7 @@ export type Warren = {
   inject(opts: InjectOptions & { token?: string | null }): Promise<LightMyRequestResponse>
   workspaces: WorkspaceManager
   runner: TurnRunner
+  snapshots: WorkspaceSnapshots
   /** Mints a token in the named organization (created when missing). */
   mint(org?: string, scopes?: Scope[], days?: number): Promise<{ token: string; id: string; orgId: string }>
   /** Listens on a loopback port and returns the base URL (for real sockets). */
@@ -135,7 +137,7 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
     webhookCa: opts.webhookCa,
   })
   await service.start()
-  const { app, store, bus, box, workspaces, runner } = service
+  const { app, store, bus, box, workspaces, runner, snapshots } = service
   const mint: Warren['mint'] = async (org = `org-${randomText(8)}`, scopes = [...SCOPES], days = 30) => {
     const o = await ensureOrg(store.db, org)
     const { record, secret } = await insertToken(store.db, { orgId: o.id, name: null, scopes, days })
@@ -160,6 +162,7 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
     mint,
     workspaces,
     runner,
+    snapshots,
     listen: async () => {
       const address = await app.listen({ host: '127.0.0.1', port: 0 })
       settleListenPort(config, (app.server.address() as AddressInfo).port)
