@@ -15,7 +15,9 @@ import type { SandboxProvider } from './sandbox/sandbox.ts'
 import { workspaceManager, type WorkspaceManager } from './workspaces/workspace-manager.ts'
 import { turnRunner, type TurnRunner } from './runner/turn-runner.ts'
 import { deliveryWorker, type DeliveryWorker } from './webhooks/delivery-worker.ts'
-import { localBlobStore, type BlobStore } from './artifacts/blob-store.ts'
+import type { BlobStore } from './artifacts/blob-store.ts'
+import { pickBlobStore } from './artifacts/database-blob-store.ts'
+import { workspaceSnapshots, type WorkspaceSnapshots } from './workspaces/workspace-snapshots.ts'
 import { publishPending } from './artifacts/publisher.ts'
 import { publishTurn, type ArtifactLimits } from './artifacts/publish-turn.ts'
 import { createMetrics, type Metrics } from './shared/metrics.ts'
@@ -58,6 +60,8 @@ export type Assembly = {
   workspaces: WorkspaceManager
   runner: TurnRunner
   blobs: BlobStore
+  /** Workspace copies every node reaches, for bringing a workspace back on another node. */
+  snapshots: WorkspaceSnapshots
   webhooks: DeliveryWorker
   /** This node's metrics (GET /metrics); the lead's node code counts takeovers and names the node here. */
   metrics: Metrics
@@ -90,7 +94,8 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     allowPrivate: config.sandboxAllowPrivate,
   })
   const workspaces = workspaceManager({ store, bus, config, box, provider: countedProvider(provider, metrics) })
-  const blobs = localBlobStore(path.join(config.dataDir, 'artifacts'))
+  const blobs = pickBlobStore(store, config.dataDir, 'artifacts')
+  const snapshots = workspaceSnapshots({ store, provider, blobs: pickBlobStore(store, config.dataDir, 'snapshots') })
   const publishing = { store, bus, workspaces, blobs, limits: overrides.artifactLimits }
   // The runner and the worker log through the app's pino logger; they are made before the app
   // (it takes the runner) but run only after start(), when it exists.
@@ -135,6 +140,7 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     workspaces,
     runner,
     blobs,
+    snapshots,
     webhooks,
     metrics,
     get metricsListener() {

@@ -10,6 +10,8 @@ import * as m002 from './migrations/002-turns.ts'
 import * as m003 from './migrations/003-stream-slots.ts'
 import * as m004 from './migrations/004-artifacts.ts'
 import * as m005 from './migrations/005-previews.ts'
+import * as m006 from './migrations/006-blobs.ts'
+import * as m007 from './migrations/007-workspace-snapshots.ts'
 
 export type DialectName = 'sqlite' | 'postgres'
 export type Db = Kysely<Tables>
@@ -105,6 +107,8 @@ const migrations: Record<string, { up(db: Kysely<any>, d: DialectName): Promise<
   '003-stream-slots': m003,
   '004-artifacts': m004,
   '005-previews': m005,
+  '006-blobs': m006,
+  '007-workspace-snapshots': m007,
 }
 
 async function migrate(store: Store): Promise<void> {

@@ -37,6 +37,8 @@ export function countedProvider(provider: SandboxProvider, metrics: Metrics): Sa
     get: (id) => provider.get(id),
     workspace: (id) => provider.workspace(id),
     deleteWorkspace: (id) => provider.deleteWorkspace(id),
+    packWorkspace: (id) => provider.packWorkspace(id),
+    unpackWorkspace: (id, archive) => provider.unpackWorkspace(id, archive),
     cleanupOrphans: () => provider.cleanupOrphans(),
     report: () => provider.report(),
     close: () => provider.close(),
