@@ -99,6 +99,12 @@ try {
   // processes), a pair shares its conditions where the two medians may not.
   const paired = gets.map((g, i) => g.rps / bares[i]!.rps).sort((a, b) => a - b)
   console.log(`  paired rounds:            ${paired.map((r) => r.toFixed(2)).join(', ')} (median ${paired[Math.floor(paired.length / 2)]!.toFixed(2)})`)
+  // How busy each server kept its core (req/s × CPU per request): a round well under 100% was
+  // held back by something other than the server's own cost (the load generator, or other work
+  // on the machine), so its throughput says little about that server.
+  const share = (rs: (LoadResult & { cpuUs: number })[]) => rs.map((r) => `${((r.rps * r.cpuUs) / 1e4).toFixed(0)}%`).join(', ')
+  console.log(`  server core busy/round:   bare ${share(bares)}; GET ${share(gets)}`)
+  console.log(`ratio GET/bare server CPU per request: ${(get.cpuUs / base.cpuUs).toFixed(2)}`)
   if (post) console.log(`ratio POST/bare throughput: ${(post.rps / base.rps).toFixed(2)}`)
   console.log(`ratio GET/bare p99 latency: ${(get.p99 / base.p99).toFixed(2)}`)
   // Every create starts a workspace; the 201 must not wait for any of them (WARREN_SANDBOX_STARTS).

@@ -29,6 +29,8 @@ import { answerRoutes } from './turns/answers.routes.ts'
 import { previewRoutes } from './previews/previews.routes.ts'
 import { toolRoutes } from './tools/tools.routes.ts'
 import { previewGateway } from './previews/preview-gateway.ts'
+import { metricsRoutes } from './http/metrics.routes.ts'
+import { countPreviewRequest } from './http/request-metrics.ts'
 
 export type AppDeps = Omit<Deps, 'previews'> & { logger?: FastifyServerOptions['logger'] }
 
@@ -40,7 +42,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Requests for a preview host are served before the API's router sees them (preview-gateway.ts).
     serverFactory: (handler) => {
       const server = http.createServer((req, res) => {
-        if (!previews.handleRequest(req, res)) handler(req, res)
+        if (previews.handleRequest(req, res)) countPreviewRequest(deps.metrics, req, res)
+        else handler(req, res)
       })
       server.on('upgrade', (req, socket, head) => previews.handleUpgrade(req, socket, head))
       return server
@@ -62,6 +65,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // promise and a microtask hop even when it has nothing to wait for.
   app.addHook('onRequest', (req, reply, done) => {
     reply.header('x-request-id', String(req.id))
+    done()
+  })
+  // By the route's pattern (a 404 has none): the raw URL would make a series per session id.
+  app.addHook('onResponse', (req, reply, done) => {
+    deps.metrics.request(req.routeOptions.url ?? 'unmatched', req.method, reply.statusCode, reply.elapsedTime)
     done()
   })
   installErrorHandlers(app)
@@ -142,9 +150,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
     async () => app.swagger(),
   )
+  // On a listener of its own when WARREN_METRICS_PORT is set (assemble.ts), and then not here.
+  if (deps.config.metricsPort === undefined) await app.register(metricsRoutes, { metrics: deps.metrics })
 
   app.addHook('preClose', async () => previews.close())
-  const opts = { store: deps.store, bus: deps.bus, config: deps.config, box: deps.box, workspaces: deps.workspaces, runner: deps.runner, node: deps.node, blobs: deps.blobs, previews }
+  const opts = { store: deps.store, bus: deps.bus, config: deps.config, box: deps.box, workspaces: deps.workspaces, runner: deps.runner, node: deps.node, blobs: deps.blobs, previews, metrics: deps.metrics }
   await app.register(
     async (v1) => {
       await v1.register(healthRoutes, opts)

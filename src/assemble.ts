@@ -15,11 +15,17 @@ import type { SandboxProvider } from './sandbox/sandbox.ts'
 import { workspaceManager, type WorkspaceManager } from './workspaces/workspace-manager.ts'
 import { turnRunner, type TurnRunner } from './runner/turn-runner.ts'
 import { deliveryWorker, type DeliveryWorker } from './webhooks/delivery-worker.ts'
-import { localBlobStore, type BlobStore } from './artifacts/blob-store.ts'
+import type { BlobStore } from './artifacts/blob-store.ts'
+import { pickBlobStore } from './artifacts/database-blob-store.ts'
+import { workspaceSnapshots, type WorkspaceSnapshots } from './workspaces/workspace-snapshots.ts'
 import { publishPending } from './artifacts/publisher.ts'
 import { publishTurn, type ArtifactLimits } from './artifacts/publish-turn.ts'
 import { serviceNode, type ServiceNode } from './nodes/node.ts'
 import { workingTurns } from './turns/turns.store.ts'
+import { createMetrics, type Metrics } from './shared/metrics.ts'
+import { countDeliveries, earliestPendingDue } from './webhooks/deliveries.store.ts'
+import { countedProvider } from './sandbox/counted-provider.ts'
+import { listenMetrics, type MetricsListener } from './http/metrics-listener.ts'
 
 const PURGE_EVERY_MS = 3_600_000
 
@@ -56,9 +62,15 @@ export type Assembly = {
   workspaces: WorkspaceManager
   runner: TurnRunner
   blobs: BlobStore
+  /** Workspace copies every node reaches, for bringing a workspace back on another node. */
+  snapshots: WorkspaceSnapshots
   webhooks: DeliveryWorker
   /** This process as a node of the store: the sessions it owns, its peers. */
   node: ServiceNode
+  /** This node's metrics (GET /metrics); the lead's node code counts takeovers and names the node here. */
+  metrics: Metrics
+  /** Where the metrics' own listener answers once started (WARREN_METRICS_PORT); null when they are on the main one. */
+  readonly metricsListener: MetricsListener | null
   /**
    * Joins the store's nodes, clears what a crash of this node left on the host, makes the app ready
    * (listening when asked), takes up the sessions owed to it (publishing what a stop left
@@ -88,6 +100,7 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     uidBase: testUids ?? config.sandboxUidBase,
     uidCount: testUids !== undefined ? 1000 : SANDBOX_UID_COUNT,
   }
+  const metrics = createMetrics({ countDeliveries: (status) => countDeliveries(store.db, status), earliestPendingDue: () => earliestPendingDue(store.db) })
   const provider = await createLocalProvider({
     workspaceRoot: path.join(config.dataDir, 'workspaces'),
     prefix: resources.prefix,
@@ -96,8 +109,9 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     uidCount: resources.uidCount,
     allowPrivate: config.sandboxAllowPrivate,
   })
-  const workspaces = workspaceManager({ store, bus, config, box, provider })
-  const blobs = localBlobStore(path.join(config.dataDir, 'artifacts'))
+  const workspaces = workspaceManager({ store, bus, config, box, provider: countedProvider(provider, metrics) })
+  const blobs = pickBlobStore(store, config.dataDir, 'artifacts')
+  const snapshots = workspaceSnapshots({ store, provider, blobs: pickBlobStore(store, config.dataDir, 'snapshots') })
   const publishing = { store, bus, workspaces, blobs, limits: overrides.artifactLimits }
   // The runner and the worker log through the app's pino logger; they are made before the app
   // (it takes the runner) but run only after start(), when it exists.
@@ -108,11 +122,12 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     error: (obj, msg) => app?.log.error(obj, msg),
   }
   let node: ServiceNode | undefined
-  const runner = turnRunner({ store, bus, config, box, workspaces, log, publish: (turn) => publishTurn(publishing, turn), nodeId: () => node!.id })
+  const runner = turnRunner({ store, bus, config, box, workspaces, metrics, log, publish: (turn) => publishTurn(publishing, turn), nodeId: () => node!.id })
   node = serviceNode({
     store,
     bus,
     log,
+    metrics,
     leaseMs: config.nodeLeaseMs,
     url: config.nodeUrl,
     resources,
@@ -146,13 +161,16 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     box,
     workspaces,
     node,
+    metrics,
     logger: overrides.logger ?? { level: config.logLevel, redact: ['req.headers.authorization'] },
   })
   const webhooks = deliveryWorker({ store, bus, config, box, log, ...(overrides.webhookCa ? { ca: overrides.webhookCa } : {}) })
+  let metricsListener: MetricsListener | null = null
   const purge = setInterval(() => void purgeIdempotencyKeys(store).catch(() => {}), PURGE_EVERY_MS)
   purge.unref()
   app.addHook('onClose', async () => {
     clearInterval(purge)
+    await metricsListener?.close()
     await webhooks.close()
     await runner.close()
     await workspaces.close()
@@ -171,8 +189,13 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     workspaces,
     runner,
     blobs,
+    snapshots,
     webhooks,
     node,
+    metrics,
+    get metricsListener() {
+      return metricsListener
+    },
     async start(opts = {}) {
       // Before anything touches the host: a node that would share it with a live one is refused.
       await node!.join()
@@ -184,6 +207,7 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
         settleListenPort(config, port)
         listening = `http://${reachableHost(opts.listen.host)}:${port}`
       } else await app.ready()
+      metricsListener = await listenMetrics(metrics, config, log)
       // Sessions of a crashed predecessor (or of nodes that died or stopped) are taken up once
       // this node can answer for them.
       await node!.started(listening)

@@ -7,6 +7,7 @@ import type { TurnRunner } from './runner/turn-runner.ts'
 import type { BlobStore } from './artifacts/blob-store.ts'
 import type { PreviewGateway } from './previews/preview-gateway.ts'
 import type { ServiceNode } from './nodes/node.ts'
+import type { Metrics } from './shared/metrics.ts'
 
 /** What a domain's routes may be handed. Each plugin uses only the parts it needs. */
-export type Deps = { store: Store; bus: EventBus; config: Config; box: SecretBox; workspaces: WorkspaceManager; runner: TurnRunner; node: ServiceNode; blobs: BlobStore; previews: PreviewGateway }
+export type Deps = { store: Store; bus: EventBus; config: Config; box: SecretBox; workspaces: WorkspaceManager; runner: TurnRunner; node: ServiceNode; blobs: BlobStore; previews: PreviewGateway; metrics: Metrics }

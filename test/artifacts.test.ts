@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { pickBlobStore } from '../src/artifacts/database-blob-store.ts'
 import { errorOf, forEachDialect, useWarren } from './harness.ts'
 import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
 import { NO_RATE_LIMITS, client, details, newOrg, type TurnJson } from './turns.helpers.ts'
@@ -125,7 +126,10 @@ forEachDialect('artifacts', (dialect) => {
     assert.equal(all.read(`${second.id}/data.json`).toString(), 'again\n')
     all.done()
     const noise = byPath.get('out/noise.bin')!
-    fs.rmSync(path.join(w().dataDir, 'artifacts', noise.sha256.slice(0, 2), noise.sha256))
+    // Where the copy lives: a local file on SQLite; rows every node reads on PostgreSQL.
+    const localCopy = path.join(w().dataDir, 'artifacts', noise.sha256.slice(0, 2), noise.sha256)
+    assert.equal(fs.existsSync(localCopy), w().dialect === 'sqlite')
+    await pickBlobStore(w().store, w().dataDir, 'artifacts').delete(noise.sha256)
     const without = await tarOf(`/v1/sessions/${sid}/artifacts/archive?turn_id=${turn.id}`)
     assert.deepEqual(without.names, ['data.json', 'out/hello.txt'])
     without.done()

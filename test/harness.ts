@@ -13,6 +13,8 @@ import { secretBox, type SecretBox } from '../src/shared/secret-box.ts'
 import type { WorkspaceManager } from '../src/workspaces/workspace-manager.ts'
 import type { TurnRunner } from '../src/runner/turn-runner.ts'
 import type { ServiceNode } from '../src/nodes/node.ts'
+import type { Metrics } from '../src/shared/metrics.ts'
+import type { WorkspaceSnapshots } from '../src/workspaces/workspace-snapshots.ts'
 import type { ArtifactLimits } from '../src/artifacts/publish-turn.ts'
 import { randomText } from '../src/shared/ids.ts'
 import { ensureOrg, insertToken } from '../src/tokens/tokens.store.ts'
@@ -92,6 +94,10 @@ export type Warren = {
   workspaces: WorkspaceManager
   runner: TurnRunner
   node: ServiceNode
+  metrics: Metrics
+  /** The metrics' own listener (WARREN_METRICS_PORT set), as a base URL; null when they are on the main one. */
+  metricsUrl: string | null
+  snapshots: WorkspaceSnapshots
   /** Mints a token in the named organization (created when missing). */
   mint(org?: string, scopes?: Scope[], days?: number): Promise<{ token: string; id: string; orgId: string }>
   /** Listens on a loopback port and returns the base URL (for real sockets). */
@@ -139,7 +145,7 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
     webhookCa: opts.webhookCa,
   })
   await service.start()
-  const { app, store, bus, box, workspaces, runner, node } = service
+  const { app, store, bus, box, workspaces, runner, node, snapshots } = service
   const mint: Warren['mint'] = async (org = `org-${randomText(8)}`, scopes = [...SCOPES], days = 30) => {
     const o = await ensureOrg(store.db, org)
     const { record, secret } = await insertToken(store.db, { orgId: o.id, name: null, scopes, days })
@@ -165,6 +171,9 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
     workspaces,
     runner,
     node,
+    metrics: service.metrics,
+    metricsUrl: service.metricsListener ? `http://127.0.0.1:${service.metricsListener.address.port}` : null,
+    snapshots,
     listen: async () => {
       const address = await app.listen({ host: '127.0.0.1', port: 0 })
       settleListenPort(config, (app.server.address() as AddressInfo).port)

@@ -24,6 +24,8 @@ const constsOf = (u: Union | undefined, key: string) => (u?.anyOf ?? []).map((b)
 type Doc = { openapi: string; info: { version: string; title: string }; paths: Record<string, Record<string, Operation>>; security?: unknown[] }
 
 const METHODS = ['get', 'post', 'put', 'patch', 'delete']
+/** What anyone may read without a token: this description, and the metrics a scraper reads. */
+const PUBLIC = new Set(['GET /v1/openapi.json', 'GET /metrics'])
 
 /** Every "METHOD /path" the running app routes (HEAD left out), read from Fastify's own route tree. */
 function routeTable(w: Warren): Set<string> {
@@ -163,10 +165,10 @@ forEachDialect('OpenAPI description', (dialect) => {
     }
   })
 
-  it('requires the bearer token everywhere except on itself', () => {
+  it('requires the bearer token everywhere except on itself and the metrics', () => {
     assert.deepEqual(doc.security, [{ bearer: [] }])
     for (const [name, op] of operations(doc)) {
-      if (name === 'GET /v1/openapi.json') assert.deepEqual(op.security, [], 'the description should need no token')
+      if (PUBLIC.has(name)) assert.deepEqual(op.security, [], `${name} should need no token`)
       else assert.ok(op.security === undefined || op.security.length > 0, `${name} claims to need no token`)
     }
   })
@@ -213,7 +215,7 @@ forEachDialect('OpenAPI description', (dialect) => {
       const res = await w().inject({ method: method as 'GET', url: `${url}?probe_unknown_param=1`, token: null })
       // Unrouted would be 404/405; a routed endpoint refuses the missing token or the unknown parameter.
       assert.ok(res.statusCode !== 404 && res.statusCode !== 405, `${name} answered ${res.statusCode}`)
-      if (name !== 'GET /v1/openapi.json') expectError(res, 401, 'authentication_error')
+      if (!PUBLIC.has(name)) expectError(res, 401, 'authentication_error')
       else expectError(res, 400, 'invalid_request')
     }
   })

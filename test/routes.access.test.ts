@@ -16,8 +16,8 @@ forEachDialect('route access', (dialect) => {
   it('refuses to add a route that declares no scope, and adds one that declares a scope, any token, or public', async (t) => {
     const blobs = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-access-'))
     t.after(() => fs.rmSync(blobs, { recursive: true, force: true }))
-    const { config, store, bus, box, workspaces, runner, node } = w()
-    const app = await buildApp({ config, store, bus, box, workspaces, runner, node, blobs: localBlobStore(blobs) })
+    const { config, store, bus, box, workspaces, runner, node, metrics } = w()
+    const app = await buildApp({ config, store, bus, box, workspaces, runner, node, metrics, blobs: localBlobStore(blobs) })
     assert.throws(() => app.get('/v1/unscoped', async () => ({ leaked: true })), /GET \/v1\/unscoped declares no scope/)
     assert.throws(() => app.post('/v1/unscoped', { config: { idempotent: true } }, async () => ({})), /declares no scope/)
     app.get('/v1/scoped', { config: { scope: 'sessions:read' } }, async () => ({}))

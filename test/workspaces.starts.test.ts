@@ -26,6 +26,8 @@ function gatedProvider(inner: SandboxProvider) {
     cleanupOrphans: () => inner.cleanupOrphans(),
     workspace: (id) => inner.workspace(id),
     deleteWorkspace: (id) => inner.deleteWorkspace(id),
+    packWorkspace: (id) => inner.packWorkspace(id),
+    unpackWorkspace: (id, archive) => inner.unpackWorkspace(id, archive),
     report: () => inner.report(),
     close: () => inner.close(),
     async create(spec: SandboxSpec): Promise<Sandbox> {

@@ -8,8 +8,9 @@ import { pipeline } from 'node:stream/promises'
 export type StoredBlob = { key: string; size: number; sha256: string }
 
 /**
- * Where artifact bytes live, apart from the workspace that made them (they outlive it). Local
- * files under the data folder today; an S3-compatible store implements the same three calls.
+ * Where artifact bytes and workspace snapshots live, apart from the workspace that made them (they
+ * outlive it). Local files under the data folder on SQLite (one process, one host); rows of the
+ * database on PostgreSQL (database-blob-store.ts), which every node reaches.
  */
 export type BlobStore = {
   /** Stores the bytes of `source`; refuses (BlobTooLarge) past `maxBytes` and keeps nothing then. */
@@ -17,6 +18,12 @@ export type BlobStore = {
   /** The bytes of a stored blob, or null when its copy is gone. */
   open(key: string): Promise<Readable | null>
   exists(key: string): Promise<boolean>
+  /**
+   * Removes the blob; resolves as well when it is already gone. A reader still streaming it may
+   * fail part way (an error, never a short blob passed off as whole). The caller decides that
+   * nothing names the key any more: the store keeps no count of who refers to a blob.
+   */
+  delete(key: string): Promise<void>
 }
 
 export class BlobTooLarge extends Error {}
@@ -67,5 +74,7 @@ export function localBlobStore(root: string): BlobStore {
       }
     },
     exists: (key) => fsp.access(fileOf(key)).then(() => true, () => false),
+    // An open stream keeps reading the unlinked file to its end.
+    delete: (key) => fsp.rm(fileOf(key), { force: true }),
   }
 }

@@ -230,4 +230,8 @@ export type Tables = {
     port: number
     created_at: number
   }
+  /** A complete blob of the database blob store: present only once every chunk of its upload is written. */
+  blobs: { space: string; key: string; upload: string; size: number; chunks: number; created_at: number }
+  blob_chunks: { upload: string; seq: number; data: Uint8Array }
+  workspace_snapshots: { session_id: string; blob_key: string; taken_at: number; bytes: number }
 }

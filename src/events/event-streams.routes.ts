@@ -12,6 +12,7 @@ import { EventFrameData } from './published.schema.ts'
 import type { StreamScope } from './events.store.ts'
 import { streamSlots } from './stream-slots.ts'
 import { getTokenById } from '../tokens/tokens.store.ts'
+import { countStream } from '../http/request-metrics.ts'
 
 const StreamQuery = Type.Object(
   {
@@ -49,7 +50,7 @@ function cursorOf(req: FastifyRequest<{ Querystring: { last_event_id?: string } 
   return n
 }
 
-export const eventStreamRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store, bus, config }) => {
+export const eventStreamRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store, bus, config, metrics }) => {
   const slots = await streamSlots(store)
   const tail = eventTail(store, bus, STREAM_TYPES)
   const open = new Set<OpenStream>()
@@ -64,6 +65,7 @@ export const eventStreamRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { 
     const cursor = cursorOf(req)
     const release = await slots.acquire(req.auth.tokenId, req.auth.orgId)
     reply.hijack()
+    countStream(metrics, reply)
     const tokenId = req.auth.tokenId
     const stillAllowed = async () => {
       const t = await getTokenById(store.db, tokenId)
@@ -71,8 +73,10 @@ export const eventStreamRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { 
     }
     const stream = openEventStream({ store, bus, tail, res: reply.raw, headers: reply.getHeaders(), scope, cursor, replayLimit: config.replayLimit, pingMs: config.ssePingMs, stillAllowed })
     open.add(stream)
+    metrics.streamsOpen.inc()
     void stream.closed.then(() => {
       open.delete(stream)
+      metrics.streamsOpen.dec()
       release()
     })
   }

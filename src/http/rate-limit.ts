@@ -17,7 +17,18 @@ export type RateDecision = {
  * one allowance. It refills continuously at `perMinute` a minute; a refused request takes nothing.
  */
 export async function takeToken(store: Store, tokenId: string, bucket: Bucket, perMinute: number): Promise<RateDecision> {
-  if (store.dialect === 'sqlite') return takeFromMemory(store, `${tokenId}:${bucket}`, perMinute)
+  return takeTokenAtOnce(store, tokenId, bucket, perMinute) ?? takeFromStore(store, tokenId, bucket, perMinute)
+}
+
+/**
+ * The decision without waiting where the buckets live in this process's memory (SQLite), so that
+ * a request answered from memory needs no promise; undefined where they live in the store.
+ */
+export function takeTokenAtOnce(store: Store, tokenId: string, bucket: Bucket, perMinute: number): RateDecision | undefined {
+  return store.dialect === 'sqlite' ? takeFromMemory(store, `${tokenId}:${bucket}`, perMinute) : undefined
+}
+
+async function takeFromStore(store: Store, tokenId: string, bucket: Bucket, perMinute: number): Promise<RateDecision> {
   const { db, dialect } = store
   const perMs = perMinute / 60_000
   for (let attempt = 0; attempt < 3; attempt++) {
@@ -77,9 +88,13 @@ function takeFromMemory(store: Store, key: string, perMinute: number): RateDecis
   let buckets = memoryBuckets.get(store)
   if (!buckets) memoryBuckets.set(store, (buckets = new Map()))
   const now = Date.now()
-  const b = buckets.get(key) ?? { tokens: perMinute, at: now }
-  const level = Math.min(perMinute, b.tokens + ((now - b.at) * perMinute) / 60_000)
+  const b = buckets.get(key)
+  const level = b ? Math.min(perMinute, b.tokens + ((now - b.at) * perMinute) / 60_000) : perMinute
   if (level < 1) return decide(false, level, perMinute)
-  buckets.set(key, { tokens: level - 1, at: now })
+  // Charged in place: one bucket object per token and bucket for the life of the process.
+  if (b) {
+    b.tokens = level - 1
+    b.at = now
+  } else buckets.set(key, { tokens: level - 1, at: now })
   return decide(true, level - 1, perMinute)
 }

@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks'
 import type { Store } from '../db/database.ts'
 import type { EventBus, NodeCommand } from '../events/event-bus.ts'
 import type { Log } from '../shared/log.ts'
+import type { Metrics } from '../shared/metrics.ts'
 import { requestCancel } from '../turns/turns.store.ts'
 import { joinNode, type HostResources } from './join-node.ts'
 import { beat, declareDead, markStopped, pruneNodes, readNodes, type NodeRow } from './nodes.store.ts'
@@ -59,7 +60,7 @@ export type ServiceNode = {
   leave(): Promise<void>
 }
 
-export type NodeDeps = { store: Store; bus: EventBus; log: Log; leaseMs: number; resources: HostResources; url: string | undefined; local: LocalWork }
+export type NodeDeps = { store: Store; bus: EventBus; log: Log; metrics: Metrics; leaseMs: number; resources: HostResources; url: string | undefined; local: LocalWork }
 
 const CLAIM_BATCH = 20
 /** A node that could not renew its heartbeat for this share of the lease stops acting as an owner. */
@@ -157,6 +158,7 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
     await local.abandon()
     await markStopped(store.db, store.dialect, id).catch(() => {})
     id = await joinNode(store, deps.resources, { leaseMs, url })
+    deps.metrics.setNodeId(id)
     lastBeat = performance.now()
     fenced = false
     log.info({ component: 'node', node_id: id }, 'joined again as a new node')
@@ -189,6 +191,7 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
       for (let batch = 0; batch < 5; batch++) {
         const taken = await claimFromDead(store.db, store.dialect, id, dead, CLAIM_BATCH)
         for (const s of taken) await takeUp(s, true)
+        if (taken.length) deps.metrics.leaseTakeovers.inc(taken.length)
         if (taken.length) log.info({ component: 'node', node_id: id, sessions: taken.length }, 'took over sessions of stopped or dead nodes')
         if (taken.length < CLAIM_BATCH) break
       }
@@ -237,6 +240,7 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
     peers: () => view.rows.map((r) => ({ id: r.id, url: r.url, host: r.host, started_at: r.started_at, heartbeat_at: r.heartbeat_at, live: alive(r) })),
     async join() {
       id = await joinNode(store, deps.resources, { leaseMs, url })
+      deps.metrics.setNodeId(id)
     },
     advertise,
     async started(listenUrl) {

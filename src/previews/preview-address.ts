@@ -13,12 +13,19 @@ const hostname = (host: string): string => host.toLowerCase().replace(/:\d*$/, '
  * this process, and a proxy in front may well have changed it.
  */
 export function previewSubdomainOf(host: string | undefined, previewDomain: string): string | null {
-  if (!host) return null
-  const name = hostname(host)
+  return previewSubdomainMatcher(previewDomain)(host)
+}
+
+/** previewSubdomainOf for one preview domain, its suffix worked out once: it runs on every request. */
+export function previewSubdomainMatcher(previewDomain: string): (host: string | undefined) => string | null {
   const suffix = `.${hostname(previewDomain)}`
-  if (!name.endsWith(suffix)) return null
-  const label = name.slice(0, -suffix.length)
-  return SUBDOMAIN.test(label) ? label : null
+  return (host) => {
+    if (!host) return null
+    const name = hostname(host)
+    if (!name.endsWith(suffix)) return null
+    const label = name.slice(0, -suffix.length)
+    return SUBDOMAIN.test(label) ? label : null
+  }
 }
 
 /** The subdomain a session gets when none is asked for: its id, made a valid label. */

@@ -5,7 +5,7 @@ import type { Config } from '../config.ts'
 import type { Store } from '../db/database.ts'
 import type { WorkspaceManager } from '../workspaces/workspace-manager.ts'
 import { PAGES, rawPage, sendPage } from './preview-page.ts'
-import { previewSubdomainOf } from './preview-address.ts'
+import { previewSubdomainMatcher } from './preview-address.ts'
 import { hopByHop } from '../shared/hop-by-hop.ts'
 import { previewBySubdomain, type PreviewRow } from './previews.store.ts'
 
@@ -32,6 +32,8 @@ type Target = { host: string; port: number; release: () => void }
 
 export function previewGateway(deps: { store: Store; workspaces: WorkspaceManager; config: Config; reservedPorts(sessionId: string): number[] }): PreviewGateway {
   const { store, workspaces, config } = deps
+  // Made once: only the domain's port changes once the service listens, and ports are ignored.
+  const previewSubdomainOf = previewSubdomainMatcher(config.previewDomain)
   // Keep-alive towards the sandboxes: a page's many requests reuse a few connections.
   const agent = new http.Agent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64 })
   // What a preview has open: an exchange in flight (its cut ends that exchange only, never the
@@ -161,7 +163,7 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
 
   return {
     handleRequest(req, res) {
-      const sub = previewSubdomainOf(req.headers.host, config.previewDomain)
+      const sub = previewSubdomainOf(req.headers.host)
       if (sub === null) return false
       void previewBySubdomain(store.db, sub)
         .then((row) => (row ? proxy(row, req, res, req.url ?? '/', false) : sendPage(res, PAGES.unknown())))
@@ -172,7 +174,7 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
       // Node takes its own error listener off an upgraded socket: without one, a client resetting
       // the connection while the lookup runs would bring the whole process down.
       socket.on('error', () => socket.destroy())
-      const sub = previewSubdomainOf(req.headers.host, config.previewDomain)
+      const sub = previewSubdomainOf(req.headers.host)
       if (sub === null) return void socket.end(rawPage(PAGES.unknown(), 'Not Found'))
       void previewBySubdomain(store.db, sub)
         .then((row) => (row ? upgrade(row, req, socket, head) : void socket.end(rawPage(PAGES.unknown(), 'Not Found'))))

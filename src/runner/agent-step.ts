@@ -19,7 +19,7 @@ import { recordStep } from './record-step.ts'
 import { takenCallIds, withFreshCallIds } from './call-ids.ts'
 import type { TurnScope } from './run-calls.ts'
 
-type Ctx = Pick<Deps, 'store' | 'bus' | 'config' | 'box'> & { mcp: McpHub }
+type Ctx = Pick<Deps, 'store' | 'bus' | 'config' | 'box' | 'metrics'> & { mcp: McpHub }
 
 /** A turn that cannot go on, with the code and message it fails with. */
 export class TurnFailure extends Error {
@@ -88,13 +88,16 @@ export async function agentStep(ctx: Ctx, scope: TurnScope): Promise<StepResult>
   const delays = ctx.config.providerRetryDelaysMs
   let compactedForProvider = false
   for (let attempt = 0; ; attempt++) {
+    const timer = ctx.metrics.modelStepSeconds.startTimer({ provider: credential.provider })
     try {
       const raw = await runModelStep({ model, instructions, messages, tools, maxOutputTokens: maxOutputTokens(credential.provider, agent.model), signal, stallMs: ctx.config.modelStallMs, onText: transient('agent.text'), onThinking: transient('agent.thinking') })
+      timer({ result: 'ok' })
       const step = withFreshCallIds(raw, await takenCallIds(db, turn.session_id, raw.toolCalls.map((c) => c.toolCallId)))
       await recordStep(ctx, turn, step, { model: agent.model, credentialId: credential.id, isSandboxTool: (n) => ['builtin', 'network', 'mcp'].includes(toolKind(n, inPlay)) })
       return step
     } catch (caught) {
       if (!(caught instanceof ProviderFailure)) throw caught
+      if (!signal.aborted) timer({ result: 'error' })
       // A provider may quote the key it refused; the message goes into events other tokens read.
       const err = new ProviderFailure(caught.kind, caught.message.split(key).join('[key withheld]'), { cause: caught })
       if (err.kind === 'unauthorized') throw new TurnFailure({ code: 'provider_unauthorized', message: err.message })

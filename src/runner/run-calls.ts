@@ -16,7 +16,7 @@ import { recordCallResult, type CallResult } from './record-step.ts'
 import { moveSession } from '../sessions/session-status.ts'
 import type { StoredAgent } from '../sessions/sessions.store.ts'
 
-type Ctx = Pick<Deps, 'store' | 'bus' | 'config' | 'workspaces'> & { mcp: McpHub; browser: BrowserHub }
+type Ctx = Pick<Deps, 'store' | 'bus' | 'config' | 'workspaces' | 'metrics'> & { mcp: McpHub; browser: BrowserHub }
 
 export type TurnScope = {
   turn: TurnRow
@@ -71,9 +71,12 @@ export async function handleOpenCalls(ctx: Ctx, scope: TurnScope, open: ToolCall
       await recordCallResult(ctx, turn, call, { ...verdict, summary: kind === 'builtin' || kind === 'mcp' || kind === 'network' ? 'refused' : undefined })
       continue
     }
+    // Built-in and network tools by name (a fixed set); MCP tools are the servers' own, unbounded.
+    const timer = ctx.metrics.toolCallSeconds.startTimer({ tool: mcpTool ? 'mcp' : call.toolName })
     if (mcpTool) await runMcpCall(ctx, scope, call, mcpTool)
     else if (kind === 'network') await runNetworkCall(ctx, scope, call, inPlay.network.find((t) => t.type === call.toolName)!)
     else await runCall(ctx, scope, call, kind)
+    timer()
   }
   return 'continue'
 }

@@ -47,7 +47,7 @@ type Driver = { controller: AbortController; again: boolean; done: Promise<void>
  * caller holds no driver at all: answering it kicks the runner again. Everything it needs to go on
  * is in the store, so a restarted service continues where the last one stopped.
  */
-export type RunnerDeps = Pick<Deps, 'store' | 'bus' | 'config' | 'box' | 'workspaces'> & {
+export type RunnerDeps = Pick<Deps, 'store' | 'bus' | 'config' | 'box' | 'workspaces' | 'metrics'> & {
   /** Publishes a settled turn's files; the driver waits for it before the session's next turn. */
   publish(turn: { id: string; session_id: string; org_id: string }): Promise<void>
   /** The service's logger. */
@@ -161,6 +161,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
 
   async function settle(turn: TurnRow, s: Settlement): Promise<void> {
     if (await settleTurn(deps, turn, s)) {
+      runnerDeps.metrics.turnsSettled.inc({ outcome: s.status })
       seen.delete(turn.id)
       seenBy.delete(turn.id)
       // The files are the ones the turn left: the next turn of the session starts only after.
@@ -177,6 +178,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
     }
     const d: Driver = { controller: new AbortController(), again: false, done: Promise.resolve(), current: null }
     drivers.set(sessionId, d)
+    runnerDeps.metrics.turnsWorking.inc()
     d.done = drive(sessionId, d)
       .catch((err) => {
         runnerDeps.log.error({ err, component: 'runner', session_id: sessionId }, 'driving the session failed, retrying shortly')
@@ -185,6 +187,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
       })
       .finally(() => {
         if (drivers.get(sessionId) === d) drivers.delete(sessionId)
+        runnerDeps.metrics.turnsWorking.dec()
         // A kick that arrived while the driver was finishing must not be lost.
         if (d.again && !closing) kick(sessionId)
       })

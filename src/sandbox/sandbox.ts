@@ -182,6 +182,25 @@ export type SandboxProvider = {
   workspace(id: string): WorkspaceReader
   /** Destroys the sandbox `id` if one is up, then removes its workspace for good. Idempotent. */
   deleteWorkspace(id: string): Promise<void>
+  /**
+   * The whole workspace of `id` as a gzip-compressed tar stream, whether or not a sandbox is up,
+   * for a copy kept elsewhere (snapshots): every folder (empty ones too), regular file and
+   * symbolic link (kept as a link, never followed) with its permission bits and mtime, `.git` and
+   * `node_modules` included (a workspace brought back must run as it did); no owners, sockets,
+   * fifos or devices. Resolves null when the workspace was never made (or is deleted). Taken while
+   * processes run, it is not one instant's state: a file changed meanwhile may come out torn, one
+   * that shrank while read is padded with zeros. The stream errors when a read fails.
+   */
+  packWorkspace(id: string): Promise<Readable | null>
+  /**
+   * Unpacks an archive made by packWorkspace into the workspace of `id`, when the workspace is
+   * missing or empty and no sandbox of it is up, before a sandbox is created over it; resolves
+   * false, writing nothing, otherwise. All or nothing: a failed unpack (rejects with the reason)
+   * leaves the workspace as it was. Whatever the archive holds, nothing is written outside the
+   * workspace (absolute paths, `..`, writes through links refused) and the tree gets the owner the
+   * provider's sandboxes expect.
+   */
+  unpackWorkspace(id: string, archive: Readable): Promise<boolean>
   /** Removes host resources left by a crashed run (namespaces, rules, cgroups, processes). */
   cleanupOrphans(): Promise<void>
   report(): HostReport

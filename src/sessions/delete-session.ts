@@ -12,19 +12,23 @@ import { markSessionDeleted } from './sessions.store.ts'
  * the commit are its runner, preview connections and workspace let go, so a failed delete leaves
  * a session that still works; its slot is free from the commit on.
  */
-export async function deleteSession(deps: Pick<Deps, 'store' | 'bus' | 'node' | 'previews'>, orgId: string, id: string): Promise<void> {
+export async function deleteSession(deps: Pick<Deps, 'store' | 'bus' | 'node' | 'previews' | 'metrics'>, orgId: string, id: string): Promise<void> {
   const { store, bus, node, previews } = deps
-  await withEvents(store, bus, async (trx, record) => {
+  const cancelled = await withEvents(store, bus, async (trx, record) => {
     await requireSession(trx, orgId, id)
     await markSessionDeleted(trx, id, Date.now())
-    for (const t of await cancelSessionTurns(trx, id, Date.now())) {
+    const turns = await cancelSessionTurns(trx, id, Date.now())
+    for (const t of turns) {
       await record({ orgId, sessionId: id, turnId: t.id, type: 'turn.ended', payload: { turnId: t.id } })
       await record({ orgId, sessionId: id, turnId: t.id, type: 'turn.failed', payload: { session_id: id, turn_id: t.id, status: 'cancelled' } })
     }
     await deleteSeedFiles(trx, id)
     await deletePreviewRow(trx, id)
     await record({ orgId, sessionId: id, type: 'session.deleted', payload: { session_id: id } })
+    return turns.length
   })
+  // Settled here, not by the runner: counted with the turns it settles.
+  if (cancelled > 0) deps.metrics.turnsSettled.inc({ outcome: 'cancelled' }, cancelled)
   previews.cut(id)
   // The node that owns it lets go of its driver, sandbox and files, wherever that is.
   await node.deleted(id)

@@ -4,6 +4,7 @@ import type { Deps } from '../deps.ts'
 import { errorResponses } from '../errors.ts'
 import { ListEnvelope, emptyList, toList } from '../http/pagination.ts'
 import { MIB } from '../http/limits.ts'
+import { keptBodySender } from '../http/kept-body.ts'
 import { defaultToolEntries } from '../tools/default-tools.ts'
 import { createSession } from './create-session.ts'
 import { deleteSession } from './delete-session.ts'
@@ -19,6 +20,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
   const shapeAll = (rows: SessionRow[]) => toSessions(store.db, rows, defaults)
   const shape = async (row: SessionRow) => (await shapeAll([row]))[0]!
   const readSession = sessionReader(store, defaults)
+  const sendSession = keptBodySender()
 
   app.post(
     '/sessions',
@@ -70,7 +72,13 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
   app.get(
     '/sessions/:session_id',
     { config: { scope: 'sessions:read' }, schema: { operationId: 'getSession', tags: ['sessions'], params: SessionParams, response: { 200: Session, ...errorResponses(404) } } },
-    async (req) => readSession(req.auth.orgId, req.params.session_id, req.readMark),
+    // The read clients poll: a session kept in memory is answered within this call, with text
+    // serialized once for as long as it is kept; only a store read waits.
+    (req, reply) => {
+      const kept = readSession.kept(req.auth.orgId, req.params.session_id, req.readMark)
+      if (kept === undefined) return readSession(req.auth.orgId, req.params.session_id, req.readMark).then((session) => sendSession(reply, session))
+      sendSession(reply, kept)
+    },
   )
 
   app.post(

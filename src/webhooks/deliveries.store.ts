@@ -93,3 +93,19 @@ export async function markFailed(db: Db, id: string, lease: number, f: { attempt
 export async function rescheduleDelivery(db: Db, id: string, lease: number, at: number): Promise<void> {
   await db.updateTable('webhook_deliveries').set({ next_attempt_at: at }).where('id', '=', id).where('status', '=', 'pending').where('next_attempt_at', '=', lease).execute()
 }
+
+/** How many deliveries are in `status` (the operator's gauges of the backlog and of the given-up). */
+export async function countDeliveries(db: Db, status: 'pending' | 'dead'): Promise<number> {
+  const row = await db.selectFrom('webhook_deliveries').select((eb) => eb.fn.countAll<number | string>().as('n')).where('status', '=', status).executeTakeFirstOrThrow()
+  return Number(row.n)
+}
+
+/**
+ * When the earliest pending delivery fell due (Unix ms), null when none is pending: through the
+ * due-time index, one row read. A claimed delivery's due time is its lease's end, so one being sent
+ * is not late unless its sender died.
+ */
+export async function earliestPendingDue(db: Db): Promise<number | null> {
+  const row = await db.selectFrom('webhook_deliveries').select((eb) => eb.fn.min('next_attempt_at').as('due')).where('status', '=', 'pending').executeTakeFirst()
+  return row?.due === null || row?.due === undefined ? null : Number(row.due)
+}

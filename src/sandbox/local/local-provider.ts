@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
+import type { Readable } from 'node:stream'
 import type { HostReport, Sandbox, SandboxProvider, SandboxSpec, WorkspaceReader } from '../sandbox.ts'
 import { SandboxUnavailableError } from '../sandbox.ts'
 import { checkMount } from './bubblewrap.ts'
@@ -9,6 +10,8 @@ import { pickStageDir, probeHost, type HostProbe } from './host-check.ts'
 import { LocalSandbox, type AttachedNetwork } from './local-sandbox.ts'
 import { dropSlot, makeSlot, WarmPool, type WarmSlot } from './warm-pool.ts'
 import { workspaceReader } from './workspace-files.ts'
+import { packFolder } from './workspace-pack.ts'
+import { unpackInto } from './workspace-unpack.ts'
 import { killStrays, ownerOf, prepareWorkspace, reachableBy } from './workspace-owner.ts'
 
 /**
@@ -117,6 +120,22 @@ export class LocalSandboxProvider implements SandboxProvider {
   async deleteWorkspace(id: string): Promise<void> {
     await this.live.get(id)?.destroy()
     await fs.promises.rm(this.workspaceDir(id), { recursive: true, force: true })
+  }
+
+  packWorkspace(id: string): Promise<Readable | null> {
+    return packFolder(this.workspaceDir(id))
+  }
+
+  async unpackWorkspace(id: string, archive: Readable): Promise<boolean> {
+    // A sandbox being created or running holds the folder, and an unpack holds it from creates.
+    const name = this.groupName(id)
+    if (this.held.has(name)) return false
+    this.held.add(name)
+    try {
+      return await unpackInto(this.workspaceDir(id), archive)
+    } finally {
+      this.held.delete(name)
+    }
   }
 
   async create(spec: SandboxSpec): Promise<Sandbox> {

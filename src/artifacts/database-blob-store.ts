@@ -1,0 +1,130 @@
+import { createHash } from 'node:crypto'
+import path from 'node:path'
+import { Readable } from 'node:stream'
+import type { Db, Store } from '../db/database.ts'
+import { randomText } from '../shared/ids.ts'
+import { BlobTooLarge, localBlobStore, type BlobStore, type StoredBlob } from './blob-store.ts'
+
+/** Bytes per chunk row: large enough that a blob is few rows, small enough to hold one in memory. */
+export const CHUNK_BYTES = 1024 * 1024
+
+/** Key spaces of the blob store: artifact bytes, and workspace snapshots (deleted when replaced). */
+export type BlobSpace = 'artifacts' | 'snapshots'
+
+/**
+ * The blob store of a deployment: rows of the database on PostgreSQL, where every node must reach
+ * the bytes; local files under the data folder on SQLite (one process on one host, and a long
+ * write would hold SQLite's single writer for every other request meanwhile).
+ */
+export function pickBlobStore(store: Store, dataDir: string, space: BlobSpace): BlobStore {
+  const local = localBlobStore(path.join(dataDir, space))
+  if (store.dialect !== 'postgres') return local
+  const shared = databaseBlobStore(store.db, space)
+  if (space !== 'artifacts') return shared
+  // Artifacts published before their bytes moved into the database stay readable from the node
+  // whose disk holds them.
+  return {
+    ...shared,
+    open: async (key) => (await shared.open(key)) ?? (await local.open(key)),
+    exists: async (key) => (await shared.exists(key)) || (await local.exists(key)),
+    delete: async (key) => {
+      await shared.delete(key)
+      await local.delete(key)
+    },
+  }
+}
+
+/** Ends a put whose bytes are already stored under that key: its own rows are rolled back. */
+class AlreadyStored extends Error {
+  readonly blob: StoredBlob
+  constructor(blob: StoredBlob) {
+    super('already stored')
+    this.blob = blob
+  }
+}
+
+/**
+ * Content-addressed blobs in the `blobs` and `blob_chunks` tables (migration 006 says why rows and
+ * not large objects). A put writes its chunks under an upload id of its own and names them in
+ * `blobs` in one transaction, so a reader finds a blob whole or not at all, and a refused or
+ * failed put (a crash included) leaves nothing behind: its transaction never commits. Two puts
+ * of the same bytes at once both write; the second's `blobs` insert waits for the first to commit,
+ * finds the key taken and rolls its own chunks back, so one copy is kept.
+ *
+ * Bytes stream both ways, one chunk in memory at a time. A put holds one connection of the pool
+ * in a transaction for as long as its source takes to read.
+ */
+export function databaseBlobStore(db: Db, space: BlobSpace): BlobStore {
+  return {
+    async put(source, maxBytes) {
+      const upload = randomText(24)
+      try {
+        return await db.transaction().execute(async (trx) => {
+          const hash = createHash('sha256')
+          let size = 0
+          let seq = 0
+          let pending: Buffer[] = []
+          let pendingBytes = 0
+          const write = (data: Buffer) => trx.insertInto('blob_chunks').values({ upload, seq: seq++, data }).execute()
+          for await (const piece of source as AsyncIterable<Buffer | string>) {
+            const b = typeof piece === 'string' ? Buffer.from(piece) : piece
+            size += b.length
+            if (size > maxBytes) throw new BlobTooLarge(`over ${maxBytes} bytes`)
+            hash.update(b)
+            pending.push(b)
+            pendingBytes += b.length
+            while (pendingBytes >= CHUNK_BYTES) {
+              const all = pending.length === 1 ? pending[0]! : Buffer.concat(pending)
+              await write(all.subarray(0, CHUNK_BYTES))
+              const rest = all.subarray(CHUNK_BYTES)
+              pending = rest.length ? [rest] : []
+              pendingBytes = rest.length
+            }
+          }
+          if (pendingBytes > 0) await write(Buffer.concat(pending))
+          const key = hash.digest('hex')
+          const blob = { key, size, sha256: key }
+          const named = await trx
+            .insertInto('blobs')
+            .values({ space, key, upload, size, chunks: seq, created_at: Date.now() })
+            .onConflict((oc) => oc.columns(['space', 'key']).doNothing())
+            .returning('key')
+            .executeTakeFirst()
+          if (!named) throw new AlreadyStored(blob)
+          return blob
+        })
+      } catch (err) {
+        if (err instanceof AlreadyStored) return err.blob
+        throw err
+      }
+    },
+
+    async open(key) {
+      const row = await db.selectFrom('blobs').select(['upload', 'chunks']).where('space', '=', space).where('key', '=', key).executeTakeFirst()
+      if (!row) return null
+      const { upload, chunks } = row
+      // Each chunk is its own short read, not a transaction held for as long as a slow client
+      // takes: a blob deleted meanwhile ends the stream with an error rather than short.
+      async function* read(): AsyncGenerator<Buffer> {
+        for (let seq = 0; seq < chunks; seq++) {
+          const chunk = await db.selectFrom('blob_chunks').select('data').where('upload', '=', upload).where('seq', '=', seq).executeTakeFirst()
+          if (!chunk) throw new Error(`blob ${key} was deleted while being read`)
+          yield Buffer.isBuffer(chunk.data) ? chunk.data : Buffer.from(chunk.data)
+        }
+      }
+      return Readable.from(read(), { objectMode: false })
+    },
+
+    async exists(key) {
+      const row = await db.selectFrom('blobs').select('key').where('space', '=', space).where('key', '=', key).executeTakeFirst()
+      return row !== undefined
+    },
+
+    async delete(key) {
+      await db.transaction().execute(async (trx) => {
+        const row = await trx.deleteFrom('blobs').where('space', '=', space).where('key', '=', key).returning('upload').executeTakeFirst()
+        if (row) await trx.deleteFrom('blob_chunks').where('upload', '=', row.upload).execute()
+      })
+    },
+  }
+}

@@ -1,0 +1,184 @@
+import { once } from 'node:events'
+import fs from 'node:fs'
+import { PassThrough, Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import { createGzip } from 'node:zlib'
+import { Header, Pack, ReadEntry } from 'tar'
+
+/**
+ * A workspace folder packed as a gzip tar from the host, as root, while the agent's processes may
+ * still be changing the tree (a background server, say). node-tar's own walk would open each path
+ * by name: a folder swapped for a link between its check and its read would be followed out of the
+ * workspace, and a host file (a key, another workspace) packed into the snapshot that the agent
+ * then gets back. So the walk here is ours, in the manner of workspace-walk.ts: every entry opened
+ * relative to its parent folder's fd with O_NOFOLLOW, files read through the fd that was checked;
+ * node-tar writes the archive from entries we hand it (ReadEntry), never touching a path itself.
+ */
+
+const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK } = fs.constants
+const at = (dir: number, name: string) => `/proc/self/fd/${dir}/${name}`
+/** Codes that mean "this entry changed under us": left out, the next snapshot will have it. */
+const RACY = new Set(['ENOENT', 'ENOTDIR', 'ELOOP'])
+const racy = (err: unknown) => RACY.has((err as NodeJS.ErrnoException).code ?? '')
+/** Fast over slow-but-small: a workspace is mostly small text files, which level 1 already shrinks several times. */
+const GZIP_LEVEL = 1
+/** Most bytes read from a file at once. */
+const READ_PIECE = 256 * 1024
+/**
+ * Synchronous calls, yielding to the event loop every SLICE entries: a promise per call spent
+ * most of its time waiting on the thread pool (20,000 small files: 2.4 s async, a fraction of
+ * that sync), and a slice keeps any one stall of the service to a few milliseconds.
+ */
+const SLICE = 128
+
+/** Resolves null when `root` is not a folder (a workspace never made). */
+export async function packFolder(root: string): Promise<Readable | null> {
+  let top: number
+  try {
+    top = fs.openSync(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+  } catch (err) {
+    if (racy(err)) return null
+    throw err
+  }
+  const pack = new Pack({ portable: true })
+  const tar = new PassThrough()
+  pack.on('error', (err) => void tar.destroy(err as Error))
+  pack.pipe(tar)
+  // Finished, failed, or its reader gone (a refused put): the walk stops at its next wait.
+  const stop = new AbortController()
+  tar.once('close', () => stop.abort())
+  feed(pack, top, stop.signal).then(
+    () => void pack.end(),
+    (err) => {
+      // Not end(): the entry the walk was writing would never end, and the archive would wait on it.
+      tar.destroy(err as Error)
+      pack.destroy()
+    },
+  )
+  // Compressed apart from node-tar, whose gzip option runs zlib synchronously on every small
+  // write (a header, a file of a few hundred bytes): gathered pieces go through Node's gzip
+  // stream, off the event loop. An error on either side ends the other, and the reader sees it.
+  const gzip = createGzip({ level: GZIP_LEVEL })
+  pipeline(Readable.from(gathered(tar), { objectMode: false }), gzip).catch(() => {})
+  return gzip
+}
+
+/** node-tar hands out every header and small file on its own: gathered into pieces worth a trip through zlib. */
+async function* gathered(source: Readable): AsyncGenerator<Buffer> {
+  let pieces: Buffer[] = []
+  let size = 0
+  for await (const chunk of source) {
+    pieces.push(chunk as Buffer)
+    size += (chunk as Buffer).length
+    if (size >= 64 * 1024) {
+      yield Buffer.concat(pieces)
+      pieces = []
+      size = 0
+    }
+  }
+  if (size) yield Buffer.concat(pieces)
+}
+
+type Walk = { pack: Pack; signal: AbortSignal; entries: number }
+
+async function feed(pack: Pack, top: number, signal: AbortSignal): Promise<void> {
+  try {
+    await addFolder({ pack, signal, entries: 0 }, top, '')
+  } finally {
+    fs.closeSync(top)
+  }
+}
+
+async function addFolder(walk: Walk, dir: number, prefix: string): Promise<void> {
+  const names = fs.readdirSync(`/proc/self/fd/${dir}`, { withFileTypes: true, encoding: 'buffer' })
+  for (const dirent of names) {
+    if (walk.signal.aborted) return
+    if (++walk.entries % SLICE === 0) await new Promise((r) => setImmediate(r))
+    const raw = dirent.name as unknown as Buffer
+    const name = raw.toString('utf8')
+    // A name that is not UTF-8 cannot be said in the archive's text headers without changing it.
+    if (!Buffer.from(name, 'utf8').equals(raw)) continue
+    const rel = prefix + name
+    if (dirent.isDirectory()) await addSubfolder(walk, dir, name, rel)
+    else if (dirent.isFile()) await addFile(walk, dir, name, rel)
+    else if (dirent.isSymbolicLink()) await addLink(walk, dir, name, rel)
+    // Sockets, fifos and devices are no work product, and a restored one would mean nothing.
+  }
+}
+
+/** Opens `name` under the folder `dir` without following a link; null when it changed under us. */
+function openAt(dir: number, name: string, flags: number): number | null {
+  try {
+    return fs.openSync(at(dir, name), flags)
+  } catch (err) {
+    if (racy(err)) return null
+    throw err
+  }
+}
+
+async function addSubfolder(walk: Walk, dir: number, name: string, rel: string): Promise<void> {
+  const sub = openAt(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+  if (sub === null) return
+  try {
+    const st = fs.fstatSync(sub)
+    await add(walk, { path: `${rel}/`, type: 'Directory', mode: st.mode & 0o7777, size: 0, mtime: st.mtime }, null)
+    await addFolder(walk, sub, `${rel}/`)
+  } finally {
+    fs.closeSync(sub)
+  }
+}
+
+async function addFile(walk: Walk, dir: number, name: string, rel: string): Promise<void> {
+  // O_NONBLOCK: a fifo swapped in for the file must not hang the open.
+  const fd = openAt(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+  if (fd === null) return
+  try {
+    const st = fs.fstatSync(fd)
+    if (!st.isFile()) return
+    await add(walk, { path: rel, type: 'File', mode: st.mode & 0o7777, size: st.size, mtime: st.mtime }, fd)
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
+async function addLink(walk: Walk, dir: number, name: string, rel: string): Promise<void> {
+  let target: Buffer
+  let mtime: Date
+  try {
+    target = fs.readlinkSync(at(dir, name), { encoding: 'buffer' })
+    mtime = fs.lstatSync(at(dir, name)).mtime
+  } catch (err) {
+    if (racy(err) || (err as NodeJS.ErrnoException).code === 'EINVAL') return
+    throw err
+  }
+  const linkpath = target.toString('utf8')
+  if (!Buffer.from(linkpath, 'utf8').equals(target)) return
+  await add(walk, { path: rel, type: 'SymbolicLink', linkpath, mode: 0o777, size: 0, mtime }, null)
+}
+
+type EntryHead = { path: string; type: 'File' | 'Directory' | 'SymbolicLink'; mode: number; size: number; mtime: Date; linkpath?: string }
+
+/**
+ * Hands one entry to the archive and writes its bytes: exactly the size the header says, read from
+ * the opened file; a file that shrank meanwhile is padded with zeros (the next snapshot has it
+ * whole), one that grew is cut at that size. Waits while the archive's reader is behind.
+ */
+async function add(walk: Walk, head: EntryHead, fd: number | null): Promise<void> {
+  const entry = new ReadEntry(new Header(head))
+  walk.pack.add(entry)
+  const put = async (piece: Buffer) => {
+    if (!entry.write(piece)) await once(entry, 'drain', { signal: walk.signal })
+  }
+  // Read through the fd that was checked, in pieces that block the event loop a millisecond or
+  // so each; zero-filled, so what the file no longer holds stays zeros.
+  let offset = 0
+  while (fd !== null && offset < head.size) {
+    const piece = Buffer.alloc(Math.min(head.size - offset, READ_PIECE))
+    const read = fs.readSync(fd, piece, 0, piece.length, offset)
+    offset += piece.length
+    await put(piece)
+    if (read < piece.length) break
+  }
+  for (let left = head.size - offset; left > 0; left -= READ_PIECE) await put(Buffer.alloc(Math.min(left, READ_PIECE)))
+  entry.end()
+}

@@ -1,0 +1,99 @@
+import fs from 'node:fs'
+import fsp from 'node:fs/promises'
+import path from 'node:path'
+import type { Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import { Unpack, type ReadEntry } from 'tar'
+import { randomText } from '../../shared/ids.ts'
+
+/**
+ * Unpacks a workspace archive (workspace-pack.ts makes them) into `dir` when `dir` is missing or
+ * empty; false when it holds anything (nothing is written then). Runs as root on the host, so the
+ * archive is treated as hostile, whoever made it:
+ * - the tree is unpacked into a new folder beside `dir`, private to root, and renamed into place
+ *   only when whole: a failure leaves `dir` as it was;
+ * - an absolute path or `..` is refused (node-tar refuses them too); hard links, devices and fifos
+ *   are left out; setuid and setgid bits are dropped; owners are not restored: everything is
+ *   root's, and the sandbox that next runs over the folder gives the tree to its own uid (see
+ *   prepareWorkspace, which re-owns a folder that is not already its uid's);
+ * - symbolic links are made last, after every file and folder is written, and only where no link
+ *   stands on the way: nothing is ever written through one, wherever it points (a link pointing
+ *   out of the workspace is kept, as the agent made it: inside the sandbox it points into the
+ *   sandbox's own view).
+ * node-tar creates files through the process umask: modes are set again afterwards as archived.
+ */
+export async function unpackInto(dir: string, archive: Readable): Promise<boolean> {
+  if (!isEmptyOrMissing(dir)) return false
+  const aside = path.join(path.dirname(dir), `.unpack-${path.basename(dir)}-${randomText(8)}`)
+  // A node that never ran this workspace may not have made the folder of workspaces yet.
+  await fsp.mkdir(path.dirname(dir), { recursive: true })
+  await fsp.mkdir(aside, { mode: 0o700 })
+  try {
+    const links: { path: string; target: string }[] = []
+    const modes = new Map<string, number>()
+    const unpack = new Unpack({
+      cwd: aside,
+      preserveOwner: false,
+      filter: (p: string, entry: ReadEntry | fs.Stats) => {
+        const e = entry as ReadEntry
+        const rel = safeRelative(p)
+        if (rel === null) return false
+        if (e.type === 'SymbolicLink') {
+          if (e.linkpath) links.push({ path: rel, target: e.linkpath })
+          return false
+        }
+        if (e.type !== 'File' && e.type !== 'OldFile' && e.type !== 'ContiguousFile' && e.type !== 'Directory') return false
+        if (typeof e.mode === 'number') {
+          e.mode &= 0o1777
+          modes.set(rel, e.mode)
+        }
+        return true
+      },
+    })
+    await pipeline(archive, unpack)
+    for (const [rel, mode] of modes) await fsp.chmod(path.join(aside, rel), mode).catch(() => {})
+    for (const link of links) await makeLink(aside, link.path, link.target)
+    if (!isEmptyOrMissing(dir)) return false
+    // An empty folder is replaced: rename over it is atomic, and refuses one that is no longer empty.
+    await fsp.rename(aside, dir)
+    return true
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOTEMPTY' || (err as NodeJS.ErrnoException).code === 'EEXIST') return false
+    throw err
+  } finally {
+    await fsp.rm(aside, { recursive: true, force: true })
+  }
+}
+
+function isEmptyOrMissing(dir: string): boolean {
+  try {
+    const st = fs.lstatSync(dir)
+    return st.isDirectory() && fs.readdirSync(dir).length === 0
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return true
+    throw err
+  }
+}
+
+/** The entry's path relative to the folder, without `./` or a trailing slash; null when it could leave it. */
+function safeRelative(p: string): string | null {
+  if (typeof p !== 'string' || p.includes('\0') || p.startsWith('/')) return null
+  const parts = p.split('/').filter((s) => s !== '' && s !== '.')
+  if (parts.length === 0 || parts.includes('..')) return null
+  return parts.join('/')
+}
+
+/** A link at `rel` under `root`, unless something stands there already or a link stands on the way. */
+async function makeLink(root: string, rel: string, target: string): Promise<void> {
+  const parts = rel.split('/')
+  let at = root
+  for (const part of parts.slice(0, -1)) {
+    at = path.join(at, part)
+    const st = await fsp.lstat(at).catch(() => null)
+    if (st === null) await fsp.mkdir(at, { mode: 0o755 })
+    else if (!st.isDirectory()) return
+  }
+  await fsp.symlink(target, path.join(at, parts.at(-1)!)).catch((err) => {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+  })
+}

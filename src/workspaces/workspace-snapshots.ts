@@ -1,0 +1,127 @@
+import { lockKey, type Store } from '../db/database.ts'
+import type { BlobStore } from '../artifacts/blob-store.ts'
+import type { SandboxProvider } from '../sandbox/sandbox.ts'
+import { blobInUse, deleteSnapshot, getSnapshot, putSnapshot } from './workspace-snapshots.store.ts'
+
+/** Largest snapshot kept: past it a save fails (BlobTooLarge) and the snapshot before stays. */
+export const SNAPSHOT_MAX_BYTES = 8 * 1024 ** 3
+/** A save whose blob a concurrent release removed packs again; more than this many times is a fault. */
+const SAVE_ATTEMPTS = 3
+
+export type SnapshotInfo = { takenAt: number; bytes: number }
+
+/**
+ * Copies of session workspaces kept where every node reaches them, so that a workspace survives
+ * the loss of the node that ran it: its latest snapshot is unpacked on the node that takes over.
+ */
+export type WorkspaceSnapshots = {
+  /**
+   * Packs the session's workspace (provider.packWorkspace: links kept as links, modes, empty
+   * folders, `.git` and `node_modules` too) into the blob store and makes it the session's snapshot,
+   * then removes the previous one's bytes unless another snapshot names them. Resolves null when
+   * the session has no workspace to pack. Rejects when packing or storing fails (BlobTooLarge past
+   * SNAPSHOT_MAX_BYTES); the previous snapshot then stays the latest.
+   */
+  save(sessionId: string): Promise<SnapshotInfo | null>
+  /**
+   * Unpacks the latest snapshot into the session's workspace, to be called before a sandbox is
+   * created over it. Resolves true when restored; false when there is no snapshot (or its bytes
+   * are gone), or when the workspace is not missing or empty or a sandbox of it is up (nothing is
+   * written then). Rejects when unpacking fails, the workspace left as it was.
+   */
+  restore(sessionId: string): Promise<boolean>
+  /** The latest snapshot's time and size, or null when there is none. */
+  latest(sessionId: string): Promise<SnapshotInfo | null>
+  /** Removes the session's snapshot and its bytes (unless another snapshot names them). Idempotent. */
+  drop(sessionId: string): Promise<void>
+}
+
+export type SnapshotDeps = {
+  store: Store
+  provider: SandboxProvider
+  /** The snapshots' own key space, apart from artifacts: releasing a snapshot never takes an artifact's bytes. */
+  blobs: BlobStore
+  maxBytes?: number
+}
+
+/**
+ * Snapshots in the database-backed blob store on PostgreSQL; on SQLite (one process on one host)
+ * in the blob store's local files, which a save does not have to push through SQLite's single
+ * writer. One row per session (workspace_snapshots) names the blob.
+ *
+ * Blobs are content-addressed, so two snapshots may name one blob. Naming a blob and releasing it
+ * take the same per-key lock (an advisory lock on PostgreSQL, SQLite's single writer otherwise):
+ * a release deletes only what no row names, and a save that finds its blob deleted between its put
+ * and its row packs again.
+ */
+export function workspaceSnapshots(deps: SnapshotDeps): WorkspaceSnapshots {
+  const { store, provider, blobs } = deps
+  const maxBytes = deps.maxBytes ?? SNAPSHOT_MAX_BYTES
+  const queues = new Map<string, Promise<unknown>>()
+  // One operation on a session's snapshot at a time in this process (a save and a drop must not cross).
+  const serial = <T>(id: string, op: () => Promise<T>): Promise<T> => {
+    const next = (queues.get(id) ?? Promise.resolve()).then(op, op)
+    const settled = next.catch(() => {})
+    queues.set(id, settled)
+    void settled.then(() => {
+      if (queues.get(id) === settled) queues.delete(id)
+    })
+    return next
+  }
+  const lockBlob = (trx: Store['db'], key: string) => lockKey(trx, store.dialect, `blob:snapshots:${key}`)
+
+  async function release(key: string): Promise<void> {
+    await store.db.transaction().execute(async (trx) => {
+      await lockBlob(trx, key)
+      if (!(await blobInUse(trx, key))) await blobs.delete(key)
+    })
+  }
+
+  async function save(sessionId: string): Promise<SnapshotInfo | null> {
+    for (let attempt = 1; ; attempt++) {
+      const archive = await provider.packWorkspace(sessionId)
+      if (!archive) return null
+      const blob = await blobs.put(archive, maxBytes)
+      const takenAt = Date.now()
+      const previous = await store.db.transaction().execute(async (trx) => {
+        await lockBlob(trx, blob.key)
+        if (!(await blobs.exists(blob.key))) return undefined
+        const before = await getSnapshot(trx, sessionId)
+        await putSnapshot(trx, { sessionId, blobKey: blob.key, takenAt, bytes: blob.size })
+        return before
+      })
+      if (previous === undefined) {
+        if (attempt < SAVE_ATTEMPTS) continue
+        throw new Error(`the snapshot of ${sessionId} was removed ${SAVE_ATTEMPTS} times as it was stored`)
+      }
+      if (previous && previous.blobKey !== blob.key) await release(previous.blobKey)
+      return { takenAt, bytes: blob.size }
+    }
+  }
+
+  async function restore(sessionId: string): Promise<boolean> {
+    const snap = await getSnapshot(store.db, sessionId)
+    if (!snap) return false
+    const archive = await blobs.open(snap.blobKey)
+    if (!archive) return false
+    try {
+      return await provider.unpackWorkspace(sessionId, archive)
+    } finally {
+      archive.destroy()
+    }
+  }
+
+  return {
+    save: (id) => serial(id, () => save(id)),
+    restore: (id) => serial(id, () => restore(id)),
+    async latest(id) {
+      const snap = await getSnapshot(store.db, id)
+      return snap ? { takenAt: snap.takenAt, bytes: snap.bytes } : null
+    },
+    drop: (id) =>
+      serial(id, async () => {
+        const key = await deleteSnapshot(store.db, id)
+        if (key) await release(key)
+      }),
+  }
+}
