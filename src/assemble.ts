@@ -109,10 +109,8 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     uidCount: resources.uidCount,
     allowPrivate: config.sandboxAllowPrivate,
   })
-  const workspaces = workspaceManager({ store, bus, config, box, provider: countedProvider(provider, metrics) })
   const blobs = pickBlobStore(store, config.dataDir, 'artifacts')
   const snapshots = workspaceSnapshots({ store, provider, blobs: pickBlobStore(store, config.dataDir, 'snapshots') })
-  const publishing = { store, bus, workspaces, blobs, limits: overrides.artifactLimits }
   // The runner and the worker log through the app's pino logger; they are made before the app
   // (it takes the runner) but run only after start(), when it exists.
   let app: FastifyInstance | undefined
@@ -121,8 +119,16 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     warn: (obj, msg) => app?.log.warn(obj, msg),
     error: (obj, msg) => app?.log.error(obj, msg),
   }
+  // Only several nodes need copies of workspaces: on SQLite the one process keeps its own files.
+  const workspaces = workspaceManager({ store, bus, config, box, provider: countedProvider(provider, metrics), log, ...(config.databaseUrl ? { snapshots } : {}) })
+  const publishing = { store, bus, workspaces, blobs, limits: overrides.artifactLimits }
   let node: ServiceNode | undefined
-  const runner = turnRunner({ store, bus, config, box, workspaces, metrics, log, publish: (turn) => publishTurn(publishing, turn), nodeId: () => node!.id })
+  const runner = turnRunner({ store, bus, config, box, workspaces, metrics, log, publish: async (turn) => {
+      await publishTurn(publishing, turn)
+      // A settled turn's files are what another node would restore, were this one to die.
+      workspaces.snapshot(turn.session_id)
+    },
+    nodeId: () => node!.id })
   node = serviceNode({
     store,
     bus,

@@ -246,6 +246,8 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
     async started(listenUrl) {
       if (listenUrl) await advertise(listenUrl)
       await refresh()
+      const peers = view.rows.filter((r) => r.id !== id && alive(r)).map((r) => `${r.id} (${r.url || 'no address'})`)
+      log.info({ component: 'node', node_id: id, url, peers }, `node ${id} joined the service${peers.length ? ` beside ${peers.join(', ')}` : ' as its only live node'}`)
       // The first node after a start from before leases (or alone after everyone stopped) takes
       // up what nobody owns but was left running.
       if (!view.rows.some((r) => r.id !== id && alive(r))) {

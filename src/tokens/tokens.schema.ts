@@ -39,6 +39,24 @@ export const Health = Type.Object(
     org_id: Type.String(),
     token_id: Type.String(),
     scopes: Type.Array(Type.String()),
+    node: Type.Object(
+      {
+        id: Type.String({ description: 'The node (one `warren serve`) that answered.' }),
+        peers: Type.Array(
+          Type.Object(
+            {
+              id: Type.String(),
+              live: Type.Boolean({ description: 'Its heartbeat is fresh: it holds its sessions’ leases.' }),
+              started_at: Type.Integer({ description: 'Unix ms.' }),
+              heartbeat_at: Type.Integer({ description: 'Unix ms, by the store’s clock.' }),
+            },
+            { additionalProperties: false },
+          ),
+          { description: 'Every node of the service this one knows, itself included (addresses are not shown).' },
+        ),
+      },
+      { additionalProperties: false },
+    ),
   },
   { additionalProperties: false },
 )

@@ -5,7 +5,11 @@ import { withEvents } from '../events/record-event.ts'
 import { getProfileEnv } from '../environments/environments.store.ts'
 import type { Sandbox, SandboxProvider, WorkspaceReader } from '../sandbox/sandbox.ts'
 import { limiter } from '../shared/limiter.ts'
+import type { Log } from '../shared/log.ts'
+import { insertSteer } from '../turns/steers.store.ts'
+import { workingTurns } from '../turns/turns.store.ts'
 import { networkPolicyFor } from './network-policy.ts'
+import type { WorkspaceSnapshots } from './workspace-snapshots.ts'
 import { seedWorkspace } from './seed-workspace.ts'
 import { closeInterval, getWorkspace, markOpenIntervalsForReview, openInterval, patchWorkspace, type WorkspaceState } from './workspaces.store.ts'
 
@@ -22,6 +26,8 @@ type Entry = {
   queue: Promise<unknown>
   /** Aborted by destroy: a bring-up still waiting for its turn gives up at once. */
   gone: AbortController
+  /** When its snapshot was last taken (0: never by this node): one is due once it was used since. */
+  snapshotAt: number
 }
 
 /**
@@ -48,6 +54,11 @@ export type WorkspaceManager = {
   onPause(fn: (sessionId: string) => Promise<void>): void
   /** Fires with the session id when its sandbox is about to be reclaimed at the lifetime ceiling. */
   readonly reclaimed: EventEmitter<{ reclaimed: [string] }>
+  /**
+   * Saves the workspace where every node reaches it (a turn settled), in the workspace's queue of
+   * operations, when it was used since the last save; does nothing without shared storage.
+   */
+  snapshot(sessionId: string): void
   /** Destroys the sandbox and the workspace files (session deleted). */
   destroy(sessionId: string): Promise<void>
   /** Reads of the session's workspace whether or not its sandbox is up (publication after a turn, or after a restart). */
@@ -65,8 +76,15 @@ export type WorkspaceManager = {
   close(): Promise<void>
 }
 
-export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | 'box'> & { provider: SandboxProvider }): WorkspaceManager {
-  const { store, bus, config, box, provider } = deps
+export type WorkspaceManagerDeps = Pick<Deps, 'store' | 'bus' | 'config' | 'box'> & {
+  provider: SandboxProvider
+  /** Copies every node reaches (several nodes on PostgreSQL): saved at pause, settle and stop, restored on takeover. */
+  snapshots?: WorkspaceSnapshots
+  log?: Log
+}
+
+export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
+  const { store, bus, config, box, provider, snapshots } = deps
   const entries = new Map<string, Entry>()
   const reclaimed = new EventEmitter<{ reclaimed: [string] }>()
   const pauseHooks: ((id: string) => Promise<void>)[] = []
@@ -76,7 +94,7 @@ export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | '
 
   const entryOf = (id: string): Entry => {
     let e = entries.get(id)
-    if (!e) entries.set(id, (e = { sandbox: null, usedMs: 0, runningSince: null, lastActivity: Date.now(), holds: 0, queue: Promise.resolve(), gone: new AbortController() }))
+    if (!e) entries.set(id, (e = { sandbox: null, usedMs: 0, runningSince: null, lastActivity: Date.now(), holds: 0, queue: Promise.resolve(), gone: new AbortController(), snapshotAt: 0 }))
     return e
   }
   const serial = <T>(id: string, op: () => Promise<T>): Promise<T> => {
@@ -104,6 +122,8 @@ export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | '
     const restoring = ws.env.state === 'reclaimed' || ws.env.state === 'failed'
     try {
       const env = await getProfileEnv(store.db, box, ws.orgId, ws.env.profiles ?? [])
+      // Taken over from a node that is gone: its files come back from the last snapshot.
+      const restored = restoring && ws.env.initialized && snapshots && (await snapshots.restore(id)) ? await snapshots.latest(id) : null
       const sandbox = await starting(
         () =>
           provider.create({
@@ -121,6 +141,8 @@ export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | '
       e.usedMs = restoring ? 0 : (ws.env.used_ms ?? 0)
       e.lastActivity = Date.now()
       await setState(id, ws.orgId, 'running', 'sandbox.created', { used_ms: e.usedMs }, 'open')
+      e.snapshotAt = Date.now()
+      if (restored) await tellRestored(id, ws.orgId, restored.takenAt)
       if (!ws.env.initialized) {
         const { problems, repo } = await seedWorkspace(store.db, id, ws.env, sandbox, config.gitBaseUrl)
         await withEvents(store, bus, async (trx, record) => {
@@ -142,6 +164,32 @@ export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | '
         : `The workspace could not be started: ${(err as Error).message}`
       await setState(id, ws.orgId, 'failed', 'workspace.recovery_failed', { message }, started ? 'close' : undefined)
       throw new ApiError(restoring ? 'workspace_recovery_failed' : 'sandbox_unavailable', message, { cause: err })
+    }
+  }
+
+  /**
+   * Says so when a workspace came back from a snapshot: on the session's events, and to the model
+   * of a turn that was working (at its next step), since what it did after the snapshot is gone.
+   */
+  async function tellRestored(id: string, orgId: string, takenAt: number): Promise<void> {
+    const text = `The node that ran this workspace stopped, and another node took it over: the workspace was restored to its state at ${new Date(takenAt).toISOString()} (its last snapshot). Changes made after that are gone, including any made since by tool calls this conversation shows; check the files before relying on them.`
+    await withEvents(store, bus, async (trx, record) => {
+      await record({ orgId, sessionId: id, type: 'session.error', payload: { message: text } })
+      const [turn] = await workingTurns(trx, id)
+      if (turn?.started_at != null) await insertSteer(trx, { sessionId: id, turnId: turn.id, text: `[Warren] ${text}`, now: Date.now() })
+    })
+  }
+
+  /** Saves a snapshot when the workspace was used since the last one; a failure keeps the one before. */
+  async function save(id: string): Promise<void> {
+    const e = entries.get(id)
+    if (!snapshots || !e?.sandbox || e.sandbox.state === 'destroyed' || e.lastActivity < e.snapshotAt) return
+    const at = Date.now()
+    try {
+      await snapshots.save(id)
+      e.snapshotAt = at
+    } catch (err) {
+      deps.log?.warn({ err, component: 'workspaces', session_id: id }, 'saving the workspace snapshot failed; the one before stays')
     }
   }
 
@@ -180,6 +228,8 @@ export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | '
     e.usedMs += Date.now() - (e.runningSince ?? Date.now())
     e.runningSince = null
     await setState(id, ws.orgId, 'paused', 'sandbox.paused', { used_ms: e.usedMs }, 'close')
+    // Frozen: the copy is of one moment.
+    await save(id)
   }
 
   async function reclaim(id: string): Promise<void> {
@@ -239,6 +289,9 @@ export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | '
     onPause: (fn) => void pauseHooks.push(fn),
     reclaimed,
     files: (id) => provider.workspace(id),
+    snapshot(id) {
+      if (snapshots && entries.has(id)) void serial(id, () => save(id))
+    },
     destroy: (id) => {
       entries.get(id)?.gone.abort()
       return serial(id, async () => {
@@ -247,6 +300,7 @@ export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | '
         await e?.sandbox?.destroy()
         await closeInterval(store.db, id, Date.now())
         await provider.deleteWorkspace(id)
+        await snapshots?.drop(id)
       })
     },
     async recover() {
@@ -274,9 +328,11 @@ export function workspaceManager(deps: Pick<Deps, 'store' | 'bus' | 'config' | '
     async close() {
       clearInterval(timer)
       await Promise.allSettled([...entries.values()].map((e) => e.queue))
-      // A clean stop closes its usage intervals; only a crash leaves them for review.
+      // A clean stop closes its usage intervals; only a crash leaves them for review. The files go
+      // where the node taking the session over finds them.
       for (const [id, e] of entries) {
         if (!e.sandbox || e.sandbox.state === 'destroyed') continue
+        await save(id)
         await closeInterval(store.db, id, Date.now()).catch(() => {})
         await patchWorkspace(store.db, id, { state: 'reclaimed', used_ms: 0 }).catch(() => {})
       }

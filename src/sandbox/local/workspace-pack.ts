@@ -83,7 +83,11 @@ type Walk = { pack: Pack; signal: AbortSignal; entries: number }
 
 async function feed(pack: Pack, top: number, signal: AbortSignal): Promise<void> {
   try {
-    await addFolder({ pack, signal, entries: 0 }, top, '')
+    const walk = { pack, signal, entries: 0 }
+    // The folder itself first: an empty workspace still makes an archive, and one with its mode.
+    const st = fs.fstatSync(top)
+    await add(walk, { path: './', type: 'Directory', mode: st.mode & 0o7777, size: 0, mtime: st.mtime }, null)
+    await addFolder(walk, top, '')
   } finally {
     fs.closeSync(top)
   }
