@@ -204,7 +204,13 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     },
     async start(opts = {}) {
       // Before anything touches the host: a node that would share it with a live one is refused.
-      await node!.join()
+      try {
+        await node!.join()
+      } catch (err) {
+        // Refused: nothing of it may stay open (its store, its egress proxy).
+        await app.close().catch(() => {})
+        throw err
+      }
       await workspaces.recover()
       let listening = ''
       if (opts.listen) {
