@@ -101,6 +101,20 @@ onPostgres('nodes on one store', () => {
     await waitFor('A removes the workspace', async () => !fs.existsSync(hostWorkspace(a, sid)), 30_000)
   })
 
+  it('refuses, on another node, a request that would act on a live owner’s workspace, and brings up no second sandbox', async () => {
+    const org = await newOrg(a)
+    const viaA = client(a, org)
+    const viaB = client(b, org)
+    await viaA.connect(fake, 'openai')
+    const sid = await viaA.session()
+    const res = await viaB.call('POST', `/v1/sessions/${sid}/files`, { files: [{ path: 'x.txt', content: Buffer.from('x').toString('base64') }] })
+    assert.equal(res.statusCode, 503, res.body)
+    assert.equal(res.json().error.code, 'sandbox_unavailable')
+    assert.match(res.json().error.message, new RegExp(a.node.id))
+    assert.equal(fs.existsSync(hostWorkspace(b, sid)), false)
+    assert.equal((await viaA.call('POST', `/v1/sessions/${sid}/files`, { files: [{ path: 'x.txt', content: Buffer.from('x').toString('base64') }] })).statusCode, 200)
+  })
+
   // Last: it stops A.
   it('a node that stops hands its sessions over: a turn parked on an approval goes on, answered, on another node', async () => {
     const org = await newOrg(a)

@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks'
 import type { Store } from '../db/database.ts'
+import { ApiError } from '../errors.ts'
 import type { EventBus, NodeCommand } from '../events/event-bus.ts'
 import type { Log } from '../shared/log.ts'
 import type { Metrics } from '../shared/metrics.ts'
@@ -43,6 +44,13 @@ export type ServiceNode = {
   readonly id: string
   /** Where the session's work happens; a session nobody live holds is claimed for this node first. */
   locate(sessionId: string): Promise<Location>
+  /**
+   * Before a request acts on the workspace itself (files put into it, its ports read): resolves
+   * when this node owns the session (claiming it when nobody live does); refuses with
+   * sandbox_unavailable when a live peer runs it, since a second sandbox of one workspace must
+   * never come up here.
+   */
+  ownWorkspace(sessionId: string): Promise<void>
   /** Drives the session's turns wherever it is owned. */
   kick(sessionId: string): void
   /** Cancels the turn: the request is stored here, the owner stops what runs. */
@@ -221,6 +229,12 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
       return id
     },
     locate,
+    async ownWorkspace(sessionId) {
+      const where = await locate(sessionId)
+      if (where && !where.here) {
+        throw new ApiError('sandbox_unavailable', `This session's workspace runs on node ${where.nodeId}, and this node does not pass requests that act on a workspace to another node yet; send it to that node, or retry once that node has stopped and the session has moved.`)
+      }
+    },
     kick(sessionId) {
       void route({ kind: 'kick', sessionId }).catch((err) => log.error({ err, component: 'node', session_id: sessionId }, 'routing a kick failed'))
     },
