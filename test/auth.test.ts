@@ -73,7 +73,12 @@ forEachDialect('authentication', (dialect) => {
     // Health needs no particular scope and reports exactly the token's own.
     const h = await w().inject({ method: 'GET', url: '/v1/health', token: reader.token })
     assert.equal(h.statusCode, 200)
-    assert.deepEqual(h.json(), { object: 'health', status: 'ok', org_id: reader.orgId, token_id: reader.id, scopes: ['sessions:read'] })
+    const { node, ...rest } = h.json()
+    assert.deepEqual(rest, { object: 'health', status: 'ok', org_id: reader.orgId, token_id: reader.id, scopes: ['sessions:read'] })
+    // The node that answered, and its peers (itself live among them), with no address shown.
+    assert.equal(node.id, w().node.id)
+    assert.deepEqual(Object.keys(node.peers.find((p: { id: string }) => p.id === node.id)).sort(), ['heartbeat_at', 'id', 'live', 'started_at'])
+    assert.equal(node.peers.find((p: { id: string }) => p.id === node.id).live, true)
   })
 
   it('mints a token carrying exactly the asked scopes, never one the caller lacks', async () => {

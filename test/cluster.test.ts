@@ -169,14 +169,73 @@ onPostgres('cluster: two nodes on one PostgreSQL', () => {
     // A message that lands on node B is served by the same workspace: what node A wrote is there.
     const read = `read the marker back ${marker}`
     let seen: string | null = null
+    // The conversation already holds the first turn's one tool result: this turn's is the second.
     route(fake, read, (req) => {
-      if (req.toolResults.length === 0) return { toolCalls: [{ name: 'bash', args: { command: 'cat /workspace/kept.txt' } }] }
-      seen = req.toolResults.map((r) => r.content).join('\n')
+      if (req.toolResults.length <= 1) return { toolCalls: [{ name: 'bash', args: { command: 'cat /workspace/kept.txt' } }] }
+      seen = req.toolResults.at(-1)!.content
       return { text: 'read' }
     })
     const second = await settled(c, sessionId, (await send(c, 1, sessionId, read)).id)
     assert.equal(second.status, 'completed', JSON.stringify(second))
     assert.ok(seen !== null && (seen as string).includes(marker), `the second turn read ${JSON.stringify(seen)}, not the marker node A's workspace holds`)
+  })
+})
+
+onPostgres('cluster: a node killed', () => {
+  let fake: FakeModelServer
+  let c: Cluster | undefined
+  before(async () => {
+    fake = await startModelServer({ models: ['m1'] })
+  })
+  after(async () => {
+    await c?.close()
+    await fake?.close()
+  })
+
+  it('SIGKILLed mid model stream: another node takes the session within the lease, restores the workspace from its last snapshot and carries the turn on', async () => {
+    c = await startCluster({ nodes: 2, start: [0, 1] })
+    await connectModel(c, 0, fake)
+    const marker = `kept-${tag()}`
+    const write = `write the marker ${marker}`
+    route(fake, write, (req) => (req.toolResults.length === 0 ? { toolCalls: [{ name: 'bash', args: { command: `echo ${marker} > /workspace/kept.txt` } }] } : { text: 'written' }))
+    const sessionId = await createSession(c, 0)
+    const first = await settled(c, sessionId, (await send(c, 0, sessionId, write)).id)
+    assert.equal(first.status, 'completed', JSON.stringify(first))
+    // The settled turn's files are saved where every node reaches them.
+    await waitFor('the workspace snapshot after the first turn', async () => (await c!.query('SELECT session_id FROM {schema}.workspace_snapshots WHERE session_id = $1', [sessionId])).length === 1, 60_000)
+    const [owner] = await c.query<{ owner_node: string }>('SELECT owner_node FROM {schema}.sessions WHERE id = $1', [sessionId])
+
+    const read = `read the marker back ${marker}`
+    const asked = { streams: 0, afterTool: 0 }
+    let seen: string | null = null
+    const answerRead = (req: ModelRequest): ScriptStep => {
+      if (req.toolResults.length <= 1) {
+        // The first ask streams forever: its node dies under it. The next ask is the other node's.
+        if (asked.streams++ === 0) return { hang: true, text: 'thinking' }
+        return { toolCalls: [{ name: 'bash', args: { command: 'cat /workspace/kept.txt' } }] }
+      }
+      asked.afterTool++
+      seen = req.toolResults.at(-1)!.content
+      return { text: 'read' }
+    }
+    route(fake, read, answerRead)
+    // The node that takes over tells the model, as the turn's latest user text, what was restored.
+    const previous = fake.fallback
+    fake.fallback = (req) => (req.lastUserText?.startsWith('[Warren] The node that ran this workspace stopped') ? answerRead(req) : typeof previous === 'function' ? previous(req) : { error: { status: 500 } })
+    const turn = await send(c, 0, sessionId, read)
+    await waitFor('node A streams the first step', async () => asked.streams >= 1, 60_000)
+    await c.kill(0, 'SIGKILL')
+
+    const done = await settled(c, sessionId, turn.id)
+    assert.equal(done.status, 'completed', JSON.stringify(done))
+    assert.deepEqual(asked, { streams: 2, afterTool: 1 }, 'the cut stream is asked again once, by the node that took over; no step twice after that')
+    assert.ok(seen !== null && (seen as string).includes(marker), `the restored workspace holds what the first turn wrote: read ${JSON.stringify(seen)}`)
+    const [now] = await c.query<{ owner_node: string }>('SELECT owner_node FROM {schema}.sessions WHERE id = $1', [sessionId])
+    assert.notEqual(now!.owner_node, owner!.owner_node, 'another node holds the session')
+    const items = await allItems(c, sessionId)
+    const restored = items.filter((i) => i.detail.event === 'agent.error' && String(i.detail.message).includes('restored to its state at'))
+    assert.equal(restored.length, 1, `the session says its workspace was restored from a snapshot\n${render(items)}`)
+    assert.equal(items.filter((i) => i.detail.event === 'agent.message' && i.turn_id === turn.id).length, 1, render(items))
   })
 })
 
