@@ -31,6 +31,9 @@ onPostgres('nodes on one store', () => {
     fake = await startModelServer({ models: ['m1'] })
     a = await startWarren('postgres', { env, pgSchema })
     b = await startWarren('postgres', { env, pgSchema })
+    // Listening, each node has an address the other passes requests on to.
+    await a.listen()
+    await b.listen()
   })
   after(async () => {
     await b?.close()
@@ -101,18 +104,29 @@ onPostgres('nodes on one store', () => {
     await waitFor('A removes the workspace', async () => !fs.existsSync(hostWorkspace(a, sid)), 30_000)
   })
 
-  it('refuses, on another node, a request that would act on a live owner’s workspace, and brings up no second sandbox', async () => {
+  it('passes a request that acts on the owner’s workspace on to the owner: files land there, never in a second sandbox', async () => {
     const org = await newOrg(a)
     const viaA = client(a, org)
     const viaB = client(b, org)
     await viaA.connect(fake, 'openai')
     const sid = await viaA.session()
-    const res = await viaB.call('POST', `/v1/sessions/${sid}/files`, { files: [{ path: 'x.txt', content: Buffer.from('x').toString('base64') }] })
-    assert.equal(res.statusCode, 503, res.body)
-    assert.equal(res.json().error.code, 'sandbox_unavailable')
-    assert.match(res.json().error.message, new RegExp(a.node.id))
+    const put = (path: string, text: string) => ({ files: [{ path, content: Buffer.from(text).toString('base64') }] })
+    const res = await viaB.call('POST', `/v1/sessions/${sid}/files`, put('up.txt', 'through b'))
+    assert.equal(res.statusCode, 200, res.body)
+    assert.deepEqual(res.json().data, [{ path: 'up.txt', size_bytes: 9 }])
+    assert.equal(fs.readFileSync(path.join(hostWorkspace(a, sid), 'up.txt'), 'utf8'), 'through b')
+    // A message with files: the files go in on A, the turn is accepted once, and runs on A.
+    fake.script({ text: 'Seen.' })
+    const sent = await viaB.send(sid, { text: 'here is a file', ...put('msg.txt', 'with message') })
+    assert.equal(sent.statusCode, 202, sent.body)
+    assert.equal((await viaB.settled(sid, sent.json().id, 60_000)).status, 'completed')
+    assert.equal(fs.readFileSync(path.join(hostWorkspace(a, sid), 'msg.txt'), 'utf8'), 'with message')
+    assert.equal((await viaA.turns(sid)).length, 1)
+    assert.equal(fs.existsSync(hostWorkspace(b, sid)), false, 'no second sandbox came up on B')
+    // A caller cannot pose as a node: a made-up secret is passed on like any request, not served as one.
+    const posed = await b.inject({ method: 'POST', url: `/v1/sessions/${sid}/files`, token: org.token, headers: { 'x-warren-node-secret': 'guess' }, payload: put('posed.txt', 'x') })
+    assert.equal(posed.statusCode, 200, posed.body)
     assert.equal(fs.existsSync(hostWorkspace(b, sid)), false)
-    assert.equal((await viaA.call('POST', `/v1/sessions/${sid}/files`, { files: [{ path: 'x.txt', content: Buffer.from('x').toString('base64') }] })).statusCode, 200)
   })
 
   // Last: it stops A.

@@ -222,6 +222,8 @@ export type Tables = {
     started_at: number
     heartbeat_at: number
     stopped_at: number | null
+    /** Shown by a peer that passes a request on to this node (see http/forward-to-owner.ts). */
+    secret: string | null
   }
   previews: {
     subdomain: string

@@ -1,3 +1,4 @@
+import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import type { Store } from '../db/database.ts'
 import { ApiError } from '../errors.ts'
@@ -51,6 +52,10 @@ export type ServiceNode = {
    * never come up here.
    */
   ownWorkspace(sessionId: string): Promise<void>
+  /** The secret a request passed on to that live peer shows it (null: no such live peer). */
+  peerSecret(nodeId: string): string | null
+  /** True when the request was passed on by a peer (it shows this node's secret in NODE_HEADER). */
+  passedOn(headers: Record<string, string | string[] | undefined>): boolean
   /** Drives the session's turns wherever it is owned. */
   kick(sessionId: string): void
   /** Cancels the turn: the request is stored here, the owner stops what runs. */
@@ -71,6 +76,8 @@ export type ServiceNode = {
 export type NodeDeps = { store: Store; bus: EventBus; log: Log; metrics: Metrics; leaseMs: number; resources: HostResources; url: string | undefined; local: LocalWork }
 
 const CLAIM_BATCH = 20
+/** The header a node passing a request on to the owner sets to the owner's secret. */
+export const NODE_HEADER = 'x-warren-node-secret'
 /** A node that could not renew its heartbeat for this share of the lease stops acting as an owner. */
 const FENCE_SHARE = 2 / 3
 
@@ -78,6 +85,9 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
   const { store, bus, log, leaseMs, local } = deps
   let id = ''
   let url = deps.url ?? ''
+  // Made anew by each start: a peer learns it from the node's row, a caller never sees it.
+  const secret = randomBytes(24).toString('base64url')
+  const secretBytes = Buffer.from(secret)
   let view: { now: number; rows: NodeRow[] } = { now: 0, rows: [] }
   let lastBeat = performance.now()
   let fenced = false
@@ -165,7 +175,7 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
     fenced = true
     await local.abandon()
     await markStopped(store.db, store.dialect, id).catch(() => {})
-    id = await joinNode(store, deps.resources, { leaseMs, url })
+    id = await joinNode(store, deps.resources, { leaseMs, url, secret })
     deps.metrics.setNodeId(id)
     lastBeat = performance.now()
     fenced = false
@@ -235,6 +245,14 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
         throw new ApiError('sandbox_unavailable', `This session's workspace runs on node ${where.nodeId}, and this node does not pass requests that act on a workspace to another node yet; send it to that node, or retry once that node has stopped and the session has moved.`)
       }
     },
+    peerSecret(nodeId) {
+      return livePeer(nodeId)?.secret ?? null
+    },
+    passedOn(headers) {
+      const shown = headers[NODE_HEADER]
+      if (typeof shown !== 'string' || shown.length !== secret.length) return false
+      return timingSafeEqual(Buffer.from(shown), secretBytes)
+    },
     kick(sessionId) {
       void route({ kind: 'kick', sessionId }).catch((err) => log.error({ err, component: 'node', session_id: sessionId }, 'routing a kick failed'))
     },
@@ -253,7 +271,7 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
     },
     peers: () => view.rows.map((r) => ({ id: r.id, url: r.url, host: r.host, started_at: r.started_at, heartbeat_at: r.heartbeat_at, live: alive(r) })),
     async join() {
-      id = await joinNode(store, deps.resources, { leaseMs, url })
+      id = await joinNode(store, deps.resources, { leaseMs, url, secret })
       deps.metrics.setNodeId(id)
     },
     advertise,

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { onOwnersNode } from '../http/forward-to-owner.ts'
 import { Type } from 'typebox'
 import type { Deps } from '../deps.ts'
 import { ApiError, errorResponses } from '../errors.ts'
@@ -17,6 +18,8 @@ export const previewRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
     '/sessions/:session_id/preview',
     {
       config: { scope: 'sessions:write', idempotent: true },
+      // The ports are read in the workspace: on the node that runs it.
+      preHandler: onOwnersNode(deps),
       schema: {
         operationId: 'publishPreview',
         tags: ['previews'],

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { onOwnersNode } from '../http/forward-to-owner.ts'
 import { requireSession } from '../sessions/require-session.ts'
 import type { Deps } from '../deps.ts'
 import { errorResponses, notFound } from '../errors.ts'
@@ -18,6 +19,8 @@ export const turnRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => 
     {
       bodyLimit: 16 * MIB,
       config: { scope: 'sessions:write', idempotent: true },
+      // Files go into the workspace before the message is accepted: on the node that runs it.
+      preHandler: onOwnersNode(deps, (req) => ((req.body as SendMessageBody).files?.length ?? 0) > 0),
       schema: {
         operationId: 'sendMessage',
         tags: ['turns'],

@@ -1,0 +1,58 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { requireSession } from '../sessions/require-session.ts'
+import type { Store } from '../db/database.ts'
+import { ApiError } from '../errors.ts'
+import { hopByHop } from '../shared/hop-by-hop.ts'
+import { NODE_HEADER, type ServiceNode } from '../nodes/node.ts'
+
+/** Headers of the owner's answer that the caller gets as they are. */
+const ANSWER_HEADERS = ['content-type', 'retry-after', 'x-request-id']
+
+/**
+ * A preHandler for a route that acts on the session's workspace itself (files put into it, its
+ * ports read): on the node that owns the session the route runs as usual; on another node the
+ * request is passed on to the owner over its node address and the owner's answer is the answer.
+ * The caller's token goes along (the owner checks it again), its Idempotency-Key does not (this
+ * node keeps the answer under it), and the owner's secret marks it as passed on, so that it is
+ * never passed on again. `when`: only requests it holds for need the workspace (a message with
+ * files).
+ */
+export function onOwnersNode(deps: { store: Store; node: ServiceNode }, when?: (req: FastifyRequest) => boolean) {
+  return async function toOwner(req: FastifyRequest, reply: FastifyReply): Promise<void> {
+    if (when && !when(req)) return
+    const sessionId = (req.params as { session_id: string }).session_id
+    // Another organization's session is a 404 here, as on its owner.
+    await requireSession(deps.store.db, req.auth.orgId, sessionId)
+    const where = await deps.node.locate(sessionId)
+    if (!where || where.here) return
+    const secret = deps.node.peerSecret(where.nodeId)
+    if (deps.node.passedOn(req.headers) || !where.url || !secret) {
+      throw new ApiError('sandbox_unavailable', `This session's workspace runs on node ${where.nodeId}, which cannot be reached from here now; retry shortly.`)
+    }
+    const headers: Record<string, string> = {}
+    const drop = hopByHop(req.headers)
+    for (const [name, value] of Object.entries(req.headers)) {
+      if (drop.has(name) || value === undefined || ['host', 'content-length', 'idempotency-key', NODE_HEADER].includes(name)) continue
+      headers[name] = Array.isArray(value) ? value.join(', ') : value
+    }
+    headers[NODE_HEADER] = secret
+    let answer: Response
+    try {
+      answer = await fetch(`${where.url}${req.url}`, {
+        method: req.method,
+        headers,
+        ...(req.body !== undefined ? { body: JSON.stringify(req.body) } : {}),
+        signal: AbortSignal.timeout(120_000),
+      })
+    } catch (err) {
+      throw new ApiError('sandbox_unavailable', `This session's workspace runs on node ${where.nodeId}, which did not answer: retry shortly.`, { cause: err })
+    }
+    const body = Buffer.from(await answer.arrayBuffer())
+    reply.code(answer.status)
+    for (const name of ANSWER_HEADERS) {
+      const v = answer.headers.get(name)
+      if (v !== null) reply.header(name, v)
+    }
+    await reply.send(body)
+  }
+}
