@@ -29,6 +29,7 @@ import { answerRoutes } from './turns/answers.routes.ts'
 import { previewRoutes } from './previews/previews.routes.ts'
 import { toolRoutes } from './tools/tools.routes.ts'
 import { previewGateway } from './previews/preview-gateway.ts'
+import { NODE_HEADER } from './nodes/node.ts'
 import { metricsRoutes } from './http/metrics.routes.ts'
 import { countPreviewRequest } from './http/request-metrics.ts'
 
@@ -37,7 +38,21 @@ export type AppDeps = Omit<Deps, 'previews'> & { logger?: FastifyServerOptions['
 const EmptyQuery = Type.Object({}, { additionalProperties: false })
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
-  const previews = previewGateway({ ...deps, reservedPorts: (id) => deps.runner.reservedPorts(id) })
+  const previews = previewGateway({
+    ...deps,
+    reservedPorts: (id) => deps.runner.reservedPorts(id),
+    owners: {
+      header: NODE_HEADER,
+      async route(sessionId, headers) {
+        if (deps.node.passedOn(headers)) return null
+        const where = await deps.node.locate(sessionId)
+        const secret = where && !where.here ? deps.node.peerSecret(where.nodeId) : null
+        if (!where || where.here || !where.url || !secret) return null
+        const peer = new URL(where.url)
+        return { host: peer.hostname, port: Number(peer.port || 80), headers: { [NODE_HEADER]: secret } }
+      },
+    },
+  })
   const app = Fastify({
     // Requests for a preview host are served before the API's router sees them (preview-gateway.ts).
     serverFactory: (handler) => {

@@ -12,6 +12,7 @@ import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
 import { waitFor } from './fixtures.ts'
 import { client, newOrg, NO_RATE_LIMITS } from './turns.helpers.ts'
 import { hostWorkspace } from './host-workspace.ts'
+import { agentRuns, hostRequest, openWebSocket, startSiteCommand } from './previews.helpers.ts'
 import { randomText } from '../src/shared/ids.ts'
 import { removeSharedStore } from './restart-store.ts'
 
@@ -25,6 +26,7 @@ onPostgres('nodes on one store', () => {
   let a: Warren
   let b: Warren
   let aClosed = false
+  let bBase = ''
   // Given to both, so that neither drops the store on close: the last test stops A first.
   const pgSchema = `t_${randomText(12)}`
   before(async () => {
@@ -33,7 +35,7 @@ onPostgres('nodes on one store', () => {
     b = await startWarren('postgres', { env, pgSchema })
     // Listening, each node has an address the other passes requests on to.
     await a.listen()
-    await b.listen()
+    bBase = await b.listen()
   })
   after(async () => {
     await b?.close()
@@ -126,6 +128,31 @@ onPostgres('nodes on one store', () => {
     // A caller cannot pose as a node: a made-up secret is passed on like any request, not served as one.
     const posed = await b.inject({ method: 'POST', url: `/v1/sessions/${sid}/files`, token: org.token, headers: { 'x-warren-node-secret': 'guess' }, payload: put('posed.txt', 'x') })
     assert.equal(posed.statusCode, 200, posed.body)
+    assert.equal(fs.existsSync(hostWorkspace(b, sid)), false)
+  })
+
+  it('serves a preview through any node: publishing, pages and WebSockets reach the owner’s sandbox, and no node secret reaches the site', async () => {
+    const org = await newOrg(a)
+    const viaA = client(a, org)
+    const viaB = client(b, org)
+    await viaA.connect(fake, 'openai')
+    const sid = await viaA.session()
+    assert.equal((await agentRuns(viaA, fake, sid, startSiteCommand(3000))).status, 'completed')
+    const published = await viaB.call('POST', `/v1/sessions/${sid}/preview`, {})
+    assert.equal(published.statusCode, 200, published.body)
+    assert.equal(published.json().port, 3000)
+    const host = `${published.json().subdomain}.preview.localhost`
+    const page = await hostRequest(bBase, host, '/')
+    assert.equal(page.status, 200, page.body)
+    assert.match(page.body, /Hello from site/)
+    const echo = JSON.parse((await hostRequest(bBase, host, '/echo?x=1', { method: 'POST', body: 'hi' })).body)
+    assert.deepEqual([echo.method, echo.url, echo.body], ['POST', '/echo?x=1', 'hi'])
+    assert.equal(echo.headers['x-warren-node-secret'], undefined, 'a node secret never reaches a workspace')
+    const ws = await openWebSocket(bBase, host, '/ws')
+    assert.equal(ws.status, 101, ws.head)
+    ws.send('through b')
+    assert.equal(await ws.next(), 'echo: through b')
+    ws.close()
     assert.equal(fs.existsSync(hostWorkspace(b, sid)), false)
   })
 

@@ -28,10 +28,23 @@ export type PreviewGateway = {
   close(): void
 }
 
-type Target = { host: string; port: number; release: () => void }
+/** `headers`: set on the request to it (a peer node's secret). */
+type Target = { host: string; port: number; release: () => void; headers?: Record<string, string> }
 
-export function previewGateway(deps: { store: Store; workspaces: WorkspaceManager; config: Config; reservedPorts(sessionId: string): number[] }): PreviewGateway {
+/**
+ * The node that owns a session whose workspace is not on this one, for a preview request to be
+ * passed on to (its preview host unchanged, so that the owner serves it); null: serve it here.
+ */
+export type PreviewOwners = {
+  /** Never for a request a peer passed on already (`headers` show this node's secret). */
+  route(sessionId: string, headers: IncomingMessage['headers']): Promise<{ host: string; port: number; headers: Record<string, string> } | null>
+  /** The header a peer's secret travels in: never passed on to a workspace. */
+  header: string
+}
+
+export function previewGateway(deps: { store: Store; workspaces: WorkspaceManager; config: Config; reservedPorts(sessionId: string): number[]; owners?: PreviewOwners }): PreviewGateway {
   const { store, workspaces, config } = deps
+  const never = new Set(deps.owners ? [deps.owners.header] : [])
   // Made once: only the domain's port changes once the service listens, and ports are ignored.
   const previewSubdomainOf = previewSubdomainMatcher(config.previewDomain)
   // Keep-alive towards the sandboxes: a page's many requests reuse a few connections.
@@ -52,13 +65,17 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
   }
 
   /** Where the row's port is reached, holding the workspace awake until released; or the page saying why not. */
-  async function reach(row: PreviewRow): Promise<Target | { page: ReturnType<typeof PAGES.notRunning> }> {
+  async function reach(row: PreviewRow, reqHeaders: IncomingMessage['headers'], viaPeer = true): Promise<Target | { page: ReturnType<typeof PAGES.notRunning> }> {
     // The service's own ports in the workspace (its browser's DevTools) are never a preview's.
     if (deps.reservedPorts(row.session_id).includes(row.port)) return { page: PAGES.reserved(row.port) }
     try {
       // A paused workspace resumes here; one that cannot is answered with the page, not a hang.
       const sandbox = await workspaces.live(row.session_id)
-      if (!sandbox) return { page: PAGES.notRunning() }
+      if (!sandbox) {
+        // Its workspace runs on another node: the request goes there as it came.
+        const peer = viaPeer ? await deps.owners?.route(row.session_id, reqHeaders) : null
+        return peer ? { ...peer, release: () => {} } : { page: PAGES.notRunning() }
+      }
       const address = await sandbox.resolvePreview(row.port)
       return { ...address, release: workspaces.hold(row.session_id) }
     } catch {
@@ -72,7 +89,7 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
     const raw = req.rawHeaders
     for (let i = 0; i < raw.length; i += 2) {
       const name = raw[i]!.toLowerCase()
-      if (hop.has(name) || drop.has(name)) continue
+      if (hop.has(name) || drop.has(name) || never.has(name)) continue
       const prev = headers[name]
       headers[name] = prev === undefined ? raw[i + 1]! : Array.isArray(prev) ? [...prev, raw[i + 1]!] : [String(prev), raw[i + 1]!]
     }
@@ -88,7 +105,9 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
     // (an opaque origin): a site served there must not act as the API's origin in a browser.
     const drop = onApiOrigin ? new Set(['authorization']) : new Set<string>()
     track(row.session_id, res, () => res.destroy())
-    const target = await reach(row)
+    // A preview host's request goes to a peer as it came; the API origin's path would not mean
+    // the same there.
+    const target = await reach(row, req.headers, !onApiOrigin)
     if ('page' in target) return sendPage(res, target.page)
     // The client may have gone while the workspace woke: nothing is started for nobody.
     if (res.destroyed) return target.release()
@@ -97,7 +116,7 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
       if (!released) (released = true), target.release()
     }
     res.once('close', release)
-    const upstream = http.request({ host: target.host, port: target.port, method: req.method, path, headers: forwardedHeaders(req, drop), agent })
+    const upstream = http.request({ host: target.host, port: target.port, method: req.method, path, headers: { ...forwardedHeaders(req, drop), ...target.headers }, agent })
     upstream.on('response', (answer) => {
       const headers: http.OutgoingHttpHeaders = {}
       const hop = hopByHop(answer.headers)
@@ -125,7 +144,7 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
 
   async function upgrade(row: PreviewRow, req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
     track(row.session_id, socket, () => socket.destroy())
-    const target = await reach(row)
+    const target = await reach(row, req.headers)
     if ('page' in target) return void socket.end(rawPage(target.page, 'Bad Gateway'))
     if (socket.destroyed) return target.release()
     socket.once('close', target.release)
@@ -146,7 +165,7 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
     upstream.once('connect', () => {
       // The request goes on as the client wrote it (upgrade headers included), then both ways raw.
       const lines = [`${req.method} ${req.url} HTTP/1.1`]
-      const headers = forwardedHeaders(req, new Set())
+      const headers = { ...forwardedHeaders(req, new Set()), ...target.headers }
       for (let i = 0; i < req.rawHeaders.length; i += 2) {
         const name = req.rawHeaders[i]!.toLowerCase()
         if (name === 'connection' || name === 'upgrade') lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`)
