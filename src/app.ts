@@ -89,7 +89,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   })
   installErrorHandlers(app)
 
-  const authenticateFor = authHook(deps.store, deps.config)
+  const authenticateFor = authHook(deps.store, deps.config, (headers) => deps.node.passedOn(headers))
   const claimKey = idempotencyPreHandler(deps.store, deps.box)
   const recordAnswer = idempotencyOnSend(deps.store, deps.box)
   // Every route gets the same guards: a token (unless public), closed query strings, a refusal of

@@ -18,7 +18,7 @@ const BEARER = /^Bearer\s+(\S+)\s*$/i
  * A callback hook, not an async one: a token kept in memory with a bucket kept in memory (SQLite)
  * is answered within the call, with no promise and no microtask hop; only a store read waits.
  */
-export function authHook(store: Store, config: Config) {
+export function authHook(store: Store, config: Config, passedOn: (headers: FastifyRequest['headers']) => boolean = () => false) {
   const tokens = tokenLookup(store)
   return (cfg: FastifyContextConfig) => {
     const bucket = cfg.bucket ?? 'general'
@@ -50,6 +50,11 @@ export function authHook(store: Store, config: Config) {
       if (token.revokedAt !== null) throw new ApiError('authentication_error', 'This access token has been revoked.')
       if (token.expiresAt <= Date.now()) throw new ApiError('authentication_error', 'This access token has expired; mint a new one.')
       req.auth = { tokenId: token.id, orgId: token.orgId, scopes: token.scopes }
+      // Passed on by the node the caller reached, which charged the bucket already: once is enough.
+      if (passedOn(req.headers)) {
+        if (scope && !token.scopes.includes(scope)) throw new ApiError('permission_denied', `This token lacks the scope "${scope}".`)
+        return undefined
+      }
       const rate = takeTokenAtOnce(store, token.id, bucket, perMinute)
       if (rate) return charge(reply, token, rate)
       return takeToken(store, token.id, bucket, perMinute).then((r) => charge(reply, token, r))
