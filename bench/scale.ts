@@ -1,5 +1,6 @@
 // bench/scale: several `warren serve` nodes on one PostgreSQL (issue 15), on this machine.
-// Usage: node_modules/.bin/node bench/scale.ts [--seconds N] [--kills N]
+// Usage: node_modules/.bin/node bench/scale.ts [--seconds N] [--kills N] [--sessions N]
+// (defaults 5 s windows, 10 kills, 12 sessions in parallel; needs PostgreSQL at 127.0.0.1:5432)
 //
 // The nodes are real child processes started by test/cluster.ts (each its own data folder, sandbox
 // prefix, subnet and uid range; one schema, one encryption key). It measures, with 1, 2 and 3
@@ -16,13 +17,13 @@ import { startCluster, type Cluster } from '../test/cluster.ts'
 import { startModelServer, type ModelRequest, type ScriptStep } from '../test/fakes/model-server.ts'
 import { openSse, type Frame, type SseClient } from '../test/sse-client.ts'
 import { load, type LoadResult } from './load.ts'
-import { cpuMs } from './proc-cpu.ts'
+import { cpuMs, machineTicks } from './proc-cpu.ts'
 
 const arg = (name: string, dflt: number) => (process.argv.includes(name) ? Number(process.argv[process.argv.indexOf(name) + 1]) || dflt : dflt)
 const seconds = arg('--seconds', 5)
 const kills = arg('--kills', 10)
 const NODES = 3
-const SESSIONS = 6
+const SESSIONS = arg('--sessions', 12)
 const CONNECTIONS = 24
 const LEASE_MS = 3000
 const COMMAND = 'echo step >> log.txt'
@@ -89,7 +90,7 @@ function turnWaiter() {
   }
 }
 
-type Phase = { nodes: number; turns: number; turnsPerSec: number; cpuPerTurnMs: number; get: LoadResult; cpuPerGetUs: number; owners: string }
+type Phase = { nodes: number; turns: number; turnsPerSec: number; cpuPerTurnMs: number; turnCores: number; machineBusy: number; get: LoadResult; cpuPerGetUs: number; owners: string }
 
 const nodesCpu = () => cluster.live().reduce((sum, i) => sum + cpuMs(cluster.nodes[i]!.service.pid!), 0)
 
@@ -110,11 +111,17 @@ async function phase(n: number): Promise<Phase> {
   // One turn each first: the workspace's start and the JIT are not the steady state.
   await Promise.all(sessions.map(oneTurn))
   const cpu0 = nodesCpu()
+  const machine0 = machineTicks()
+  let machineBusy = 0
   const deadline = performance.now() + seconds * 1000
   let turns = 0
   let cpuAtDeadline = 0
   const t0 = performance.now()
-  setTimeout(() => (cpuAtDeadline = nodesCpu()), seconds * 1000)
+  setTimeout(() => {
+    cpuAtDeadline = nodesCpu()
+    const m = machineTicks()
+    machineBusy = (m.busy - machine0.busy) / (m.total - machine0.total)
+  }, seconds * 1000)
   await Promise.all(
     sessions.map(async (s) => {
       while (performance.now() < deadline) {
@@ -151,6 +158,8 @@ async function phase(n: number): Promise<Phase> {
     turns,
     turnsPerSec: turns / (window / 1000),
     cpuPerTurnMs: (cpuAtDeadline - cpu0) / turns,
+    turnCores: (cpuAtDeadline - cpu0) / (seconds * 1000),
+    machineBusy,
     get,
     cpuPerGetUs: (getCpu * 1000) / get.requests,
     owners: [...byOwner.values()].join('/'),
@@ -248,13 +257,15 @@ try {
   console.log(`${''.padEnd(42)}${['1 node', '2 nodes', '3 nodes'].map((h) => h.padStart(10)).join('')}${['2 / 1', '3 / 1'].map((h) => h.padStart(10)).join('')}`)
   row('turns / s', (p) => p.turnsPerSec, f1)
   row('nodes CPU per turn, ms (lower is better)', (p) => p.cpuPerTurnMs, f1)
+  row('nodes CPU while turns ran, cores busy', (p) => p.turnCores, (x) => x.toFixed(2))
+  row('machine CPU busy while turns ran (all)', (p) => p.machineBusy * 100, (x) => `${x.toFixed(0)}%`)
   row('GET /v1/sessions/{id} / s', (p) => p.get.rps, f0)
   row('GET p50 ms (median node)', (p) => p.get.p50, f1)
   row('GET p99 ms (worst node)', (p) => p.get.p99, f1)
   row('nodes CPU per GET, µs', (p) => p.cpuPerGetUs, f0)
   console.log(`${'sessions per owner node'.padEnd(42)}${phases.map((p) => p.owners.padStart(10)).join('')}`)
   console.log(`${'GET errors'.padEnd(42)}${phases.map((p) => String(p.get.errors).padStart(10)).join('')}`)
-  if (cores < NODES) console.log(`note: ${cores} cores for ${NODES} nodes, PostgreSQL, the fake model and this load generator: more nodes cannot add cores here, so turns/s and GET/s cannot grow; CPU per turn and per GET (the nodes' own process time, not the sandboxed commands' or PostgreSQL's) is what a bigger deployment divides its cores by.`)
+  if (cores < NODES) console.log(`note: ${cores} cores for ${NODES} nodes, PostgreSQL, the fake model and this load generator: more nodes cannot add cores here, so turns/s and GET/s cannot grow; CPU per turn and per GET (the nodes' own process time, not the sandboxed commands' or PostgreSQL's) is what a bigger deployment divides its cores by. The machine's busy share counts everything on it (PostgreSQL, the sandboxed commands, this bench, other work): near 100% means the machine, not Warren's nodes, set the pace.`)
   const ms = takeovers.map((t) => t.ms)
   const owner = takeovers.map((t) => t.ownerMs)
   console.log(`takeover after SIGKILL (model step in flight), ${takeovers.length} kills, WARREN_NODE_LEASE_MS ${LEASE_MS}:`)
