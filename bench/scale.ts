@@ -8,7 +8,8 @@
 // authenticated GETs a second, requests spread round-robin, and the nodes' CPU per turn and per
 // GET (their process CPU from /proc over the window): on a machine with fewer cores than nodes
 // more nodes cannot add throughput, and CPU per turn is what tells a bigger deployment how it
-// scales. Then the takeover time after a SIGKILL of the node owning a session whose model step is
+// scales (a turn's cost includes what follows it settling on PostgreSQL: its workspace snapshot
+// and the published file it wrote). Then the takeover time after a SIGKILL of the node owning a session whose model step is
 // in flight (beside the node lease), and commit-to-client latency for a stream read from another
 // node than the one that commits, beside a stream read from the committing node at the same time.
 import os from 'node:os'
@@ -90,11 +91,18 @@ function turnWaiter() {
   }
 }
 
-type Phase = { nodes: number; turns: number; turnsPerSec: number; cpuPerTurnMs: number; turnCores: number; machineBusy: number; get: LoadResult; cpuPerGetUs: number; owners: string }
+type Phase = { nodes: number; turns: number; turnsPerSec: number; cpuPerTurnMs: number; turnCores: number; machineBusy: number; idleCores: number; netCpuPerTurnMs: number; get: LoadResult; cpuPerGetUs: number; owners: string }
 
 const nodesCpu = () => cluster.live().reduce((sum, i) => sum + cpuMs(cluster.nodes[i]!.service.pid!), 0)
 
+const IDLE_MS = 2000
+
 async function phase(n: number): Promise<Phase> {
+  // What the live nodes burn with nothing to do (heartbeats, lease scans, warm pools): a cost per
+  // node, not per turn, that a turn figure divided by fewer turns would otherwise hide.
+  const idle0 = nodesCpu()
+  await sleep(IDLE_MS)
+  const idleCores = (nodesCpu() - idle0) / IDLE_MS
   // Sessions created round-robin: each is owned by the node that created it.
   const sessions: string[] = []
   for (let k = 0; k < SESSIONS; k++) sessions.push((await ok(cluster.api('POST', '/v1/sessions', {}), 201)).id)
@@ -141,7 +149,7 @@ async function phase(n: number): Promise<Phase> {
   const g0 = nodesCpu()
   const parts = await Promise.all(live.map((i) => load({ url: url(i), headers, connections: CONNECTIONS / n, seconds })))
   const getCpu = nodesCpu() - g0
-  const lat = parts.flatMap((p) => [p.p50]).sort()
+  const lat = parts.map((p) => p.p50).sort((a, b) => a - b)
   const get: LoadResult = {
     requests: parts.reduce((a, p) => a + p.requests, 0),
     errors: parts.reduce((a, p) => a + p.errors, 0),
@@ -159,6 +167,8 @@ async function phase(n: number): Promise<Phase> {
     turnsPerSec: turns / (window / 1000),
     cpuPerTurnMs: (cpuAtDeadline - cpu0) / turns,
     turnCores: (cpuAtDeadline - cpu0) / (seconds * 1000),
+    idleCores,
+    netCpuPerTurnMs: (cpuAtDeadline - cpu0 - idleCores * seconds * 1000) / turns,
     machineBusy,
     get,
     cpuPerGetUs: (getCpu * 1000) / get.requests,
@@ -257,6 +267,8 @@ try {
   console.log(`${''.padEnd(42)}${['1 node', '2 nodes', '3 nodes'].map((h) => h.padStart(10)).join('')}${['2 / 1', '3 / 1'].map((h) => h.padStart(10)).join('')}`)
   row('turns / s', (p) => p.turnsPerSec, f1)
   row('nodes CPU per turn, ms (lower is better)', (p) => p.cpuPerTurnMs, f1)
+  row('  less the nodes\' idle CPU, ms per turn', (p) => p.netCpuPerTurnMs, f1)
+  row('nodes CPU idle (no sessions), cores', (p) => p.idleCores, (x) => x.toFixed(3))
   row('nodes CPU while turns ran, cores busy', (p) => p.turnCores, (x) => x.toFixed(2))
   row('machine CPU busy while turns ran (all)', (p) => p.machineBusy * 100, (x) => `${x.toFixed(0)}%`)
   row('GET /v1/sessions/{id} / s', (p) => p.get.rps, f0)
@@ -265,7 +277,7 @@ try {
   row('nodes CPU per GET, µs', (p) => p.cpuPerGetUs, f0)
   console.log(`${'sessions per owner node'.padEnd(42)}${phases.map((p) => p.owners.padStart(10)).join('')}`)
   console.log(`${'GET errors'.padEnd(42)}${phases.map((p) => String(p.get.errors).padStart(10)).join('')}`)
-  if (cores < NODES) console.log(`note: ${cores} cores for ${NODES} nodes, PostgreSQL, the fake model and this load generator: more nodes cannot add cores here, so turns/s and GET/s cannot grow; CPU per turn and per GET (the nodes' own process time, not the sandboxed commands' or PostgreSQL's) is what a bigger deployment divides its cores by. The machine's busy share counts everything on it (PostgreSQL, the sandboxed commands, this bench, other work): near 100% means the machine, not Warren's nodes, set the pace.`)
+  if (cores < NODES) console.log(`note: ${cores} cores for ${NODES} nodes, PostgreSQL, the fake model and this load generator: more nodes cannot add cores here, so turns/s and GET/s cannot grow; CPU per turn and per GET (the nodes' own process time, not the sandboxed commands' or PostgreSQL's) is what a bigger deployment divides its cores by; on a machine this loaded it is inflated by contention (more processes than cores). The machine's busy share counts everything on it (PostgreSQL, the sandboxed commands, this bench, other work): near 100% means the machine, not Warren's nodes, set the pace.`)
   const ms = takeovers.map((t) => t.ms)
   const owner = takeovers.map((t) => t.ownerMs)
   console.log(`takeover after SIGKILL (model step in flight), ${takeovers.length} kills, WARREN_NODE_LEASE_MS ${LEASE_MS}:`)
