@@ -13,6 +13,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { fmt, load, type LoadResult } from './load.ts'
 import { listeningUrl } from './listening.ts'
+import { cpuMs } from './proc-cpu.ts'
 
 const root = path.resolve(import.meta.dirname, '..')
 const node = path.join(root, 'node_modules/.bin/node')
@@ -29,12 +30,6 @@ async function start(args: string[], env: Record<string, string>): Promise<{ chi
   const [cmd, argv] = canPin ? ['taskset', ['-c', '0', node, ...args]] : [node, args]
   const child = spawn(cmd, argv, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
   return { child, url: await listeningUrl(child, args.join(' ')) }
-}
-
-/** User + system CPU milliseconds of a process so far. */
-function cpuMs(pid: number): number {
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100
 }
 
 async function measure(pid: number, opts: Parameters<typeof load>[0]): Promise<LoadResult & { cpuUs: number }> {

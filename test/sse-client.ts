@@ -2,7 +2,7 @@ import http from 'node:http'
 import { waitFor } from './fixtures.ts'
 
 /** One parsed SSE frame: its fields as sent (`data` parsed from its JSON line). */
-export type Frame = { id?: string; event?: string; data?: any; retry?: string; comment?: string; raw: string }
+export type Frame = { id?: string; event?: string; data?: any; retry?: string; comment?: string; raw: string; /** Date.now() when the chunk that completed the frame arrived. */ receivedAt: number }
 
 export type SseClient = {
   status: number
@@ -27,7 +27,7 @@ export type SseClient = {
  * A real SSE client over a socket: parses the wire format as EventSource does (fields per line,
  * frames separated by a blank line), so tests see exactly the bytes the service sent.
  */
-export function openSse(baseUrl: string, path: string, opts: { token: string; lastEventId?: string; headers?: Record<string, string> }): Promise<SseClient> {
+export function openSse(baseUrl: string, path: string, opts: { token: string; lastEventId?: string; headers?: Record<string, string>; /** Told of each frame as it is parsed (to act on it without polling). */ onFrame?: (f: Frame) => void }): Promise<SseClient> {
   return new Promise((resolve, reject) => {
     const req = http.request(baseUrl + path, {
       headers: { authorization: `Bearer ${opts.token}`, accept: 'text/event-stream', ...(opts.lastEventId !== undefined ? { 'last-event-id': opts.lastEventId } : {}), ...opts.headers },
@@ -72,13 +72,14 @@ export function openSse(baseUrl: string, path: string, opts: { token: string; la
         return
       }
       res.on('data', (chunk: string) => {
+        const receivedAt = Date.now()
         buffer += chunk
         for (;;) {
           const at = buffer.indexOf('\n\n')
           if (at < 0) break
           const raw = buffer.slice(0, at)
           buffer = buffer.slice(at + 2)
-          const f: Frame = { raw }
+          const f: Frame = { raw, receivedAt }
           for (const line of raw.split('\n')) {
             const colon = line.indexOf(':')
             const field = colon < 0 ? line : line.slice(0, colon)
@@ -88,6 +89,7 @@ export function openSse(baseUrl: string, path: string, opts: { token: string; la
             else if (field === 'id' || field === 'event' || field === 'retry') f[field] = value
           }
           frames.push(f)
+          opts.onFrame?.(f)
         }
       })
       resolve(client)
