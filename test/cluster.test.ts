@@ -237,6 +237,40 @@ onPostgres('cluster: a node killed', () => {
     assert.equal(restored.length, 1, `the session says its workspace was restored from a snapshot\n${render(items)}`)
     assert.equal(items.filter((i) => i.detail.event === 'agent.message' && i.turn_id === turn.id).length, 1, render(items))
   })
+
+  it('SIGKILLed while a turn is parked on a caller function: the call is answered through another node, which carries the turn on, one model call a step', async () => {
+    const k = await startCluster({ nodes: 2, start: [0, 1] })
+    try {
+      await connectModel(k, 0, fake)
+      const text = `look up an order ${tag()}`
+      const asked = { first: 0, second: 0 }
+      route(fake, text, (req) => {
+        if (req.toolResults.length === 0) {
+          asked.first++
+          return { toolCalls: [{ id: 'call_o1', name: 'lookup_order', args: { id: 'A-1' } }] }
+        }
+        asked.second++
+        return { text: `the order: ${req.toolResults[0]!.content}` }
+      })
+      const created = await k.on(0, 'POST', '/v1/sessions', { tools: [{ type: 'function', name: 'lookup_order', description: 'Look up an order.', parameters: { type: 'object', properties: { id: { type: 'string' } } } }] })
+      assert.equal(created.status, 201, created.text)
+      const sessionId = created.body.id as string
+      const turn = await send(k, 0, sessionId, text)
+      await waitFor('the turn waits on the function', async () => (await k.on(0, 'GET', `/v1/sessions/${sessionId}`)).body.status === 'requires_action', 60_000)
+      await k.kill(0, 'SIGKILL')
+
+      const answered = await k.on(1, 'POST', `/v1/sessions/${sessionId}/required_actions/call_o1`, { output: { status: 'shipped' } })
+      assert.equal(answered.status, 200, answered.text)
+      const done = await settled(k, sessionId, turn.id)
+      assert.equal(done.status, 'completed', JSON.stringify(done))
+      assert.deepEqual(asked, { first: 1, second: 1 }, 'one model call a step, across the kill')
+      const items = await allItems(k, sessionId)
+      assert.equal(items.filter((i) => i.detail.event === 'tool.resolved').length, 1, render(items))
+      assert.match(String(items.filter((i) => i.detail.event === 'agent.message').at(-1)?.detail.text), /shipped/)
+    } finally {
+      await k.close()
+    }
+  })
 })
 
 describe('a second warren serve on one SQLite data folder [sqlite, child processes]', () => {
