@@ -44,12 +44,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     owners: {
       header: NODE_HEADER,
       async route(sessionId, headers) {
-        if (deps.node.passedOn(headers)) return null
-        const where = await deps.node.locate(sessionId)
-        const secret = where && !where.here ? deps.node.peerSecret(where.nodeId) : null
-        if (!where || where.here || !where.url || !secret) return null
+        const where = await deps.node.passOnTarget(sessionId, headers)
+        if (!where || 'unreachable' in where) return null
         const peer = new URL(where.url)
-        return { host: peer.hostname, port: Number(peer.port || 80), headers: { [NODE_HEADER]: secret } }
+        return { host: peer.hostname, port: Number(peer.port || 80), headers: { [NODE_HEADER]: where.secret } }
       },
     },
   })

@@ -23,10 +23,9 @@ export function onOwnersNode(deps: { store: Store; node: ServiceNode }, when?: (
     const sessionId = (req.params as { session_id: string }).session_id
     // Another organization's session is a 404 here, as on its owner.
     await requireSession(deps.store.db, req.auth.orgId, sessionId)
-    const where = await deps.node.locate(sessionId)
-    if (!where || where.here) return
-    const secret = deps.node.peerSecret(where.nodeId)
-    if (deps.node.passedOn(req.headers) || !where.url || !secret) {
+    const where = await deps.node.passOnTarget(sessionId, req.headers)
+    if (!where) return
+    if ('unreachable' in where) {
       throw new ApiError('sandbox_unavailable', `This session's workspace runs on node ${where.nodeId}, which cannot be reached from here now; retry shortly.`)
     }
     const headers: Record<string, string> = {}
@@ -35,7 +34,7 @@ export function onOwnersNode(deps: { store: Store; node: ServiceNode }, when?: (
       if (drop.has(name) || value === undefined || ['host', 'content-length', 'idempotency-key', NODE_HEADER].includes(name)) continue
       headers[name] = Array.isArray(value) ? value.join(', ') : value
     }
-    headers[NODE_HEADER] = secret
+    headers[NODE_HEADER] = where.secret
     let answer: Response
     try {
       answer = await fetch(`${where.url}${req.url}`, {

@@ -7,14 +7,17 @@ import type { Log } from '../shared/log.ts'
 import type { Metrics } from '../shared/metrics.ts'
 import { requestCancel } from '../turns/turns.store.ts'
 import { joinNode, type HostResources } from './join-node.ts'
-import { beat, declareDead, markStopped, pruneNodes, readNodes, type NodeRow } from './nodes.store.ts'
-import { claimFromDead, claimSession, dropDeletedOwnership, ownedWithWork, ownerlessSessions, ownerlessWithWork, ownerOf, releaseSession } from './ownership.store.ts'
+import { beat, declareDead, markStopped, pruneNodes, readNodes, setNodeUrl, type NodeRow } from './nodes.store.ts'
+import { claimFromDead, claimSession, dropDeletedOwnership, ownerEvenDeleted, ownerlessSessions, ownerOf, releaseSession, sessionsWithWork } from './ownership.store.ts'
 
 /**
  * Where a session's work happens: on this node, on a live peer (its address: empty while the peer
  * does not listen, so that only commands on the bus reach it), or nowhere (no such live session).
  */
 export type Location = { here: true } | { here: false; nodeId: string; url: string } | null
+
+/** A peer a request is passed on to, or the node it cannot reach. */
+export type PassOn = { nodeId: string; url: string; secret: string } | { nodeId: string; unreachable: true }
 
 /** A peer as health and the start-up log show it. */
 export type Peer = { id: string; url: string; host: string; started_at: number; heartbeat_at: number; live: boolean }
@@ -52,8 +55,13 @@ export type ServiceNode = {
    * never come up here.
    */
   ownWorkspace(sessionId: string): Promise<void>
-  /** The secret a request passed on to that live peer shows it (null: no such live peer). */
-  peerSecret(nodeId: string): string | null
+  /**
+   * Where a request that acts on the session's workspace goes: null, served here (this node owns
+   * the session, or there is no such session); a live peer's address and the secret to show it;
+   * or unreachable, when a peer runs it but no address or secret of it is known, or the request
+   * was passed on already (it is never passed on twice).
+   */
+  passOnTarget(sessionId: string, headers: Record<string, string | string[] | undefined>): Promise<PassOn | null>
   /** True when the request was passed on by a peer (it shows this node's secret in NODE_HEADER). */
   passedOn(headers: Record<string, string | string[] | undefined>): boolean
   /** Drives the session's turns wherever it is owned. */
@@ -139,7 +147,7 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
   async function advertise(listenUrl: string): Promise<void> {
     if (deps.url) return
     url = listenUrl
-    await store.db.updateTable('nodes').set({ url }).where('id', '=', id).execute()
+    await setNodeUrl(store.db, id, url)
   }
 
   const send = (c: Omit<NodeCommand, 'to'>, to: string) => bus.command({ ...c, to })
@@ -162,6 +170,12 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
   async function deletedHere(sessionId: string): Promise<void> {
     await local.deleted(sessionId)
     await releaseSession(store.db, sessionId, id)
+  }
+
+  function passedOn(headers: Record<string, string | string[] | undefined>): boolean {
+    const shown = headers[NODE_HEADER]
+    if (typeof shown !== 'string' || shown.length !== secret.length) return false
+    return timingSafeEqual(Buffer.from(shown), secretBytes)
   }
 
   async function refresh(): Promise<void> {
@@ -197,12 +211,15 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
     }
     if (fenced) return await rejoin('it could not renew its heartbeat in time')
     await refresh()
+    let declared = false
     for (const row of view.rows) {
       if (row.id !== id && row.stopped_at === null && !alive(row) && (await declareDead(store.db, store.dialect, row.id, leaseMs))) {
+        declared = true
         log.warn({ component: 'node', node_id: id, dead_node: row.id }, 'declared a node dead: its heartbeat lapsed')
       }
     }
-    await refresh()
+    // Read again only when a row changed: its stopped_at is what the takeover below goes by.
+    if (declared) await refresh()
     const dead = view.rows.filter((r) => r.stopped_at !== null).map((r) => r.id)
     if (dead.length) {
       await dropDeletedOwnership(store.db, dead)
@@ -214,13 +231,13 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
         if (taken.length < CLAIM_BATCH) break
       }
     }
-    for (const s of await ownerlessWithWork(store.db, CLAIM_BATCH)) {
+    for (const s of await sessionsWithWork(store.db, null, CLAIM_BATCH)) {
       if (await claimSession(store.db, store.dialect, s, id, leaseMs)) await takeUp(s, false)
     }
     if (ticks % 10 === 0) {
       await pruneNodes(store.db)
       // A command lost on the bus leaves a turn undriven: every so often the owner looks itself.
-      for (const s of await ownedWithWork(store.db, id)) local.kick(s)
+      for (const s of await sessionsWithWork(store.db, id)) local.kick(s)
     }
   }
 
@@ -242,30 +259,28 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
     async ownWorkspace(sessionId) {
       const where = await locate(sessionId)
       if (where && !where.here) {
-        throw new ApiError('sandbox_unavailable', `This session's workspace runs on node ${where.nodeId}, and this node does not pass requests that act on a workspace to another node yet; send it to that node, or retry once that node has stopped and the session has moved.`)
+        throw new ApiError('sandbox_unavailable', `This session's workspace runs on node ${where.nodeId}, which cannot be reached from here now; retry shortly.`)
       }
     },
-    peerSecret(nodeId) {
-      return livePeer(nodeId)?.secret ?? null
+    async passOnTarget(sessionId, headers) {
+      const where = await locate(sessionId)
+      if (!where || where.here) return null
+      const peerSecret = livePeer(where.nodeId)?.secret
+      if (passedOn(headers) || !where.url || !peerSecret) return { nodeId: where.nodeId, unreachable: true }
+      return { nodeId: where.nodeId, url: where.url, secret: peerSecret }
     },
-    passedOn(headers) {
-      const shown = headers[NODE_HEADER]
-      if (typeof shown !== 'string' || shown.length !== secret.length) return false
-      return timingSafeEqual(Buffer.from(shown), secretBytes)
-    },
+    passedOn,
     kick(sessionId) {
       void route({ kind: 'kick', sessionId }).catch((err) => log.error({ err, component: 'node', session_id: sessionId }, 'routing a kick failed'))
     },
     async cancel(sessionId, turnId) {
-      const where = await locate(sessionId)
-      if (!where) return
-      if (where.here) return local.cancel(sessionId, turnId)
+      // Stored first wherever the owner is: the command only wakes it.
       await requestCancel(store.db, turnId)
-      send({ kind: 'cancel', sessionId, turnId }, where.nodeId)
+      await route({ kind: 'cancel', sessionId, turnId })
     },
     async deleted(sessionId) {
-      const row = await store.db.selectFrom('sessions').select('owner_node').where('id', '=', sessionId).executeTakeFirst()
-      const there = row?.owner_node ? livePeer(row.owner_node) : null
+      const owner = await ownerEvenDeleted(store.db, sessionId)
+      const there = owner ? livePeer(owner) : null
       if (there) return send({ kind: 'deleted', sessionId }, there.id)
       await deletedHere(sessionId)
     },

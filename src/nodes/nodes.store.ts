@@ -51,6 +51,11 @@ export async function declareDead(db: Db, dialect: DialectName, id: string, leas
   return Number(r.numUpdatedRows) > 0
 }
 
+/** Where peers reach the node, once it listens. */
+export async function setNodeUrl(db: Db, id: string, url: string): Promise<void> {
+  await db.updateTable('nodes').set({ url }).where('id', '=', id).execute()
+}
+
 export async function markStopped(db: Db, dialect: DialectName, id: string): Promise<void> {
   await db.updateTable('nodes').set({ stopped_at: storeNow(dialect) }).where('id', '=', id).where('stopped_at', 'is', null).execute()
 }

@@ -53,33 +53,27 @@ export async function releaseSession(db: Db, sessionId: string, me: string): Pro
   await db.updateTable('sessions').set({ owner_node: null }).where('id', '=', sessionId).where('owner_node', '=', me).execute()
 }
 
-/** Sessions with a working turn and no owner (a message accepted by a node that died before claiming). */
-export async function ownerlessWithWork(db: Db, limit: number): Promise<string[]> {
-  const rows = await db
+/**
+ * Live sessions with a working turn held by `owner`: null, nobody (a message accepted by a node
+ * that died before claiming); a node's id, that node (each must have a driver, or be parked).
+ */
+export async function sessionsWithWork(db: Db, owner: string | null, limit?: number): Promise<string[]> {
+  let q = db
     .selectFrom('turns')
     .innerJoin('sessions', 'sessions.id', 'turns.session_id')
     .select('turns.session_id')
     .distinct()
     .where('turns.status', '=', 'working')
-    .where('sessions.owner_node', 'is', null)
+    .where('sessions.owner_node', owner === null ? 'is' : '=', owner)
     .where('sessions.deleted_at', 'is', null)
-    .limit(limit)
-    .execute()
-  return rows.map((r) => r.session_id)
+  if (limit !== undefined) q = q.limit(limit)
+  return (await q.execute()).map((r) => r.session_id)
 }
 
-/** The node's sessions with a working turn: each must have a driver (or be parked). */
-export async function ownedWithWork(db: Db, me: string): Promise<string[]> {
-  const rows = await db
-    .selectFrom('turns')
-    .innerJoin('sessions', 'sessions.id', 'turns.session_id')
-    .select('turns.session_id')
-    .distinct()
-    .where('turns.status', '=', 'working')
-    .where('sessions.owner_node', '=', me)
-    .where('sessions.deleted_at', 'is', null)
-    .execute()
-  return rows.map((r) => r.session_id)
+/** The session's owner whether or not it is deleted (a deletion's clean-up goes to it); null: nobody. */
+export async function ownerEvenDeleted(db: Db, sessionId: string): Promise<string | null> {
+  const row = await db.selectFrom('sessions').select('owner_node').where('id', '=', sessionId).executeTakeFirst()
+  return row?.owner_node ?? null
 }
 
 /** Live sessions nobody owns, for the first node after an upgrade from before leases. */
