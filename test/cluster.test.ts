@@ -12,69 +12,10 @@ import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { NODE_LEASE_MS, startCluster, type Cluster } from './cluster.ts'
 import { startModelServer, type FakeModelServer, type ModelRequest, type ScriptStep } from './fakes/model-server.ts'
+import { allItems, allowUpTo, connectModel, createSession, render, route, send, settled, tag, type Turn } from './cluster.helpers.ts'
 import { waitFor } from './fixtures.ts'
 import { onPostgres } from './harness.ts'
 import { serviceProcess } from './service-process.ts'
-
-type Item = { id: string; type: string; turn_id: string | null; detail: { event: string; [k: string]: unknown } }
-type Turn = { id: string; status: string; artifacts: string | null; error: unknown }
-
-const tag = () => randomBytes(4).toString('hex')
-
-/** Waits until `done()` holds or `ms` pass, whichever is first; never fails (a chance given, not a deadline asserted). */
-async function allowUpTo(ms: number, done: () => boolean): Promise<void> {
-  const until = Date.now() + ms
-  while (!done() && Date.now() < until) await sleep(50)
-}
-
-/** Answers the model calls of one test, told apart by its user text; the others' calls get an error. */
-function route(fake: FakeModelServer, text: string, answer: (req: ModelRequest) => ScriptStep | Promise<ScriptStep>): void {
-  const previous = fake.fallback
-  fake.fallback = (req) => (req.lastUserText === text ? answer(req) : typeof previous === 'function' ? previous(req) : { error: { status: 500, message: `no route for "${req.lastUserText}"` } })
-}
-
-async function connectModel(cluster: Cluster, node: number, fake: FakeModelServer): Promise<void> {
-  const res = await cluster.on(node, 'POST', '/v1/model-credentials', { provider: 'openai', api_key: fake.key, base_url: fake.url, models: ['m1'] })
-  assert.equal(res.status, 201, res.text)
-}
-
-async function createSession(cluster: Cluster, node: number): Promise<string> {
-  const res = await cluster.on(node, 'POST', '/v1/sessions', {})
-  assert.equal(res.status, 201, res.text)
-  return res.body.id
-}
-
-async function send(cluster: Cluster, node: number, sessionId: string, text: string): Promise<Turn> {
-  const res = await cluster.on(node, 'POST', `/v1/sessions/${sessionId}/messages`, { text })
-  assert.equal(res.status, 202, res.text)
-  return res.body
-}
-
-/** The turn once settled and its files' publication ended, asked of whichever node is next. */
-const settled = (cluster: Cluster, sessionId: string, turnId: string): Promise<Turn> =>
-  waitFor(
-    `turn ${turnId} settles`,
-    async () => {
-      const res = await cluster.api('GET', `/v1/sessions/${sessionId}/turns/${turnId}`)
-      assert.equal(res.status, 200, `node ${res.node}: ${res.text}`)
-      return res.body.status !== 'working' && res.body.artifacts !== 'pending' && (res.body as Turn)
-    },
-    120_000,
-  )
-
-async function allItems(cluster: Cluster, sessionId: string): Promise<Item[]> {
-  const out: Item[] = []
-  let cursor = ''
-  for (;;) {
-    const res = await cluster.api('GET', `/v1/sessions/${sessionId}/items?order=asc&limit=100${cursor ? `&after=${cursor}` : ''}`)
-    assert.equal(res.status, 200, `node ${res.node}: ${res.text}`)
-    out.push(...(res.body.data as Item[]))
-    if (!res.body.has_more) return out
-    cursor = res.body.last_id
-  }
-}
-
-const render = (list: Item[]) => list.map((i) => `  ${i.id} ${i.turn_id ?? '-'} ${JSON.stringify(i.detail)}`).join('\n')
 
 /** The session's open usage intervals that no one has marked for review (its workspace's time still counted). */
 const openIntervals = (cluster: Cluster, sessionId: string) =>
