@@ -172,7 +172,11 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
   })
   const webhooks = deliveryWorker({ store, bus, config, box, log, ...(overrides.webhookCa ? { ca: overrides.webhookCa } : {}) })
   let metricsListener: MetricsListener | null = null
-  const purge = setInterval(() => void purgeIdempotencyKeys(store).catch(() => {}), PURGE_EVERY_MS)
+  const purge = setInterval(() => {
+    void purgeIdempotencyKeys(store).catch(() => {})
+    // What a node stopped half way left (a snapshot of a deleted session, bytes not yet released).
+    void snapshots.sweep().catch((err) => log.warn({ err, component: 'workspaces' }, 'sweeping workspace snapshots failed'))
+  }, PURGE_EVERY_MS)
   purge.unref()
   app.addHook('onClose', async () => {
     clearInterval(purge)

@@ -32,3 +32,31 @@ export async function blobInUse(db: Db, blobKey: string): Promise<boolean> {
   const row = await db.selectFrom('workspace_snapshots').select('session_id').where('blob_key', '=', blobKey).limit(1).executeTakeFirst()
   return row !== undefined
 }
+
+/** Sessions deleted whose snapshot row is still there (a node stopped between the deletion's commit and its drop). */
+export async function snapshotsOfDeletedSessions(db: Db, limit: number): Promise<string[]> {
+  const rows = await db
+    .selectFrom('workspace_snapshots')
+    .innerJoin('sessions', 'sessions.id', 'workspace_snapshots.session_id')
+    .select('workspace_snapshots.session_id')
+    .where('sessions.deleted_at', 'is not', null)
+    .limit(limit)
+    .execute()
+  return rows.map((r) => r.session_id)
+}
+
+/**
+ * Snapshot blobs stored before `before` that no snapshot names: the bytes of a snapshot replaced
+ * or dropped by a node that stopped before it released them, or of a save that never named its blob.
+ */
+export async function unnamedSnapshotBlobs(db: Db, before: number, limit: number): Promise<string[]> {
+  const rows = await db
+    .selectFrom('blobs')
+    .select('key')
+    .where('space', '=', 'snapshots')
+    .where('created_at', '<', before)
+    .where(({ not, exists, selectFrom }) => not(exists(selectFrom('workspace_snapshots').select('session_id').whereRef('workspace_snapshots.blob_key', '=', 'blobs.key'))))
+    .limit(limit)
+    .execute()
+  return rows.map((r) => r.key)
+}

@@ -1,12 +1,19 @@
 import { lockKey, type Store } from '../db/database.ts'
 import type { BlobStore } from '../artifacts/blob-store.ts'
 import type { SandboxProvider } from '../sandbox/sandbox.ts'
-import { blobInUse, deleteSnapshot, getSnapshot, putSnapshot } from './workspace-snapshots.store.ts'
+import { blobInUse, deleteSnapshot, getSnapshot, putSnapshot, snapshotsOfDeletedSessions, unnamedSnapshotBlobs } from './workspace-snapshots.store.ts'
 
 /** Largest snapshot kept: past it a save fails (BlobTooLarge) and the snapshot before stays. */
 export const SNAPSHOT_MAX_BYTES = 8 * 1024 ** 3
 /** A save whose blob a concurrent release removed packs again; more than this many times is a fault. */
 const SAVE_ATTEMPTS = 3
+/**
+ * How old an unnamed snapshot blob must be before a sweep removes it: well past any save between
+ * its put and the row that names it (a save that loses its blob to a sweep packs again anyway).
+ */
+const SWEEP_GRACE_MS = 10 * 60_000
+/** Rows looked at per query of a sweep; the next sweep takes up what is left. */
+const SWEEP_BATCH = 100
 
 export type SnapshotInfo = { takenAt: number; bytes: number }
 
@@ -34,6 +41,12 @@ export type WorkspaceSnapshots = {
   latest(sessionId: string): Promise<SnapshotInfo | null>
   /** Removes the session's snapshot and its bytes (unless another snapshot names them). Idempotent. */
   drop(sessionId: string): Promise<void>
+  /**
+   * Removes what a node that stopped half way left: snapshots of deleted sessions, and snapshot
+   * bytes that no snapshot names (one replaced or dropped, its bytes not yet released). Called
+   * now and then by any node; resolves how many of each it removed.
+   */
+  sweep(): Promise<{ sessions: number; blobs: number }>
 }
 
 export type SnapshotDeps = {
@@ -70,10 +83,13 @@ export function workspaceSnapshots(deps: SnapshotDeps): WorkspaceSnapshots {
   }
   const lockBlob = (trx: Store['db'], key: string) => lockKey(trx, store.dialect, `blob:snapshots:${key}`)
 
-  async function release(key: string): Promise<void> {
-    await store.db.transaction().execute(async (trx) => {
+  /** Deletes the blob unless a snapshot names it; resolves whether it did. */
+  async function release(key: string): Promise<boolean> {
+    return store.db.transaction().execute(async (trx) => {
       await lockBlob(trx, key)
-      if (!(await blobInUse(trx, key))) await blobs.delete(key)
+      if (await blobInUse(trx, key)) return false
+      await blobs.delete(key)
+      return true
     })
   }
 
@@ -111,6 +127,12 @@ export function workspaceSnapshots(deps: SnapshotDeps): WorkspaceSnapshots {
     }
   }
 
+  const drop = (id: string) =>
+    serial(id, async () => {
+      const key = await deleteSnapshot(store.db, id)
+      if (key) await release(key)
+    })
+
   return {
     save: (id) => serial(id, () => save(id)),
     restore: (id) => serial(id, () => restore(id)),
@@ -118,10 +140,15 @@ export function workspaceSnapshots(deps: SnapshotDeps): WorkspaceSnapshots {
       const snap = await getSnapshot(store.db, id)
       return snap ? { takenAt: snap.takenAt, bytes: snap.bytes } : null
     },
-    drop: (id) =>
-      serial(id, async () => {
-        const key = await deleteSnapshot(store.db, id)
-        if (key) await release(key)
-      }),
+    drop,
+    async sweep() {
+      const deleted = await snapshotsOfDeletedSessions(store.db, SWEEP_BATCH)
+      for (const id of deleted) await drop(id)
+      const unnamed = await unnamedSnapshotBlobs(store.db, Date.now() - SWEEP_GRACE_MS, SWEEP_BATCH)
+      let removed = 0
+      // release looks again under the blob's lock: a save that named it meanwhile keeps it.
+      for (const key of unnamed) if (await release(key)) removed++
+      return { sessions: deleted.length, blobs: removed }
+    },
   }
 }
