@@ -11,7 +11,7 @@ import { randomText } from '../src/shared/ids.ts'
 import type { Sandbox } from '../src/sandbox/sandbox.ts'
 import { pickBlobStore } from '../src/artifacts/database-blob-store.ts'
 import { getSnapshot, putSnapshot } from '../src/workspaces/workspace-snapshots.store.ts'
-import { forEachDialect, startWarren, type Warren } from './harness.ts'
+import { forEachDialect, onPostgres, startWarren, type Warren } from './harness.ts'
 import { removeSharedStore } from './restart-store.ts'
 import { connectModel, hasEvent } from './fixtures.ts'
 import { hostWorkspace } from './host-workspace.ts'
@@ -145,6 +145,44 @@ forEachDialect('workspace snapshots', (dialect) => {
     } finally {
       await w.close()
       fs.rmSync(outside, { recursive: true, force: true })
+    }
+  })
+})
+
+onPostgres('workspace snapshots swept', () => {
+  it('a sweep removes the snapshots of deleted sessions and old snapshot bytes nothing names, and nothing else', async () => {
+    const w = await startWarren('postgres')
+    try {
+      await connectModel(w)
+      const session = async () => {
+        const res = await w.inject({ method: 'POST', url: '/v1/sessions', payload: {} })
+        assert.equal(res.statusCode, 201, res.body)
+        return res.json().id as string
+      }
+      const blobs = pickBlobStore(w.store, w.dataDir, 'snapshots')
+      const put = (text: string) => blobs.put(Readable.from([Buffer.from(text)]), 1 << 20)
+      const [kept, deleted] = [await session(), await session()]
+      const keptBlob = await put(`kept ${randomText(8)}`)
+      const deletedBlob = await put(`deleted ${randomText(8)}`)
+      const unnamed = await put(`replaced long ago ${randomText(8)}`)
+      const fresh = await put(`being saved now ${randomText(8)}`)
+      for (const [sessionId, blob] of [[kept, keptBlob], [deleted, deletedBlob]] as const) await putSnapshot(w.store.db, { sessionId, blobKey: blob.key, takenAt: Date.now(), bytes: blob.size })
+      // Old enough to sweep, all but the one a save may be about to name.
+      const hourAgo = Date.now() - 3_600_000
+      await w.store.db.updateTable('blobs').set({ created_at: hourAgo }).where('key', 'in', [keptBlob.key, deletedBlob.key, unnamed.key]).execute()
+      // The session's deletion committed, and its node stopped before it dropped the snapshot.
+      await w.store.db.updateTable('sessions').set({ deleted_at: Date.now() }).where('id', '=', deleted).execute()
+
+      assert.deepEqual(await w.snapshots.sweep(), { sessions: 1, blobs: 1 })
+      assert.equal(await w.snapshots.latest(deleted), null, "the deleted session's snapshot is gone")
+      assert.equal(await blobs.exists(deletedBlob.key), false, 'and its bytes')
+      assert.equal(await blobs.exists(unnamed.key), false, 'old bytes no snapshot names are gone')
+      assert.equal(await blobs.exists(fresh.key), true, 'bytes stored a moment ago stay: a save may name them next')
+      assert.ok(await w.snapshots.latest(kept), "a live session's snapshot stays")
+      assert.equal(await blobs.exists(keptBlob.key), true, 'with its bytes')
+      assert.deepEqual(await w.snapshots.sweep(), { sessions: 0, blobs: 0 }, 'a second sweep finds nothing')
+    } finally {
+      await w.close()
     }
   })
 })
