@@ -186,7 +186,14 @@ async function runCall(ctx: Ctx, scope: TurnScope, call: ToolCallRequest, kind: 
     return recordCallResult(ctx, turn, call, { output: `Task list updated (${list.length} items).`, isError: false, events: [{ type: 'agent.todos', payload: { items: list } }] })
   }
   const tool = builtinTool(call.toolName)!
-  if (turn.running_call === call.toolCallId) return restartedDuring(ctx, turn, call, 'Check the workspace before running it again.')
+  if (turn.running_call === call.toolCallId) {
+    // The workspace comes back first: on a node that took the session over that is a restore from
+    // the last snapshot, whose note then reaches the model in the same step as this cut call's
+    // result, rather than a step later, after it acted on files it believed were there. Should it
+    // not come back, the result is still recorded; the model's next call meets the failure.
+    await ctx.workspaces.acquire(turn.session_id).catch(() => {})
+    return restartedDuring(ctx, turn, call, 'Check the workspace before running it again.')
+  }
   const sandbox = await ctx.workspaces.acquire(turn.session_id)
   await setRunningCall(ctx.store.db, turn.id, call.toolCallId)
   const outcome = await tool.run(args, { sandbox, mount: WORKSPACE_MOUNT, signal: scope.signal, seen: scope.seen })
@@ -200,7 +207,7 @@ async function runCall(ctx: Ctx, scope: TurnScope, call: ToolCallRequest, kind: 
  */
 function restartedDuring(ctx: Ctx, turn: TurnRow, call: ToolCallRequest, advice: string): Promise<void> {
   return recordCallResult(ctx, turn, call, {
-    output: `The service restarted while this tool was running; whether it finished is unknown. ${advice}`,
+    output: `The service stopped while this tool was running (a restart, or its node stopped and another took the session over); whether it finished is unknown. ${advice}`,
     isError: true,
     summary: 'interrupted by a service restart',
   })
