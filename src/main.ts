@@ -34,13 +34,16 @@ program
     const server = await startServer(config())
     const addr = server.server.address()
     const where = typeof addr === 'object' && addr ? `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}` : String(addr)
-    process.stdout.write(`warren: listening on ${where}\n`)
     const stop = async () => {
       await server.close()
       process.exit(0)
     }
+    // Before the line that says it listens: whoever waits for that line (a supervisor, a test)
+    // may signal at once, and a SIGTERM that came before the handler killed the process outright,
+    // leaving its warm cgroups and sandboxes behind and its sessions unsaved.
     process.once('SIGINT', stop)
     process.once('SIGTERM', stop)
+    process.stdout.write(`warren: listening on ${where}\n`)
   })
 
 const tokens = program.command('tokens').description('Mint and revoke access tokens')
