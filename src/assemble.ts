@@ -172,10 +172,11 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
   })
   const webhooks = deliveryWorker({ store, bus, config, box, log, ...(overrides.webhookCa ? { ca: overrides.webhookCa } : {}) })
   let metricsListener: MetricsListener | null = null
+  // What a node stopped half way left (a snapshot of a deleted session, bytes not yet released).
+  const sweepSnapshots = () => void snapshots.sweep().catch((err) => log.warn({ err, component: 'workspaces' }, 'sweeping workspace snapshots failed'))
   const purge = setInterval(() => {
     void purgeIdempotencyKeys(store).catch(() => {})
-    // What a node stopped half way left (a snapshot of a deleted session, bytes not yet released).
-    void snapshots.sweep().catch((err) => log.warn({ err, component: 'workspaces' }, 'sweeping workspace snapshots failed'))
+    sweepSnapshots()
   }, PURGE_EVERY_MS)
   purge.unref()
   app.addHook('onClose', async () => {
@@ -227,6 +228,8 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
       // Sessions of a crashed predecessor (or of nodes that died or stopped) are taken up once
       // this node can answer for them.
       await node!.started(listening)
+      // Also at start: a deployment whose nodes restart more often than the purge runs still sweeps.
+      sweepSnapshots()
       // Deliveries owed from before a stop (or enqueued by another process) go out from here on.
       if (overrides.deliveries !== false) webhooks.start()
     },
