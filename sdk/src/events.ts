@@ -12,6 +12,8 @@ export type StreamOptions = {
    */
   after?: number
   signal?: AbortSignal
+  /** Called each time a connection is open and about to deliver frames (e.g. to send a message only once the stream listens). */
+  onOpen?: () => void
   /** Called when the connection is lost and about to be opened again (for a "reconnecting…" line). */
   onReconnect?: (info: { after: number | undefined; error: unknown }) => void
 }
@@ -53,6 +55,7 @@ export async function* streamEvents(ctx: StreamContext, opts: StreamOptions = {}
         retryMs = (err.retryAfter ?? 1) * 1000
         error = err
       } else {
+        opts.onOpen?.()
         for await (const frame of frames(res, (ms) => (retryMs = ms))) {
           if (frame instanceof Truncated) {
             cursor = frame.fromSeq
