@@ -29,6 +29,8 @@ command -v git >/dev/null 2>&1 || need+=(git)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+# The CLI's tests drive it through a real terminal.
+command -v tmux >/dev/null 2>&1 || need+=(tmux)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "warren setup: installing ${need[*]}" >&2
