@@ -12,8 +12,6 @@ export const EXIT = {
   turnFailed: 2,
   /** The turn was cancelled. */
   turnCancelled: 3,
-  /** Usage: an argument the command cannot read. */
-  usage: 64,
 } as const
 
 export function out(line: string): void {
