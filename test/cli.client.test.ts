@@ -3,7 +3,7 @@
 // person answers the agent at the prompt, and without one, the way a script runs them (--json).
 import { after, before, describe, it } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFile, execFileSync } from 'node:child_process'
+import { execFile, execFileSync, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
@@ -67,6 +67,8 @@ describe('warren client commands', () => {
     fake = await startModelServer({ models: ['m1'] })
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-cli-'))
     env = { PATH: process.env.PATH, HOME: dir, WARREN_CONFIG: path.join(dir, 'config.json') }
+    // The other tests' user has signed in already (the login test signs in a user of its own).
+    fs.writeFileSync(env.WARREN_CONFIG!, JSON.stringify({ url: base, token: w.token }), { mode: 0o600 })
     const res = await w.inject({ method: 'POST', url: '/v1/model-credentials', payload: { provider: 'openai', api_key: fake.key, base_url: fake.url, models: ['m1'] } })
     assert.equal(res.statusCode, 201, res.body)
   })
@@ -78,18 +80,23 @@ describe('warren client commands', () => {
   })
 
   it('login keeps the address and token for the user alone; refusals print code, message and request id', async () => {
-    const bad = await warren('login', '--url', base, '--token', 'svc_pat_wrong')
+    // A user of its own, with no file yet.
+    const config = path.join(dir, 'login', 'config.json')
+    const own = { ...env, WARREN_CONFIG: config }
+    const as = (...args: string[]): Promise<Run> =>
+      new Promise((resolve) => execFile(BIN, args, { env: own, timeout: 90_000 }, (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr })))
+    const bad = await as('login', '--url', base, '--token', 'svc_pat_wrong')
     assert.equal(bad.code, 1)
     assert.match(bad.stderr, /^warren: authentication_error: .+ \(request req_\w+\)\n$/)
-    assert.equal(fs.existsSync(env.WARREN_CONFIG!), false, 'a refused token is not kept')
+    assert.equal(fs.existsSync(config), false, 'a refused token is not kept')
 
-    const ok = await warren('login', '--url', base, '--token', w.token)
+    const ok = await as('login', '--url', base, '--token', w.token)
     assert.equal(ok.code, 0, ok.stderr)
-    assert.equal(fs.statSync(env.WARREN_CONFIG!).mode & 0o777, 0o600)
-    assert.deepEqual(JSON.parse(fs.readFileSync(env.WARREN_CONFIG!, 'utf8')), { url: base, token: w.token })
+    assert.equal(fs.statSync(config).mode & 0o777, 0o600)
+    assert.deepEqual(JSON.parse(fs.readFileSync(config, 'utf8')), { url: base, token: w.token })
     assert.equal(ok.stderr.includes(w.token), false, 'the token is never printed')
 
-    const missing = await warren('sessions', 'show', 'ses_nope')
+    const missing = await as('sessions', 'show', 'ses_nope')
     assert.equal(missing.code, 1)
     assert.match(missing.stderr, /^warren: not_found: .*ses_nope.* \(request req_\w+\)\n$/)
   })
@@ -161,6 +168,18 @@ describe('warren client commands', () => {
     assert.equal(tar.code, 0, tar.stderr)
     assert.ok(fs.readFileSync(path.join(dir, 'all.tar')).includes('uploaded by the cli'))
     assert.equal((await json('usage', s.id)).object, 'session.usage')
+
+    // watch --from 0 replays what was persisted, then stays on until interrupted.
+    const watcher = spawn(BIN, ['watch', s.id, '--from', '0', '--json'], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+    let watched = ''
+    watcher.stdout.on('data', (d: Buffer) => (watched += d.toString('utf8')))
+    const exited = new Promise<number | null>((resolve) => watcher.once('exit', (code) => resolve(code)))
+    await waitFor('watch replays the turn to its end', async () => watched.includes('"type":"turn.ended"'), 60_000)
+    const replayed = watched.trim().split('\n').map((l) => JSON.parse(l) as { type: string; seq: number })
+    assert.deepEqual(replayed.map((e) => e.seq), [...replayed.map((e) => e.seq)].sort((a, b) => a - b), 'in order')
+    assert.ok(replayed.some((e) => e.type === 'tool.resolved'))
+    watcher.kill('SIGINT')
+    assert.equal(await exited, 0, 'an interrupted watch exits 0')
     assert.equal((await json('turns', 'list', s.id)).data[0].status, 'completed')
   })
 
