@@ -9,6 +9,11 @@ if [ ! -x node_modules/.bin/node ] || [ package-lock.json -nt node_modules/.pack
   echo "warren setup: installing npm packages from the lockfile" >&2
   npm ci --no-audit --no-fund --loglevel=error
 fi
+# The SDK (sdk/, its own package): the CLI and the tests use it from its sources.
+if [ ! -d sdk/node_modules ] || [ sdk/package-lock.json -nt sdk/node_modules/.package-lock.json ]; then
+  echo "warren setup: installing the SDK's npm packages from its lockfile" >&2
+  npm ci --prefix sdk --ignore-scripts --no-audit --no-fund --loglevel=error
+fi
 [ "${1:-}" = "--deps-only" ] && exit 0
 
 # System packages: sandboxes (bubblewrap; perl-base loads their syscall filter), their networks (iproute2, nftables), repositories (git),
@@ -24,6 +29,8 @@ command -v git >/dev/null 2>&1 || need+=(git)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+# The CLI's tests drive it through a real terminal.
+command -v tmux >/dev/null 2>&1 || need+=(tmux)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "warren setup: installing ${need[*]}" >&2

@@ -1,11 +1,17 @@
 import { Command, InvalidArgumentError } from 'commander'
+import { clientCommands } from './cli/client-commands.ts'
 import { loadConfig, type Config } from './config.ts'
-import { openStore, storeLocation, type Store } from './db/database.ts'
-import { startServer } from './server.ts'
-import { deploymentBox } from './shared/encryption-key.ts'
-import { resealSecrets } from './shared/reseal-secrets.ts'
-import { ensureOrg, getTokenById, insertToken, revokeToken } from './tokens/tokens.store.ts'
+import type { Store } from './db/database.ts'
 import { SCOPES, TOKEN_LIFETIMES_DAYS, type Scope } from './tokens/scopes.ts'
+
+// The service's modules load only for the commands that run the service or open its store: the
+// client commands (sessions, send, …) talk HTTP and should start at once.
+const service = {
+  database: () => import('./db/database.ts'),
+  server: () => import('./server.ts'),
+  tokens: () => import('./tokens/tokens.store.ts'),
+  keys: async () => ({ ...(await import('./shared/encryption-key.ts')), ...(await import('./shared/reseal-secrets.ts')) }),
+}
 
 // The only reader of process.env: everything else receives its Config.
 const config = () => loadConfig(process.env)
@@ -17,6 +23,7 @@ const config = () => loadConfig(process.env)
  */
 async function withStore(run: (store: Store, cfg: Config, where: string) => Promise<void>): Promise<void> {
   const cfg = config()
+  const { openStore, storeLocation } = await service.database()
   const store = await openStore({ dataDir: cfg.dataDir, databaseUrl: cfg.databaseUrl })
   try {
     await run(store, cfg, storeLocation(cfg))
@@ -31,6 +38,7 @@ program
   .command('serve')
   .description('Run the HTTP service')
   .action(async () => {
+    const { startServer } = await service.server()
     const server = await startServer(config())
     const addr = server.server.address()
     const where = typeof addr === 'object' && addr ? `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}` : String(addr)
@@ -71,6 +79,7 @@ tokens
   }, 90)
   .action((opts: { org: string; name?: string; scopes?: Scope[]; days: number }) =>
     withStore(async (store, _cfg, where) => {
+      const { ensureOrg, insertToken } = await service.tokens()
       const org = await ensureOrg(store.db, opts.org)
       const { record, secret } = await insertToken(store.db, { orgId: org.id, name: opts.name ?? null, scopes: opts.scopes ?? [...SCOPES], days: opts.days })
       process.stdout.write(JSON.stringify({ id: record.id, token: secret, org_id: org.id, scopes: record.scopes, expires_at: record.expiresAt }) + '\n')
@@ -84,6 +93,7 @@ tokens
   .argument('<id>', 'token id (tok_…)')
   .action((id: string) =>
     withStore(async (store, _cfg, where) => {
+      const { getTokenById, revokeToken } = await service.tokens()
       const t = await getTokenById(store.db, id)
       if (!t) {
         process.stderr.write(`warren: no token with id ${id} in ${where}\n`)
@@ -105,6 +115,7 @@ program
   )
   .action(() =>
     withStore(async (store, cfg, where) => {
+      const { resealSecrets, deploymentBox } = await service.keys()
       const report = await resealSecrets(store, deploymentBox(cfg))
       process.stdout.write(JSON.stringify(report) + '\n')
       process.stderr.write(`warren: secrets resealed in ${where}\n`)
@@ -112,6 +123,8 @@ program
       if (report.unreadable > 0) process.exitCode = 2
     }),
   )
+
+clientCommands(program)
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   process.stderr.write(`warren: ${err instanceof Error ? err.message : String(err)}\n`)

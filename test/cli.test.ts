@@ -64,8 +64,10 @@ function runIn(file: string, args: string[], cwd: string, env: NodeJS.ProcessEnv
 /** A Warren installation of its own (this one's sources and bin, its packages linked), so its default store is the test's. */
 function installation(): string {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-install-'))
-  for (const part of ['src', 'bin', 'package.json']) fs.cpSync(path.join(ROOT, part), path.join(root, part), { recursive: true })
+  for (const part of ['src', 'bin', 'package.json', 'sdk/src', 'sdk/package.json']) fs.cpSync(path.join(ROOT, part), path.join(root, part), { recursive: true })
   fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(root, 'node_modules'))
+  // The client commands use the SDK from its sources, with its own packages.
+  fs.symlinkSync(path.join(ROOT, 'sdk', 'node_modules'), path.join(root, 'sdk', 'node_modules'))
   return root
 }
 
@@ -113,12 +115,17 @@ it('names a PostgreSQL store by host, database, schema and user, never its passw
 })
 
 it('an unknown command, or none, exits non-zero and says so [sqlite]', async () => {
-  for (const args of [['sessions'], ['sessions', 'list'], ['tokens', 'bogus'], [], ['tokens']]) {
+  for (const args of [['bogus'], ['sessions', 'bogus'], ['tokens', 'bogus'], [], ['tokens'], ['sessions']]) {
     const run = await runIn(BIN, args, os.tmpdir(), withoutStore())
     assert.notEqual(run.code, 0, `warren ${args.join(' ')} exited 0`)
     assert.equal(run.stdout, '', `warren ${args.join(' ')} printed on stdout`)
-    assert.match(run.stderr, args.length === 0 || args[0] === 'tokens' && args.length === 1 ? /Usage: warren/ : /unknown command/, run.stderr)
+    assert.match(run.stderr, args.length <= 1 && args[0] !== 'bogus' ? /Usage: warren/ : /unknown command/, run.stderr)
   }
+  // A client command with no token to send says where one comes from.
+  const env = { ...withoutStore(), WARREN_CONFIG: path.join(os.tmpdir(), `warren-no-config-${process.pid}.json`) }
+  const run = await runIn(BIN, ['sessions', 'list'], os.tmpdir(), env)
+  assert.equal(run.code, 1)
+  assert.match(run.stderr, /^warren: no token: set WARREN_TOKEN, pass --token, or run `warren login/)
 })
 
 it('mints into a fresh data folder, which a service started on it then accepts [sqlite]', async () => {

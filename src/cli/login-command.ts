@@ -1,0 +1,36 @@
+import type { Command } from 'commander'
+import readline from 'node:readline/promises'
+import { ok } from '../../sdk/src/index.ts'
+import { cliClient, saveConnection } from './connection.ts'
+import { note, out, report } from './print.ts'
+
+/** The token from the flag, else one line of stdin (typed at a prompt, or piped: never in the shell's history). */
+async function tokenFrom(flag: string | undefined): Promise<string> {
+  if (flag) return flag
+  const rl = readline.createInterface({ input: process.stdin, output: process.stdin.isTTY ? process.stderr : undefined, terminal: process.stdin.isTTY === true })
+  try {
+    return (await rl.question(process.stdin.isTTY ? 'Token: ' : '')).trim()
+  } finally {
+    rl.close()
+  }
+}
+
+export function loginCommand(program: Command): void {
+  program
+    .command('login')
+    .description('Check a token against the service and keep both for the client commands (the file is yours alone)')
+    .option('--url <url>', 'the service address', process.env.WARREN_URL ?? 'http://127.0.0.1:8080')
+    .option('--token <token>', 'the token (default: read from stdin)')
+    .option('--json', 'print JSON')
+    .action(async (o: { url: string; token?: string; json?: boolean }) => {
+      try {
+        const conn = { url: o.url.replace(/\/+$/, ''), token: await tokenFrom(o.token) }
+        const health = await ok(cliClient(conn).api.GET('/v1/health'))
+        const file = saveConnection(conn)
+        if (o.json) out(JSON.stringify({ url: conn.url, scopes: health.scopes, config: file }))
+        else note(`warren: signed in to ${conn.url} (scopes: ${health.scopes.join(', ')}); kept in ${file}`)
+      } catch (err) {
+        report(err)
+      }
+    })
+}
