@@ -15,7 +15,7 @@ import { makeTestCert } from './fakes/test-cert.ts'
 import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.ts'
 import { waitFor } from './fixtures.ts'
 import { onPostgres } from './harness.ts'
-import { hostRequest, startSiteCommand } from './previews.helpers.ts'
+import { hostRequest, openWebSocket, startSiteCommand } from './previews.helpers.ts'
 import { openSse, type Frame } from './sse-client.ts'
 
 type Detail = { event: string; [k: string]: unknown }
@@ -369,6 +369,14 @@ onPostgres('cluster: the rules of the interface across three nodes', () => {
       const page = await hostRequest(c.nodes[i]!.service.url, host, '/')
       assert.equal(page.status, 200, `node ${i}: ${page.body.slice(0, 300)}`)
       assert.match(page.body, /<h1 id="title">Hello from cluster<\/h1>/, `node ${i} serves the preview host`)
+      const ws = await openWebSocket(c.nodes[i]!.service.url, host, '/ws')
+      try {
+        assert.equal(ws.status, 101, `node ${i}: ${ws.head}`)
+        ws.send(`hello ${i}`)
+        assert.equal(await ws.next(), `echo: hello ${i}`, `node ${i} carries the preview's WebSocket`)
+      } finally {
+        ws.close()
+      }
     }
     const read = await c.api('GET', `/v1/sessions/${s.id}`)
     const proxyPath = new URL(read.body.preview.url).pathname

@@ -101,8 +101,8 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
   }
 
   async function proxy(row: PreviewRow, req: IncomingMessage, res: ServerResponse, path: string, onApiOrigin: boolean): Promise<void> {
-    // On the API's own origin the caller's token is not passed on, and the page runs sandboxed
-    // (an opaque origin): a site served there must not act as the API's origin in a browser.
+    // On the API's own origin the caller's token never reaches the workspace, and the page runs
+    // sandboxed (an opaque origin): a site served there must not act as the API's origin in a browser.
     track(row.session_id, res, () => res.destroy())
     const target = await reach(row, req.headers)
     if ('page' in target) return sendPage(res, target.page)
