@@ -415,6 +415,25 @@ onPostgres('cluster: the rules of the interface across three nodes', () => {
     // A token of another organization sees no preview through any node.
     const outsider = await c.nodes[0]!.service.mint(`outsider-${tag()}`)
     for (let i = 0; i < NODES; i++) assert.equal((await raw('GET', proxyPath, { to: i, token: outsider })).status, 404, `node ${i}`)
+
+    // Taken down through a node that is not the owner, it is down at once everywhere: a WebSocket
+    // open through each node is cut, and each node answers the host with its 404 page.
+    const open = await Promise.all(Array.from({ length: NODES }, (_, i) => openWebSocket(c.nodes[i]!.service.url, host, '/ws')))
+    try {
+      for (const [i, ws] of open.entries()) assert.equal(ws.status, 101, `node ${i}: ${ws.head}`)
+      const down = await c.on(s.others[1], 'DELETE', `/v1/sessions/${s.id}/preview`)
+      assert.equal(down.status, 200, down.text)
+      assert.deepEqual(down.body, { object: 'preview.deleted', id: s.id, deleted: true })
+      const cut = open.map((ws) => {
+        const seen = { closed: false }
+        void ws.closed.then(() => (seen.closed = true))
+        return seen
+      })
+      for (const [i, seen] of cut.entries()) await waitFor(`the WebSocket opened through node ${i} is cut`, async () => seen.closed, 10_000)
+    } finally {
+      for (const ws of open) ws.close()
+    }
+    for (let i = 0; i < NODES; i++) assert.equal((await hostRequest(c.nodes[i]!.service.url, host, '/')).status, 404, `node ${i} no longer serves the host`)
   })
 
   it('streams: a stream on one node sees a turn driven on another live, in order, no gap and no double; a third node resumes with exactly the rest', async () => {
