@@ -437,11 +437,13 @@ onPostgres('cluster: the rules of the interface across three nodes', () => {
   })
 
   it('streams: a stream on one node sees a turn driven on another live, in order, no gap and no double; a third node resumes with exactly the rest', async () => {
+    // The organization's stream, opened on every node before the session exists.
+    const everywhere = await Promise.all(Array.from({ length: NODES }, (_, i) => openSse(c.nodes[i]!.service.url, '/v1/events', { token: c.token })))
+    for (const [i, org] of everywhere.entries()) assert.equal(org.status, 200, `node ${i}: ${org.body}`)
     const s = await session()
     await waitForEvent(s.id, 'sandbox.created')
     const [a, b] = s.others
-    const frames: Frame[] = []
-    const live = await openSse(c.nodes[a]!.service.url, `/v1/sessions/${s.id}/events`, { token: c.token, onFrame: (f) => frames.push(f) })
+    const live = await openSse(c.nodes[a]!.service.url, `/v1/sessions/${s.id}/events`, { token: c.token })
     assert.equal(live.status, 200, live.body)
     try {
       const text = `stream this ${tag()}`
@@ -477,8 +479,15 @@ onPostgres('cluster: the rules of the interface across three nodes', () => {
       } finally {
         resumed.close()
       }
+      // A session created after the organization's streams opened appears on each, wherever it runs.
+      for (const [i, org] of everywhere.entries()) {
+        const mine = (evs: Frame[]) => evs.filter((f) => f.id !== undefined && f.data?.session_id === s.id).map((f) => Number(f.id))
+        await org.until(`node ${i}'s organization stream reaches the session's last frame`, (evs) => mine(evs).includes(seqs.at(-1)!))
+        assert.deepEqual(mine(org.events()).filter((q) => q >= start && q <= seqs.at(-1)!), streamed, `node ${i}'s organization stream has the session's frames, in order`)
+      }
     } finally {
       live.close()
+      for (const org of everywhere) org.close()
     }
   })
 
@@ -582,5 +591,30 @@ onPostgres('cluster: the rules of the interface across three nodes', () => {
       const list = await c.api('GET', `/v1/sessions?metadata=${encodeURIComponent(`idem:${l}`)}&limit=100`)
       assert.deepEqual(list.body.data.map((x: { id: string }) => x.id), [id], 'one session per key')
     }
+
+    // A message carrying files is passed on to the owner; the key is kept by the node it reached,
+    // and still one turn comes of it when two non-owners get it at once.
+    const s = await session()
+    await waitForEvent(s.id, 'sandbox.created')
+    const text = `read the attached file ${tag()}`
+    const marker = `attached-${tag()}`
+    const asked = script(text, { toolCalls: [{ name: 'bash', args: { command: 'cat attached.txt' } }] }, { text: 'read it' })
+    const message = { text, files: [{ path: 'attached.txt', content: b64(marker) }] }
+    const key3 = `key-${tag()}`
+    const sent = await Promise.all(s.others.map((o) => raw('POST', `/v1/sessions/${s.id}/messages`, { to: o, body: message, headers: { 'idempotency-key': key3 } })))
+    const accepted = sent.filter((r) => r.status === 202)
+    assert.ok(accepted.length >= 1, sent.map((r) => `${r.status} ${r.text}`).join('\n'))
+    for (const r of sent.filter((r) => r.status !== 202)) assert.equal(r.status, 409, r.text)
+    const turnId = accepted[0]!.body.id as string
+    for (const o of [...s.others, s.owner]) {
+      const again = await raw('POST', `/v1/sessions/${s.id}/messages`, { to: o, body: message, headers: { 'idempotency-key': key3 } })
+      assert.equal(again.status, 202, again.text)
+      assert.equal(again.body.id, turnId, `node ${o} replays the accepted turn`)
+    }
+    assert.equal((await settled(s.id, turnId)).status, 'completed')
+    assert.equal(asked.length, 2, 'one turn, one model call a step')
+    assert.ok(asked[1]!.toolResults.at(-1)!.content.includes(marker), 'the attached file was in the owner’s workspace for the turn')
+    const turns = await c.api('GET', `/v1/sessions/${s.id}/turns?limit=100`)
+    assert.deepEqual(turns.body.data.map((t: Turn) => t.id), [turnId])
   })
 })
