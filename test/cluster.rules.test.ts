@@ -257,6 +257,33 @@ onPostgres('cluster: the rules of the interface across three nodes', () => {
     for (const list of turns) assert.deepEqual(list.body.data.map((t: Turn) => [t.id, t.status]), want)
   })
 
+  it('steer and tools: text steered and tools replaced through non-owners reach the running turn’s next step on the owner', async () => {
+    const s = await session()
+    const text = `build it ${tag()}`
+    const steer = `Also add tests ${tag()}`
+    const asked = script(text, { toolCalls: [{ name: 'bash', args: { command: 'touch started; while [ ! -f go ]; do sleep 0.05; done; echo released' } }] })
+    route(steer, (req) => {
+      asked.push(req)
+      return { text: 'done, tests too' }
+    })
+    const turn = await send(s.id, text, s.others[0])
+    const dir = workspaceOn(s.owner, s.id)
+    await waitFor('the command runs on the owner', async () => fs.existsSync(path.join(dir, 'started')), 60_000)
+    const steered = await c.on(s.others[1], 'POST', `/v1/sessions/${s.id}/messages`, { text: steer, steer: true })
+    assert.equal(steered.status, 202, steered.text)
+    assert.equal(steered.body.id, turn.id, 'the answer is the running turn')
+    const tools = await c.on(s.others[0], 'PUT', `/v1/sessions/${s.id}/tools`, { tools: [{ type: 'function', name: 'lookup_order', description: 'Look up an order.', parameters: { type: 'object', properties: {} } }] })
+    assert.equal(tools.status, 200, tools.text)
+    await waitForEvent(s.id, 'user.message', (d) => d.text === steer)
+    fs.writeFileSync(path.join(dir, 'go'), '')
+    assert.equal((await settled(s.id, turn.id)).status, 'completed')
+    assert.equal(asked.length, 2, 'one model call a step')
+    assert.equal(asked[1]!.lastUserText, steer, 'the steered text reached the next step')
+    assert.ok(asked[1]!.tools.includes('lookup_order'), `the replaced tools reached the next step: ${asked[1]!.tools.join(',')}`)
+    assert.ok(!asked[0]!.tools.includes('lookup_order'))
+    for (const list of await onEach(`/v1/sessions/${s.id}/turns?limit=100`)) assert.deepEqual(list.body.data.map((t: Turn) => t.id), [turn.id], 'no new turn')
+  })
+
   it('approvals: approved through a non-owner the call runs on the owner and the turn goes on; refused through another, the model is told why', async () => {
     const s = await session({ agent: { model: 'm1', approval_mode: 'ask' } })
     const text = `write two files ${tag()}`
