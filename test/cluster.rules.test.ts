@@ -5,7 +5,7 @@
 // single-node suites check, in a way that a node answering only from its own memory would break.
 import { after, afterEach, before, it } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
@@ -31,6 +31,8 @@ const tag = () => randomBytes(4).toString('hex')
 const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('hex')
 const b64 = (s: string | Buffer) => Buffer.from(s).toString('base64')
 const seqOf = (itemId: string): number => Number(/(\d+)$/.exec(itemId)![1])
+/** Whether a process whose command line holds `mark` runs on this host (a workspace's included). */
+const runs = (mark: string) => spawnSync('pgrep', ['-f', mark]).status === 0
 
 onPostgres('cluster: the rules of the interface across three nodes', () => {
   const cert = makeTestCert()
@@ -198,6 +200,29 @@ onPostgres('cluster: the rules of the interface across three nodes', () => {
     await waitFor(`the owner (node ${s.owner}) removes the deleted session's workspace`, async () => !fs.existsSync(workspaceOn(s.owner, s.id)), 30_000)
     const again = await c.on(s.others[0], 'DELETE', `/v1/sessions/${s.id}`)
     assert.equal(again.status, 404, again.text)
+  })
+
+  it('sessions: a working session deleted through a non-owner stops on its owner: its turn is cancelled, its command killed, its workspace removed, the model not asked again', async () => {
+    const s = await session()
+    const text = `tick until deleted ${tag()}`
+    const mark = `tick-${tag()}`
+    const asked = script(text, { toolCalls: [{ name: 'bash', args: { command: `while :; do echo ${mark} >> ticks; sleep 0.05; done` } }] }, { text: 'should never be asked' })
+    const turn = await send(s.id, text)
+    const dir = workspaceOn(s.owner, s.id)
+    await waitFor('the command runs on the owner', async () => fs.existsSync(path.join(dir, 'ticks')), 60_000)
+    assert.ok(runs(mark), 'control: the running command is seen from the host')
+    const usage = await onEach(`/v1/sessions/${s.id}/usage`)
+    for (const u of usage) assert.equal(u.status, 200, u.text)
+    assert.deepEqual(usage.map((u) => u.body.object), ['session.usage', 'session.usage', 'session.usage'])
+
+    const deleted = await c.on(s.others[0], 'DELETE', `/v1/sessions/${s.id}`)
+    assert.equal(deleted.status, 200, deleted.text)
+    const [row] = await c.query<{ status: string }>('SELECT status FROM {schema}.turns WHERE id = $1', [turn.id])
+    assert.equal(row!.status, 'cancelled', 'the working turn is cancelled with the session')
+    await waitFor(`the owner (node ${s.owner}) removes the workspace`, async () => !fs.existsSync(dir), 30_000)
+    await waitFor('no command of the deleted session runs', async () => !runs(mark), 30_000)
+    assert.equal(asked.length, 1, 'the model is not asked again for a deleted session')
+    for (const [i, got] of (await onEach(`/v1/sessions/${s.id}/turns/${turn.id}`)).entries()) assert.equal(got.status, 404, `node ${i}`)
   })
 
   it('turns and queue: a message through a non-owner runs on the owner, a second one queues, both read the same everywhere; the running turn is cancelled through a non-owner', async () => {
