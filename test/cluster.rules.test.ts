@@ -55,6 +55,8 @@ onPostgres('cluster: the rules of the interface across three nodes', () => {
         WARREN_ALLOW_PRIVATE_WEBHOOKS: '1',
         WARREN_WEBHOOK_RETRY_DELAYS_MS: '0,300,300,300,300,300',
         WARREN_MAX_SESSIONS_PER_ORG: String(MAX_SESSIONS),
+        // A short idle pause: the wake test waits for one; every other request wakes a workspace.
+        WARREN_IDLE_PAUSE_MS: '3000',
       },
     })
     for (let i = 0; i < NODES; i++) {
@@ -307,6 +309,23 @@ onPostgres('cluster: the rules of the interface across three nodes', () => {
     assert.ok(asked[1]!.tools.includes('lookup_order'), `the replaced tools reached the next step: ${asked[1]!.tools.join(',')}`)
     assert.ok(!asked[0]!.tools.includes('lookup_order'))
     for (const list of await onEach(`/v1/sessions/${s.id}/turns?limit=100`)) assert.deepEqual(list.body.data.map((t: Turn) => t.id), [turn.id], 'no new turn')
+  })
+
+  it('idle pause: a paused workspace is woken on its owner by a message sent through a non-owner, its files as they were', async () => {
+    const s = await session()
+    const marker = `kept-${tag()}`
+    const write = `write a marker ${tag()}`
+    script(write, { toolCalls: [{ name: 'bash', args: { command: `echo ${marker} > kept.txt` } }] }, { text: 'written' })
+    assert.equal((await settled(s.id, (await send(s.id, write)).id)).status, 'completed')
+    await waitFor('every node sees the workspace paused', async () => (await onEach(`/v1/sessions/${s.id}`)).every((r) => r.body.environment.state === 'paused'), 60_000)
+    const read = `read the marker ${tag()}`
+    const asked = script(read, { toolCalls: [{ name: 'bash', args: { command: 'cat kept.txt' } }] }, { text: 'read' })
+    const turn = await send(s.id, read, s.others[1])
+    assert.equal((await settled(s.id, turn.id)).status, 'completed')
+    assert.ok(asked[1]!.toolResults.at(-1)!.content.includes(marker), `the woken workspace holds the marker: ${JSON.stringify(asked[1]!.toolResults.at(-1))}`)
+    for (const o of s.others) assert.equal(fs.existsSync(workspaceOn(o, s.id)), false, `the workspace woke on its owner, not on node ${o}`)
+    const moves = (await items(s.id)).map((i) => i.detail.event).filter((e) => e === 'sandbox.paused' || e === 'sandbox.resumed')
+    assert.deepEqual(moves.slice(0, 2), ['sandbox.paused', 'sandbox.resumed'])
   })
 
   it('approvals: approved through a non-owner the call runs on the owner and the turn goes on; refused through another, the model is told why', async () => {
