@@ -369,6 +369,9 @@ onPostgres('cluster: the rules of the interface across three nodes', () => {
       const seen = await onEach(`/v1/sessions/${s.id}`)
       return seen.every((r) => r.body.status === 'requires_action' && r.body.required_actions.length === 1)
     })
+    for (const [i, list] of (await onEach('/v1/sessions?status=requires_action&limit=100')).entries()) {
+      assert.ok(list.body.data.some((x: { id: string }) => x.id === s.id), `node ${i} lists the session under status=requires_action`)
+    }
     const answered = await c.on(s.others[0], 'POST', `/v1/sessions/${s.id}/required_actions/call_o1`, { output: { status: 'shipped' } })
     assert.equal(answered.status, 200, answered.text)
     const twice = await c.on(s.others[1], 'POST', `/v1/sessions/${s.id}/required_actions/call_o1`, { output: { status: 'lost' } })
