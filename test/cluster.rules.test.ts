@@ -43,6 +43,7 @@ onPostgres('cluster: the rules of the interface across three nodes', () => {
   const indexOf = new Map<string, number>()
   /** Sessions of the cluster's organization a test made, deleted after it so the ceiling is never reached by accident. */
   let made: string[] = []
+  /** The next node for `raw` (its own round-robin beside the cluster's). */
   let next = 0
 
   before(async () => {
