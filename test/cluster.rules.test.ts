@@ -528,6 +528,9 @@ onPostgres('cluster: the rules of the interface across three nodes', () => {
       assert.equal((await settled(s.id, turn.id)).status, 'completed')
       const seqs = live.events().filter((f) => f.id !== undefined).map((f) => Number(f.id))
       assert.equal(new Set(seqs).size, seqs.length, 'no frame twice')
+      // Transient frames too (never recorded): the owner's token deltas reach a stream on another node.
+      const deltas = (evs: Frame[]) => evs.filter((f) => f.event === 'agent.text').map((f) => f.data.payload.delta as string).join('')
+      await live.until(`the stream on node ${a} carries the owner's deltas`, (evs) => deltas(evs).includes('streamed'))
       assert.deepEqual([...seqs].sort((x, y) => x - y), seqs, 'frames in order')
       // Every item recorded from the turn's first one to the last frame is on the stream, in order.
       const all = await items(s.id)
