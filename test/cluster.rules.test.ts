@@ -571,24 +571,32 @@ onPostgres('cluster: the rules of the interface across three nodes', () => {
 
   it('webhooks: each event is delivered exactly once though three delivery workers run', async () => {
     const where = `/cluster-${tag()}`
-    const sub = await c.api('POST', '/v1/webhooks', { url: receiver.url(where), events: ['session.created', 'turn.completed'] })
+    const events = ['session.created', 'session.working', 'session.action_required', 'session.idle', 'session.failed', 'turn.completed', 'turn.failed']
+    const sub = await c.api('POST', '/v1/webhooks', { url: receiver.url(where), events })
     assert.equal(sub.status, 201, sub.text)
     try {
+      const lookup = { type: 'function', name: 'lookup_order', description: 'Look up an order.', parameters: { type: 'object', properties: {} } }
       const ids: string[] = []
-      for (let i = 0; i < NODES; i++) ids.push((await session()).id)
+      for (let i = 0; i < NODES; i++) ids.push((await session({ tools: [lookup] })).id)
+      const owner = (await c.query<{ owner_node: string }>('SELECT owner_node FROM {schema}.sessions WHERE id = $1', [ids[0]]))[0]!.owner_node
       const text = `hooked ${tag()}`
-      script(text, { text: 'hooked' })
+      script(text, { toolCalls: [{ id: 'call_h1', name: 'lookup_order', args: {} }] }, { text: 'hooked' })
       const turn = await send(ids[0]!, text)
+      await waitFor('the turn waits on the function', async () => (await c.api('GET', `/v1/sessions/${ids[0]}`)).body.status === 'requires_action', 60_000)
+      const answered = await c.on((indexOf.get(owner)! + 1) % NODES, 'POST', `/v1/sessions/${ids[0]}/required_actions/call_h1`, { output: 'ok' })
+      assert.equal(answered.status, 200, answered.text)
       assert.equal((await settled(ids[0]!, turn.id)).status, 'completed')
-      const want = [...ids.map((id) => `session.created ${id}`), `turn.completed ${ids[0]} ${turn.id}`].sort()
+      const want = [...ids.map((id) => `session.created ${id}`), `session.action_required ${ids[0]} ${turn.id}`, `turn.completed ${ids[0]} ${turn.id}`]
       await receiver.waitFor(where, want.length, 60_000)
       // Everything owed has been sent (nothing pending on any worker) before the count is read.
-      await waitFor('no delivery pending', async () => {
-        const got = await c.api('GET', `/v1/webhooks/${sub.body.id}`)
-        return got.body.delivery.pending === 0
-      })
-      const got = receiver.received(where).map((r) => JSON.parse(r.body) as { type: string; data: { session_id: string; turn_id?: string } })
-      assert.deepEqual(got.map((e) => [e.type, e.data.session_id, ...(e.data.turn_id ? [e.data.turn_id] : [])].join(' ')).sort(), want)
+      await waitFor('no delivery pending', async () => (await c.api('GET', `/v1/webhooks/${sub.body.id}`)).body.delivery.pending === 0)
+      const received = receiver.received(where)
+      const got = received.map((r) => JSON.parse(r.body) as { type: string; data: { session_id: string; turn_id?: string } }).map((e) => [e.type, e.data.session_id, ...(e.data.turn_id ? [e.data.turn_id] : [])].join(' '))
+      for (const w of want) assert.equal(got.filter((g) => g === w).length, 1, `${w} once in:\n${got.join('\n')}`)
+      // Exactly once: one request per delivery the store holds for the subscription, each sent once.
+      const rows = await c.query<{ id: string; attempts: number }>('SELECT id, attempts FROM {schema}.webhook_deliveries WHERE subscription_id = $1', [sub.body.id])
+      assert.deepEqual(received.map((r) => String(r.headers['x-warren-delivery'])).sort(), rows.map((r) => r.id).sort(), 'one request per delivery, none twice')
+      assert.deepEqual(rows.filter((r) => Number(r.attempts) !== 1), [], 'every delivery went out in one attempt')
     } finally {
       assert.equal((await c.api('DELETE', `/v1/webhooks/${sub.body.id}`)).status, 200)
     }
