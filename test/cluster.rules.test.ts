@@ -39,6 +39,8 @@ onPostgres('cluster: the rules of the interface across three nodes', () => {
   let receiver: WebhookReceiver
   let fake: FakeModelServer
   let c: Cluster
+  /** A token of another organization: it must see nothing of the cluster's organization on any node. */
+  let outsider: string
   /** Node index by node id (a session's owner_node). */
   const indexOf = new Map<string, number>()
   /** Sessions of the cluster's organization a test made, deleted after it so the ceiling is never reached by accident. */
@@ -67,6 +69,7 @@ onPostgres('cluster: the rules of the interface across three nodes', () => {
     }
     const mc = await c.api('POST', '/v1/model-credentials', { provider: 'openai', api_key: fake.key, base_url: fake.url, models: ['m1'] })
     assert.equal(mc.status, 201, mc.text)
+    outsider = await c.nodes[0]!.service.mint(`outsider-${tag()}`)
   })
   afterEach(async () => {
     const ids = made
@@ -413,6 +416,12 @@ onPostgres('cluster: the rules of the interface across three nodes', () => {
     // Bad input is refused the same on a node that passes the request on.
     const bad = await c.on(s.others[1], 'POST', `/v1/sessions/${s.id}/files`, { files: [{ path: '../escape', content: b64('x') }] })
     assert.equal(bad.status, 400, bad.text)
+    // Another organization's token is a 404 on every node, and nothing it sent reaches the workspace.
+    for (let i = 0; i < NODES; i++) {
+      const foreign = await c.on(i, 'POST', `/v1/sessions/${s.id}/files`, { files: [{ path: `foreign-${i}.txt`, content: b64('x') }] }, outsider)
+      assert.equal(foreign.status, 404, `node ${i}: ${foreign.text}`)
+      assert.equal(fs.existsSync(path.join(workspaceOn(s.owner, s.id), `foreign-${i}.txt`)), false)
+    }
   })
 
   it('artifacts: published on the owner, listed and downloaded byte for byte through every node, archived through the others', async () => {
@@ -488,7 +497,6 @@ onPostgres('cluster: the rules of the interface across three nodes', () => {
       for (const name of Object.keys(got.headers)) assert.doesNotMatch(name, /warren-node/i, `node ${i}: a node's secret never reaches the workspace`)
     }
     // A token of another organization sees no preview through any node.
-    const outsider = await c.nodes[0]!.service.mint(`outsider-${tag()}`)
     for (let i = 0; i < NODES; i++) assert.equal((await raw('GET', proxyPath, { to: i, token: outsider })).status, 404, `node ${i}`)
 
     // Taken down through a node that is not the owner, it is down at once everywhere: a WebSocket
