@@ -46,7 +46,9 @@ export function onOwnersNode(deps: { store: Store; node: ServiceNode }, when?: (
     } catch (err) {
       throw new ApiError('sandbox_unavailable', `This session's workspace runs on node ${where.nodeId}, which did not answer: retry shortly.`, { cause: err })
     }
-    const body = Buffer.from(await answer.arrayBuffer())
+    // As text (every route passed on answers JSON): the idempotency hook keeps only a string
+    // answer under the caller's key; a Buffer it lets go, and a retry would act a second time.
+    const body = await answer.text()
     reply.code(answer.status)
     for (const name of ANSWER_HEADERS) {
       const v = answer.headers.get(name)

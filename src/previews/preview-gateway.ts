@@ -65,7 +65,7 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
   }
 
   /** Where the row's port is reached, holding the workspace awake until released; or the page saying why not. */
-  async function reach(row: PreviewRow, reqHeaders: IncomingMessage['headers'], viaPeer = true): Promise<Target | { page: ReturnType<typeof PAGES.notRunning> }> {
+  async function reach(row: PreviewRow, reqHeaders: IncomingMessage['headers']): Promise<Target | { page: ReturnType<typeof PAGES.notRunning> }> {
     // The service's own ports in the workspace (its browser's DevTools) are never a preview's.
     if (deps.reservedPorts(row.session_id).includes(row.port)) return { page: PAGES.reserved(row.port) }
     try {
@@ -73,7 +73,7 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
       const sandbox = await workspaces.live(row.session_id)
       if (!sandbox) {
         // Its workspace runs on another node: the request goes there as it came.
-        const peer = viaPeer ? await deps.owners?.route(row.session_id, reqHeaders) : null
+        const peer = await deps.owners?.route(row.session_id, reqHeaders)
         return peer ? { ...peer, release: () => {} } : { page: PAGES.notRunning() }
       }
       const address = await sandbox.resolvePreview(row.port)
@@ -101,14 +101,16 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
   }
 
   async function proxy(row: PreviewRow, req: IncomingMessage, res: ServerResponse, path: string, onApiOrigin: boolean): Promise<void> {
-    // On the API's own origin the caller's token is not passed on, and the page runs sandboxed
-    // (an opaque origin): a site served there must not act as the API's origin in a browser.
-    const drop = onApiOrigin ? new Set(['authorization']) : new Set<string>()
+    // On the API's own origin the caller's token never reaches the workspace, and the page runs
+    // sandboxed (an opaque origin): a site served there must not act as the API's origin in a browser.
     track(row.session_id, res, () => res.destroy())
-    // A preview host's request goes to a peer as it came; the API origin's path would not mean
-    // the same there.
-    const target = await reach(row, req.headers, !onApiOrigin)
+    const target = await reach(row, req.headers)
     if ('page' in target) return sendPage(res, target.page)
+    // Passed on to the owner (a peer's secret goes along), a request goes as it came: a preview
+    // host's unchanged, and the API origin's with its API path and the caller's token, since the
+    // owner serves it through the same route, checks the token again and drops it there.
+    const toPeer = target.headers !== undefined
+    const drop = onApiOrigin && !toPeer ? new Set(['authorization']) : new Set<string>()
     // The client may have gone while the workspace woke: nothing is started for nobody.
     if (res.destroyed) return target.release()
     let released = false
@@ -116,7 +118,7 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
       if (!released) (released = true), target.release()
     }
     res.once('close', release)
-    const upstream = http.request({ host: target.host, port: target.port, method: req.method, path, headers: { ...forwardedHeaders(req, drop), ...target.headers }, agent })
+    const upstream = http.request({ host: target.host, port: target.port, method: req.method, path: toPeer ? (req.url ?? path) : path, headers: { ...forwardedHeaders(req, drop), ...target.headers }, agent })
     upstream.on('response', (answer) => {
       const headers: http.OutgoingHttpHeaders = {}
       const hop = hopByHop(answer.headers)

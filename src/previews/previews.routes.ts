@@ -41,6 +41,9 @@ export const previewRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
     '/sessions/:session_id/preview',
     {
       config: { scope: 'sessions:write', idempotent: true },
+      // Its open connections end on the node that runs the workspace (the others only pipe to
+      // it): the cut below must happen there.
+      preHandler: onOwnersNode(deps),
       schema: {
         operationId: 'deletePreview',
         tags: ['previews'],
