@@ -84,7 +84,7 @@ function prober(): (method: string, template: string, op: Operation, real?: stri
   return (method, template, op, real) => {
     const params = [...template.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]!)
     const fill = (over: Record<string, string> = {}) =>
-      template.replace(/\{([^}]+)\}/g, (_, name: string) => over[name] ?? (name === 'session_id' && real ? real : name === '*' ? 'x' : 'x_probe'))
+      template.replace(/\{([^}]+)\}/g, (_, name: string) => over[name] ?? (name === 'session_id' && real ? real : name === 'path' ? 'x' : 'x_probe'))
     const label = `${method} ${template}${real ? ' (a real session)' : ''}`
     const body = op.requestBody?.content?.['application/json']?.schema
     const fine = body ? '{}' : undefined

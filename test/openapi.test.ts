@@ -83,9 +83,10 @@ forEachDialect('OpenAPI description', (dialect) => {
   it('lists exactly the running route table', () => {
     const documented = new Set(operations(doc).map(([name]) => name))
     // printRoutes drops the static part before a wildcard (`/preview` then `*` for
-    // `/preview/proxy/*`): such a route counts when a documented wildcard path extends its prefix.
+    // `/preview/proxy/*`): such a route counts when a documented path whose last parameter is the
+    // wildcard's, `{path}`, extends its prefix.
     const routed = new Set(
-      [...routeTable(w())].map((name) => (name.endsWith('*') ? ([...documented].find((d) => d.endsWith('/{*}') && d.startsWith(name.slice(0, -1))) ?? name) : name)),
+      [...routeTable(w())].map((name) => (name.endsWith('*') ? ([...documented].find((d) => d.endsWith('/{path}') && d.startsWith(name.slice(0, -1))) ?? name) : name)),
     )
     assert.ok(routed.size > 3, 'could not read the route table')
     assert.deepEqual([...documented].sort(), [...routed].sort())

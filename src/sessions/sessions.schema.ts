@@ -66,6 +66,13 @@ export const EnvironmentInput = Type.Object(
   { additionalProperties: false },
 )
 
+/** Headers a creation reads besides the token (written as the specification spells them). */
+export const CreateSessionHeaders = Type.Object({
+  'X-Warren-Source': Type.Optional(
+    Type.String({ description: "Where the request comes from: `cli` or `console` become the session's `source`; any other value, or none, makes it `api`." }),
+  ),
+})
+
 export const CreateSessionBody = Type.Object(
   {
     agent: Type.Optional(AgentInput),
