@@ -4,11 +4,11 @@ import { requireSession } from '../sessions/require-session.ts'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { Deps } from '../deps.ts'
+import { nameRoots } from '../http/openapi.ts'
 import { ApiError, errorResponses } from '../errors.ts'
 import { SessionParams } from '../sessions/sessions.schema.ts'
 import { STREAM_TYPES, openEventStream, type OpenStream } from './event-stream.ts'
 import { eventTail } from './event-tail.ts'
-import { EventFrameData } from './published.schema.ts'
 import type { StreamScope } from './events.store.ts'
 import { streamSlots } from './stream-slots.ts'
 import { getTokenById } from '../tokens/tokens.store.ts'
@@ -38,11 +38,12 @@ const EventStreamResponse = { description, content: { 'text/event-stream': { sch
 /**
  * The route writes its frames itself (sse-frames.ts), yet Fastify compiles every response schema
  * into a serializer when it starts, and the frame union takes a noticeable part of a second to
- * compile: the route declares a string and the description alone gets the union.
+ * compile: the route declares a string and the description alone gets the union, Event (a
+ * component of its own: the plugin names no shape inside a response's `content`).
  */
 const describeFrames: SwaggerTransform = ({ schema, url }) => ({
   url,
-  schema: { ...schema, response: { ...(schema.response as object), 200: { description, content: { 'text/event-stream': { schema: EventFrameData } } } } },
+  schema: nameRoots({ ...schema, response: { ...(schema.response as object), 200: { description, content: { 'text/event-stream': { schema: { $ref: '#/components/schemas/Event' } } } } } }) as never,
 })
 
 /**

@@ -3,6 +3,7 @@ import type { SwaggerTransform } from '@fastify/swagger'
 import { onOwnersNode } from '../http/forward-to-owner.ts'
 import { Type } from 'typebox'
 import type { Deps } from '../deps.ts'
+import { nameRoots } from '../http/openapi.ts'
 import { ApiError, errorResponses } from '../errors.ts'
 import { requireSession } from '../sessions/require-session.ts'
 import { SessionParams } from '../sessions/sessions.schema.ts'
@@ -18,7 +19,7 @@ const PROXY_PREFIX = '/preview/proxy'
  */
 const describeWildcard: SwaggerTransform = ({ schema, url }) => ({
   url: url.replace(/\/\*$/, '/:path'),
-  schema: { ...schema, params: Type.Object({ session_id: Type.String(), path: Type.String({ description: "The rest of the site's path, slashes included." }) }) },
+  schema: nameRoots({ ...schema, params: Type.Object({ session_id: Type.String(), path: Type.String({ description: "The rest of the site's path, slashes included." }) }) }) as never,
 })
 
 export const previewRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => {
