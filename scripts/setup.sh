@@ -9,6 +9,11 @@ if [ ! -x node_modules/.bin/node ] || [ package-lock.json -nt node_modules/.pack
   echo "warren setup: installing npm packages from the lockfile" >&2
   npm ci --no-audit --no-fund --loglevel=error
 fi
+# The SDK is a package of its own (sdk/): its generator needs TypeScript 5, the repository has 7.
+if [ ! -d sdk/node_modules ] || [ sdk/package-lock.json -nt sdk/node_modules/.package-lock.json ]; then
+  echo "warren setup: installing the SDK's npm packages from its lockfile" >&2
+  npm ci --prefix sdk --no-audit --no-fund --loglevel=error
+fi
 [ "${1:-}" = "--deps-only" ] && exit 0
 
 # System packages: sandboxes (bubblewrap; perl-base loads their syscall filter), their networks (iproute2, nftables), repositories (git),
