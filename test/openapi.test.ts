@@ -10,7 +10,7 @@ import { inlineRefs } from './openapi-refs.ts'
 type Operation = {
   operationId?: string
   security?: unknown[]
-  parameters?: { in: string; name: string }[]
+  parameters?: { in: string; name: string; schema?: { type?: string; minimum?: number } }[]
   responses: Record<string, { description?: string; content?: { 'application/json'?: { schema?: ErrorSchema } } }>
   requestBody?: { required?: boolean; content?: { 'application/json'?: { schema?: { required?: string[]; minProperties?: number } } } }
 }
@@ -290,5 +290,20 @@ forEachDialect('OpenAPI description', (dialect) => {
 
   it('names the service itself as its server', () => {
     assert.deepEqual(raw.servers?.map((s) => s.url), [w().config.publicUrl])
+  })
+
+  it('writes header names as the specification does, the resume cursor as an integer, and the proxy wildcard under a legal name', () => {
+    const param = (path: string, method: string, where: string) => (raw.paths[path]![method]!.parameters ?? []).filter((p) => p.in === where).map((p) => p.name)
+    assert.deepEqual(param('/v1/sessions', 'post', 'header').sort(), ['Idempotency-Key', 'X-Warren-Source'])
+    assert.deepEqual(param('/v1/sessions/{session_id}', 'delete', 'header'), ['Idempotency-Key'])
+    for (const path of ['/v1/events', '/v1/sessions/{session_id}/events']) {
+      assert.deepEqual(param(path, 'get', 'header'), ['Last-Event-ID'])
+      const cursor = raw.paths[path]!.get!.parameters!.find((p) => p.name === 'last_event_id')!
+      assert.equal(cursor.schema?.type, 'integer')
+      assert.equal(cursor.schema?.minimum, 0)
+    }
+    const wildcard = Object.keys(raw.paths).filter((p) => p.startsWith('/v1/sessions/{session_id}/preview/proxy/'))
+    assert.deepEqual(wildcard, ['/v1/sessions/{session_id}/preview/proxy/{path}'])
+    for (const op of Object.values(raw.paths[wildcard[0]!]!)) assert.deepEqual(op.parameters!.filter((p) => p.in === 'path').map((p) => p.name), ['session_id', 'path'])
   })
 })
