@@ -17,8 +17,7 @@ const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null 
  *
  * A shape whose schema carries an `$id` (Session, Turn, ToolEntry …) is described once, under
  * components.schemas by that name, and referred to everywhere else: the plugin does that for a
- * shape nested in a route's schema, and `referToNamedShapes` for one that is a whole body or
- * response (the plugin leaves those inline).
+ * shape nested in a route's schema, and `nameRoots` makes a whole body or response one.
  */
 export function openApiOptions(config: Config): SwaggerOptions {
   return {
@@ -54,7 +53,7 @@ export function openApiOptions(config: Config): SwaggerOptions {
 
 /** One webhook delivery, as the 3.1 `webhooks` section describes a request the service makes. */
 function webhookDelivery(type: string): Json {
-  const header = (name: string, description: string) => ({ in: 'header', name, required: true, schema: { type: 'string', pattern: '^[0-9a-f]+$' }, description })
+  const header = (name: string, pattern: string, description: string) => ({ in: 'header', name, required: true, schema: { type: 'string', pattern }, description })
   return {
     post: {
       operationId: `deliver_${type.replace(/\./g, '_')}`,
@@ -63,8 +62,8 @@ function webhookDelivery(type: string): Json {
       tags: ['webhooks'],
       security: [],
       parameters: [
-        { ...header('x-service-timestamp', 'Unix ms, as decimal digits.'), schema: { type: 'string', pattern: '^[0-9]+$' } },
-        header('x-service-signature', 'Lowercase hex HMAC-SHA256, keyed with the subscription secret, over `{x-service-timestamp}.{raw body}`.'),
+        header('x-service-timestamp', '^[0-9]+$', 'Unix ms, as decimal digits.'),
+        header('x-service-signature', '^[0-9a-f]{64}$', 'Lowercase hex HMAC-SHA256, keyed with the subscription secret, over `{x-service-timestamp}.{raw body}`.'),
       ],
       requestBody: { required: true, content: { 'application/json': { schema: { $ref: `${COMPONENTS}WebhookDelivery` } } } },
       responses: {
@@ -75,7 +74,7 @@ function webhookDelivery(type: string): Json {
 }
 
 /** The named shape a `$ref` points at, or the schema itself. */
-export function deref(doc: Doc, schema: Json | undefined): Json | undefined {
+function deref(doc: Doc, schema: Json | undefined): Json | undefined {
   const ref = schema?.$ref
   return typeof ref === 'string' && ref.startsWith(COMPONENTS) ? doc.components?.schemas?.[ref.slice(COMPONENTS.length)] : schema
 }
