@@ -2570,7 +2570,20 @@ export interface components {
     responses: never;
     parameters: never;
     requestBodies: never;
-    headers: never;
+    headers: {
+        /** @description Identifies the request; equals error.request_id on a refusal. */
+        "x-request-id": string;
+        /** @description Seconds to wait: sent with rate_limit_exceeded and directory_unavailable, never with the other codes. */
+        "Retry-After": number;
+        /** @description Ceiling of the bucket. */
+        "x-ratelimit-limit": number;
+        /** @description Whole requests available now, never rounded up. */
+        "x-ratelimit-remaining": number;
+        /** @description Whole seconds until the bucket is full; 0 when full. */
+        "x-ratelimit-reset": number;
+        /** @description Which bucket the numbers describe. */
+        "x-ratelimit-resource": "general" | "sessions";
+    };
     pathItems: never;
 }
 export type $defs = Record<string, never>;
@@ -2587,6 +2600,7 @@ export interface operations {
             /** @description An OpenAPI 3.1 document */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2598,6 +2612,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2607,6 +2622,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2627,6 +2643,7 @@ export interface operations {
             /** @description This node's metrics in the Prometheus text format (version 0.0.4): requests, turns, model steps, tool calls, sandboxes, streams, webhook deliveries, event-log lag and the process's own. */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2636,6 +2653,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2645,6 +2663,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2665,6 +2684,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2674,6 +2698,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2683,6 +2708,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2692,6 +2718,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2701,6 +2728,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2710,6 +2739,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2719,6 +2749,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2746,6 +2778,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2755,6 +2792,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2764,6 +2802,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2773,6 +2812,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2782,6 +2822,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2791,6 +2833,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2800,6 +2843,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2827,6 +2872,11 @@ export interface operations {
             /** @description Default Response */
             201: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2836,6 +2886,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2845,6 +2896,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2854,6 +2906,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2863,6 +2916,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2872,6 +2927,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2881,6 +2937,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2906,6 +2964,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2915,6 +2978,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2924,6 +2988,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2933,6 +2998,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2942,6 +3008,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2951,6 +3018,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2960,6 +3029,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2969,6 +3039,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3000,6 +3072,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3009,6 +3086,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3018,6 +3096,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3027,6 +3106,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3036,6 +3116,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3045,6 +3127,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3054,6 +3137,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3083,6 +3168,11 @@ export interface operations {
             /** @description Default Response */
             201: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3092,6 +3182,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3101,6 +3192,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3110,6 +3202,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3119,6 +3212,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3128,6 +3223,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3137,6 +3233,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3159,6 +3257,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3168,6 +3271,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3177,6 +3281,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3186,6 +3291,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3195,6 +3301,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3204,6 +3311,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3213,6 +3322,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3222,6 +3332,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3251,6 +3363,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3260,6 +3377,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3269,6 +3387,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3278,6 +3397,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3287,6 +3407,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3296,6 +3417,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3305,6 +3428,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3314,6 +3438,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3339,6 +3465,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3348,6 +3479,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3357,6 +3489,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3366,6 +3499,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3375,6 +3509,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3384,6 +3519,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3393,6 +3530,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3402,6 +3540,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3429,6 +3569,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3438,6 +3583,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3447,6 +3593,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3456,6 +3603,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3465,6 +3613,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3474,6 +3623,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3483,6 +3634,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3492,6 +3644,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3520,6 +3674,11 @@ export interface operations {
             /** @description Server-sent events. Each frame has `event:` (the published name) and one `data:` line, the JSON described here (one branch per event: `type` is the `event:` name, `payload` its payload); `id:` (= seq) only for persisted events. `retry: 2000` on open, `: ping` comments, `service.replay_truncated` when more than the replay ceiling waited. */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3529,6 +3688,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3538,6 +3698,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3547,6 +3708,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3556,6 +3718,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3565,6 +3728,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3574,6 +3739,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3583,6 +3749,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3609,6 +3777,11 @@ export interface operations {
             /** @description Server-sent events. Each frame has `event:` (the published name) and one `data:` line, the JSON described here (one branch per event: `type` is the `event:` name, `payload` its payload); `id:` (= seq) only for persisted events. `retry: 2000` on open, `: ping` comments, `service.replay_truncated` when more than the replay ceiling waited. */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3618,6 +3791,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3627,6 +3801,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3636,6 +3811,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3645,6 +3821,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3654,6 +3832,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3663,6 +3842,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3694,6 +3875,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3703,6 +3889,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3712,6 +3899,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3721,6 +3909,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3730,6 +3919,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3739,6 +3929,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3748,6 +3940,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3757,6 +3950,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3782,6 +3977,11 @@ export interface operations {
             /** @description With turn_id, that turn's files named as in the workspace; without, every artifact under {turn_id}/. An artifact whose stored copy is gone is omitted. */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3791,6 +3991,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3800,6 +4001,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3809,6 +4011,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3818,6 +4021,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3827,6 +4031,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3836,6 +4042,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3845,6 +4052,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3868,6 +4077,11 @@ export interface operations {
             /** @description The bytes as published. */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3877,6 +4091,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3886,6 +4101,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3895,6 +4111,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3904,6 +4121,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3913,6 +4131,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3922,6 +4142,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3931,6 +4152,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3956,6 +4179,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3965,6 +4193,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3974,6 +4203,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3983,6 +4213,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3992,6 +4223,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4001,6 +4233,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4010,6 +4244,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4019,6 +4254,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4048,6 +4285,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4057,6 +4299,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4066,6 +4309,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4075,6 +4319,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4084,6 +4329,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4093,6 +4339,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4102,6 +4350,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4111,6 +4360,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4136,6 +4387,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4145,6 +4401,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4154,6 +4411,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4163,6 +4421,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4172,6 +4431,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4181,6 +4442,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4190,6 +4452,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4217,6 +4481,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4226,6 +4495,11 @@ export interface operations {
             /** @description Default Response */
             201: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4235,6 +4509,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4244,6 +4519,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4253,6 +4529,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4262,6 +4539,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4271,6 +4550,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4280,6 +4560,7 @@ export interface operations {
             /** @description provider_error: the model provider failed */
             502: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4289,6 +4570,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4311,6 +4594,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4320,6 +4608,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4329,6 +4618,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4338,6 +4628,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4347,6 +4638,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4356,6 +4648,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4365,6 +4659,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4374,6 +4669,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4399,6 +4696,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4408,6 +4710,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4417,6 +4720,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4426,6 +4730,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4435,6 +4740,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4444,6 +4750,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4453,6 +4761,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4462,6 +4771,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4487,6 +4798,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4496,6 +4812,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4505,6 +4822,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4514,6 +4832,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4523,6 +4842,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4532,6 +4853,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4541,6 +4863,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4568,6 +4892,11 @@ export interface operations {
             /** @description Default Response */
             201: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4577,6 +4906,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4586,6 +4916,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4595,6 +4926,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4604,6 +4936,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4613,6 +4947,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4622,6 +4957,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4644,6 +4981,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4653,6 +4995,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4662,6 +5005,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4671,6 +5015,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4680,6 +5025,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4689,6 +5035,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4698,6 +5046,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4707,6 +5056,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4737,6 +5088,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4746,6 +5102,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4755,6 +5112,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4764,6 +5122,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4773,6 +5132,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4782,6 +5142,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4791,6 +5153,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4800,6 +5163,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4825,6 +5190,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4834,6 +5204,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4843,6 +5214,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4852,6 +5224,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4861,6 +5234,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4870,6 +5244,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4879,6 +5255,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4888,6 +5265,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4913,6 +5292,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4922,6 +5306,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4931,6 +5316,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4940,6 +5326,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4949,6 +5336,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4958,6 +5347,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4967,6 +5357,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4994,6 +5386,11 @@ export interface operations {
             /** @description Default Response */
             201: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5003,6 +5400,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5012,6 +5410,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5021,6 +5420,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5030,6 +5430,7 @@ export interface operations {
             /** @description conflict: the state does not allow the call */
             409: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5039,6 +5440,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5048,6 +5451,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5057,6 +5461,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5079,6 +5485,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5088,6 +5499,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5097,6 +5509,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5106,6 +5519,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5115,6 +5529,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5124,6 +5539,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5133,6 +5550,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5142,6 +5560,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5167,6 +5587,11 @@ export interface operations {
             /** @description The subscription is gone, and so are its deliveries: nothing more is sent to it. */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5176,6 +5601,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5185,6 +5611,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5194,6 +5621,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5203,6 +5631,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5212,6 +5641,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5221,6 +5652,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5230,6 +5662,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5255,6 +5689,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5264,6 +5703,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5273,6 +5713,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5282,6 +5723,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5291,6 +5733,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5300,6 +5744,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5309,6 +5754,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5336,6 +5783,11 @@ export interface operations {
             /** @description Default Response */
             201: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5345,6 +5797,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5354,6 +5807,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5363,6 +5817,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5372,6 +5827,7 @@ export interface operations {
             /** @description conflict: the state does not allow the call */
             409: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5381,6 +5837,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5390,6 +5848,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5399,6 +5858,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5421,6 +5882,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5430,6 +5896,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5439,6 +5906,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5448,6 +5916,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5457,6 +5926,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5466,6 +5936,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5475,6 +5947,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5484,6 +5957,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5509,6 +5984,11 @@ export interface operations {
             /** @description The profile is gone and is taken out of every template that named it. */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5518,6 +5998,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5527,6 +6008,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5536,6 +6018,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5545,6 +6028,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5554,6 +6038,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5563,6 +6049,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5572,6 +6059,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5599,6 +6088,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5608,6 +6102,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5617,6 +6112,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5626,6 +6122,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5635,6 +6132,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5644,6 +6143,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5653,6 +6153,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5681,6 +6183,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5690,6 +6197,11 @@ export interface operations {
             /** @description Default Response */
             201: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5699,6 +6211,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5708,6 +6221,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5717,6 +6231,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5726,6 +6241,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5735,6 +6252,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5744,6 +6262,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5766,6 +6286,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5775,6 +6300,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5784,6 +6310,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5793,6 +6320,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5802,6 +6330,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5811,6 +6340,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5820,6 +6351,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5829,6 +6361,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5854,6 +6388,11 @@ export interface operations {
             /** @description The template and its files are gone; sessions already started from it keep their copy. */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5863,6 +6402,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5872,6 +6412,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5881,6 +6422,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5890,6 +6432,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5899,6 +6442,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5908,6 +6453,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5917,6 +6463,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5946,6 +6494,11 @@ export interface operations {
             /** @description Default Response */
             202: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5955,6 +6508,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5964,6 +6518,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5973,6 +6528,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5982,6 +6538,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5991,6 +6548,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6000,6 +6559,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6009,6 +6569,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6038,6 +6600,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6047,6 +6614,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6056,6 +6624,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6065,6 +6634,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6074,6 +6644,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6083,6 +6654,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6092,6 +6665,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6101,6 +6675,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6124,6 +6700,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6133,6 +6714,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6142,6 +6724,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6151,6 +6734,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6160,6 +6744,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6169,6 +6754,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6178,6 +6765,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6187,6 +6775,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6213,6 +6803,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6222,6 +6817,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6231,6 +6827,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6240,6 +6837,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6249,6 +6847,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6258,6 +6857,7 @@ export interface operations {
             /** @description conflict: the state does not allow the call */
             409: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6267,6 +6867,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6276,6 +6878,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6285,6 +6888,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6316,6 +6921,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6325,6 +6935,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6334,6 +6945,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6343,6 +6955,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6352,6 +6965,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6361,6 +6975,7 @@ export interface operations {
             /** @description conflict: the state does not allow the call */
             409: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6370,6 +6985,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6379,6 +6996,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6388,6 +7006,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6418,6 +7038,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6427,6 +7052,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6436,6 +7062,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6445,6 +7072,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6454,6 +7082,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6463,6 +7092,7 @@ export interface operations {
             /** @description conflict: the state does not allow the call */
             409: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6472,6 +7102,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6481,6 +7113,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6490,6 +7123,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6520,6 +7155,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6529,6 +7169,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6538,6 +7179,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6547,6 +7189,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6556,6 +7199,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6565,6 +7209,7 @@ export interface operations {
             /** @description conflict: the state does not allow the call */
             409: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6574,6 +7219,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6583,6 +7230,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6592,6 +7240,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6621,6 +7271,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6630,6 +7285,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6639,6 +7295,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6648,6 +7305,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6657,6 +7315,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6666,6 +7325,7 @@ export interface operations {
             /** @description conflict: the state does not allow the call */
             409: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6675,6 +7335,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6684,6 +7346,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6693,6 +7356,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6718,6 +7383,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6727,6 +7397,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6736,6 +7407,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6745,6 +7417,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6754,6 +7427,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6763,6 +7437,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6772,6 +7448,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6781,6 +7458,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6812,6 +7491,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6821,6 +7501,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6830,6 +7511,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6839,6 +7521,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6848,6 +7531,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6857,6 +7542,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6866,6 +7552,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6897,6 +7585,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6906,6 +7595,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6915,6 +7605,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6924,6 +7615,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6933,6 +7625,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6942,6 +7636,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6951,6 +7646,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6982,6 +7679,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6991,6 +7689,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7000,6 +7699,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7009,6 +7709,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7018,6 +7719,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7027,6 +7730,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7036,6 +7740,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7067,6 +7773,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7076,6 +7783,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7085,6 +7793,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7094,6 +7803,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7103,6 +7813,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7112,6 +7824,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7121,6 +7834,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7152,6 +7867,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7161,6 +7877,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7170,6 +7887,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7179,6 +7897,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7188,6 +7907,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7197,6 +7918,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7206,6 +7928,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7239,6 +7963,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7248,6 +7973,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7257,6 +7983,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7266,6 +7993,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7275,6 +8003,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7284,6 +8014,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7293,6 +8024,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7326,6 +8059,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7335,6 +8069,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7344,6 +8079,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7353,6 +8089,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7362,6 +8099,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7371,6 +8110,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7380,6 +8120,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7413,6 +8155,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7422,6 +8165,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7431,6 +8175,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7440,6 +8185,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7449,6 +8195,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7458,6 +8206,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7467,6 +8216,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7500,6 +8251,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7509,6 +8261,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7518,6 +8271,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7527,6 +8281,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7536,6 +8291,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7545,6 +8302,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7554,6 +8312,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7587,6 +8347,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7596,6 +8357,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7605,6 +8367,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7614,6 +8377,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7623,6 +8387,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7632,6 +8398,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7641,6 +8408,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7663,6 +8432,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7672,6 +8446,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7681,6 +8456,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7690,6 +8466,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7699,6 +8476,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7708,6 +8486,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7717,6 +8497,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7726,6 +8507,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7755,6 +8538,11 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7764,6 +8552,7 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7773,6 +8562,7 @@ export interface operations {
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7782,6 +8572,7 @@ export interface operations {
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7791,6 +8582,7 @@ export interface operations {
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7800,6 +8592,8 @@ export interface operations {
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7809,6 +8603,7 @@ export interface operations {
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7818,6 +8613,8 @@ export interface operations {
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {

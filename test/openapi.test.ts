@@ -306,4 +306,21 @@ forEachDialect('OpenAPI description', (dialect) => {
     assert.deepEqual(wildcard, ['/v1/sessions/{session_id}/preview/proxy/{path}'])
     for (const op of Object.values(raw.paths[wildcard[0]!]!)) assert.deepEqual(op.parameters!.filter((p) => p.in === 'path').map((p) => p.name), ['session_id', 'path'])
   })
+
+  it('describes the response headers the service sets, each of them really sent', async () => {
+    type Res = { headers?: Record<string, { $ref: string }> }
+    const documented = (path: string, method: string, status: string) =>
+      Object.keys((raw.paths[path]![method]!.responses[status] as Res).headers ?? {}).sort()
+    const sent = async (url: string, token?: null) => {
+      const res = await w().inject({ method: 'GET', url, token })
+      return Object.keys(res.headers)
+    }
+    const limits = ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'x-ratelimit-resource']
+    assert.deepEqual(documented('/v1/sessions', 'get', '200'), ['x-request-id', ...limits].sort())
+    assert.deepEqual(documented('/v1/openapi.json', 'get', '200'), ['x-request-id'])
+    assert.deepEqual(documented('/v1/sessions', 'get', '429'), ['Retry-After', 'x-request-id'])
+    for (const h of documented('/v1/sessions', 'get', '200')) assert.ok((await sent('/v1/sessions')).includes(h.toLowerCase()), `${h} is not sent`)
+    assert.ok((await sent('/v1/openapi.json', null)).includes('x-request-id'))
+    for (const name of Object.keys((raw.components as { headers?: object }).headers ?? {})) assert.ok(JSON.stringify(raw.paths).includes(`#/components/headers/${name}`), `${name} is described but never used`)
+  })
 })

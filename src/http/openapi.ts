@@ -6,7 +6,7 @@ import { WebhookDelivery } from '../webhooks/webhooks.schema.ts'
 import { bodyRequired } from './validation.ts'
 
 type Json = Record<string, unknown>
-type Doc = { paths?: Record<string, Record<string, Json>>; components?: { schemas?: Record<string, Json> }; servers?: unknown[] }
+type Doc = { paths?: Record<string, Record<string, Json>>; components?: { schemas?: Record<string, Json>; headers?: Record<string, Json> }; servers?: unknown[] }
 
 const COMPONENTS = '#/components/schemas/'
 const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
@@ -46,6 +46,7 @@ export function openApiOptions(config: Config): SwaggerOptions {
         if (body) body.required = bodyRequired(deref(doc, body.content?.['application/json']?.schema))
       }
       mapDiscriminators(doc)
+      describeHeaders(doc)
       return doc as never
     },
   }
@@ -81,6 +82,38 @@ function deref(doc: Doc, schema: Json | undefined): Json | undefined {
 
 function* operations(doc: Doc): Generator<Json> {
   for (const item of Object.values(doc.paths ?? {})) for (const op of Object.values(item ?? {})) if (isObject(op)) yield op
+}
+
+/** The response headers the service sets itself (spec: Conventions, Rate limits), as it spells them. */
+const HEADERS: Record<string, Json> = {
+  'x-request-id': { description: 'Identifies the request; equals error.request_id on a refusal.', schema: { type: 'string' } },
+  'Retry-After': { description: 'Seconds to wait: sent with rate_limit_exceeded and directory_unavailable, never with the other codes.', schema: { type: 'integer', minimum: 0 } },
+  'x-ratelimit-limit': { description: 'Ceiling of the bucket.', schema: { type: 'integer' } },
+  'x-ratelimit-remaining': { description: 'Whole requests available now, never rounded up.', schema: { type: 'integer' } },
+  'x-ratelimit-reset': { description: 'Whole seconds until the bucket is full; 0 when full.', schema: { type: 'integer' } },
+  'x-ratelimit-resource': { description: 'Which bucket the numbers describe.', schema: { type: 'string', enum: ['general', 'sessions'] } },
+}
+
+/**
+ * Every answer carries x-request-id; a success of a call made with a token carries the bucket's
+ * numbers; a 429 or 503 may carry Retry-After. The preview proxy's successes are the site's own.
+ */
+function describeHeaders(doc: Doc): void {
+  doc.components = { ...doc.components, headers: HEADERS }
+  const refer = (names: string[]) => Object.fromEntries(names.map((n) => [n, { $ref: `#/components/headers/${n}` }]))
+  const limits = Object.keys(HEADERS).filter((n) => n.startsWith('x-ratelimit-'))
+  for (const [path, item] of Object.entries(doc.paths ?? {})) {
+    for (const op of Object.values(item ?? {})) {
+      if (!isObject(op) || !isObject(op.responses)) continue
+      const withToken = !Array.isArray(op.security) || op.security.length > 0
+      for (const [status, res] of Object.entries(op.responses)) {
+        if (!isObject(res)) continue
+        const success = status.startsWith('2')
+        if (success && path.includes('/preview/proxy')) continue
+        res.headers = refer(['x-request-id', ...(success && withToken ? limits : []), ...(status === '429' || status === '503' ? ['Retry-After'] : [])])
+      }
+    }
+  }
 }
 
 /**
