@@ -34,10 +34,17 @@ function branches(events: Published[], suffix: string, shape: (e: Published) => 
   })
 }
 
-/** Each event's payload, named (AgentTextPayload …): a frame's `payload`. */
+/**
+ * Each event's payload, named (AgentTextPayload …): a frame's `payload`. A copy, so the schema
+ * recording is typed and checked by (events.schema.ts) carries no name of the description's.
+ */
 const payloadOf = (e: Published) => ({ ...e.payload, $id: `${stem(e.type)}Payload` })
 
-/** An item's `detail`: `event`, the published name, then that event's payload fields. */
+/**
+ * An item's `detail`: `event`, the published name, then that event's payload fields. Unsafe only
+ * to add `discriminator` (http/openapi.ts maps each value to its branch), which Union takes no
+ * option for; this schema describes, the route serializes Item's open `detail`.
+ */
 export const ItemDetail = Type.Unsafe({
   ...Type.Union(
     branches(
