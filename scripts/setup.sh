@@ -9,7 +9,8 @@ if [ ! -x node_modules/.bin/node ] || [ package-lock.json -nt node_modules/.pack
   echo "warren setup: installing npm packages from the lockfile" >&2
   npm ci --no-audit --no-fund --loglevel=error
 fi
-# The SDK (sdk/, its own package): the CLI and the tests use it from its sources.
+# The SDK (sdk/, its own package: its generator needs TypeScript 5, the repository has 7): the CLI
+# and the tests use it from its sources.
 if [ ! -d sdk/node_modules ] || [ sdk/package-lock.json -nt sdk/node_modules/.package-lock.json ]; then
   echo "warren setup: installing the SDK's npm packages from its lockfile" >&2
   npm ci --prefix sdk --ignore-scripts --no-audit --no-fund --loglevel=error

@@ -2,13 +2,14 @@ import http from 'node:http'
 import Fastify, { type FastifyContextConfig, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import swagger from '@fastify/swagger'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import { Type } from 'typebox'
+import { Type, type TObject } from 'typebox'
 import type { Deps } from './deps.ts'
 import { fileRoutes } from './workspaces/files.routes.ts'
 import { authHook } from './http/auth.ts'
-import { idempotencyOnSend, idempotencyPreHandler } from './http/idempotency.ts'
+import { IdempotencyKeyHeader, idempotencyOnSend, idempotencyPreHandler } from './http/idempotency.ts'
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandlers, newRequestId } from './http/error-handler.ts'
 import { bodyRequired, validatorCompiler } from './http/validation.ts'
+import { openApiOptions } from './http/openapi.ts'
 import { ApiError, errorResponse } from './errors.ts'
 import { MIB } from './http/limits.ts'
 import { lazyChildLogger } from './http/request-logger.ts'
@@ -113,11 +114,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     if (schema.body && !bodyRequired(schema.body)) route.preValidation = [readMissingBodyAsEmpty, ...[route.preValidation ?? []].flat()]
     if (cfg.idempotent) {
       // Described for the OpenAPI document; the rules themselves are enforced by claimKey.
-      schema.headers ??= Type.Object({
-        'idempotency-key': Type.Optional(
-          Type.String({ description: 'At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409.' }),
-        ),
-      })
+      // Written as the specification spells it (Fastify matches header names in any case), and
+      // added to the headers a route describes itself.
+      const own = schema.headers as TObject | undefined
+      schema.headers = Type.Object({ ...own?.properties, 'Idempotency-Key': IdempotencyKeyHeader })
       route.preHandler = [claimKey, ...[route.preHandler ?? []].flat()]
       route.onSend = [recordAnswer, ...[route.onSend ?? []].flat()]
     }
@@ -130,24 +130,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     route.preValidation = [refuseNulInUrl(cfg.passThrough === true), ...[route.preValidation ?? []].flat()]
   })
 
-  await app.register(swagger, {
-    openapi: {
-      openapi: '3.1.0',
-      info: { title: 'Warren', version: 'v1', description: 'Runs coding agents remotely, on your own machines.' },
-      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'A personal access token, svc_pat_…' } } },
-      security: [{ bearer: [] }],
-    },
-    // The plugin marks every body required, but one whose fields are all optional may be left out.
-    transformObject: (document) => {
-      const openapiObject = 'openapiObject' in document ? document.openapiObject : {}
-      for (const item of Object.values(openapiObject.paths ?? {})) {
-        for (const op of Object.values(item ?? {}) as { requestBody?: { required?: boolean; content?: Record<string, { schema?: unknown }> } }[]) {
-          if (op?.requestBody) op.requestBody.required = bodyRequired(op.requestBody.content?.['application/json']?.schema)
-        }
-      }
-      return openapiObject
-    },
-  })
+  await app.register(swagger, openApiOptions(deps.config))
 
   app.get(
     '/v1/openapi.json',

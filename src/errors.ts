@@ -1,3 +1,4 @@
+import { STATUS_CODES } from 'node:http'
 import { Type } from 'typebox'
 
 /** The specification's error codes and the HTTP status each is sent with. */
@@ -85,6 +86,8 @@ export function errorResponse(status: number): typeof ErrorBody {
   const code = Type.String({ enum: codes, description: 'One of the codes listed under Errors; callers branch on it.' })
   return Type.Object({ error: Type.Object({ ...ErrorBody.properties.error.properties, code }, { additionalProperties: false }) }, {
     additionalProperties: false,
+    // Named in the OpenAPI description after its status (404: NotFoundError), as its codes differ by status.
+    $id: `${(STATUS_CODES[status] ?? `Status${status}`).replace(/[^A-Za-z]/g, '').replace(/Error$/, '')}Error`,
     description: codes.map((c) => `${c}: ${conditions[c]}`).join('; '),
   }) as unknown as typeof ErrorBody
 }

@@ -137,6 +137,12 @@ forEachDialect('event streams', (dialect) => {
     for (const [path, header] of [
       [`/v1/sessions/${sid}/events?last_event_id=-1`, undefined],
       [`/v1/sessions/${sid}/events?last_event_id=abc`, undefined],
+      // Numbers in other spellings, which a loose reading of the integer would take.
+      [`/v1/sessions/${sid}/events?last_event_id=1e3`, undefined],
+      [`/v1/sessions/${sid}/events?last_event_id=0x10`, undefined],
+      [`/v1/sessions/${sid}/events?last_event_id=%2B5`, undefined],
+      [`/v1/sessions/${sid}/events?last_event_id=`, undefined],
+      [`/v1/events?last_event_id=99999999999999999999`, undefined],
       [`/v1/sessions/${sid}/events`, 'x7'],
       [`/v1/events?cursor=1`, undefined],
     ] as const) {

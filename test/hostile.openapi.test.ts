@@ -2,6 +2,7 @@ import { it } from 'node:test'
 import assert from 'node:assert/strict'
 import { forEachDialect, useWarren } from './harness.ts'
 import { ACTIONS_ENV } from './turn-actions-helpers.ts'
+import { inlineRefs } from './openapi-refs.ts'
 
 type JsonSchema = { type?: string | string[]; properties?: Record<string, JsonSchema>; items?: JsonSchema }
 type Operation = {
@@ -84,7 +85,7 @@ function prober(): (method: string, template: string, op: Operation, real?: stri
   return (method, template, op, real) => {
     const params = [...template.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]!)
     const fill = (over: Record<string, string> = {}) =>
-      template.replace(/\{([^}]+)\}/g, (_, name: string) => over[name] ?? (name === 'session_id' && real ? real : name === '*' ? 'x' : 'x_probe'))
+      template.replace(/\{([^}]+)\}/g, (_, name: string) => over[name] ?? (name === 'session_id' && real ? real : name === 'path' ? 'x' : 'x_probe'))
     const label = `${method} ${template}${real ? ' (a real session)' : ''}`
     const body = op.requestBody?.content?.['application/json']?.schema
     const fine = body ? '{}' : undefined
@@ -154,7 +155,7 @@ forEachDialect('hostile probes of every operation', (dialect) => {
   it('answers every probe below 500, each refusal in the error shape with x-request-id', async () => {
     const base = await w().listen()
     const auth = { authorization: `Bearer ${w().token}` }
-    const doc = (await (await fetch(`${base}/v1/openapi.json`)).json()) as Doc
+    const doc = inlineRefs((await (await fetch(`${base}/v1/openapi.json`)).json()) as Doc)
     // A connection whose provider is nowhere (a closed port), so that a turn a probe might start fails at once.
     const mc = await w().inject({ method: 'POST', url: '/v1/model-credentials', payload: { provider: 'openai_compatible', api_key: 'sk-probe', base_url: 'http://127.0.0.1:9/v1', models: ['m1'] } })
     assert.equal(mc.statusCode, 201, mc.body)

@@ -3,25 +3,38 @@ import assert from 'node:assert/strict'
 import { forEachDialect, useWarren, type Warren } from './harness.ts'
 import { expectError } from './expect.ts'
 import { ErrorStatus } from '../src/errors.ts'
-import { PERSISTED_PUBLIC_TYPES, PUBLISHED_EVENTS } from '../src/events/vocabulary.ts'
+import { PERSISTED_PUBLIC_TYPES, PUBLISHED_EVENTS, WEBHOOK_EVENT_TYPES } from '../src/events/vocabulary.ts'
+import { deliveryBody } from '../src/webhooks/delivery-body.ts'
+import { inlineRefs } from './openapi-refs.ts'
 
 type Operation = {
   operationId?: string
   security?: unknown[]
-  parameters?: { in: string; name: string }[]
+  parameters?: { in: string; name: string; schema?: { type?: string; minimum?: number } }[]
   responses: Record<string, { description?: string; content?: { 'application/json'?: { schema?: ErrorSchema } } }>
   requestBody?: { required?: boolean; content?: { 'application/json'?: { schema?: { required?: string[]; minProperties?: number } } } }
 }
 type ErrorSchema = { required?: string[]; properties?: { error?: { required?: string[]; properties?: { code?: { enum?: string[] } } } } }
 type Prop = { const?: unknown; enum?: unknown[]; type?: string }
 type Branch = { required?: string[]; properties: Record<string, Prop> }
-type Union = { anyOf?: Branch[] }
+type Union = { anyOf?: (Branch & Union)[]; discriminator?: { propertyName: string; mapping?: Record<string, string> } }
 /** The one value a schema allows: @fastify/swagger writes a const as a one-value enum. */
 const constOf = (p: Prop | undefined) => p?.const ?? (p?.enum?.length === 1 ? p.enum[0] : undefined)
+/** A union's object branches, a branch that is itself a union (agent.error's two sources) opened. */
+const branchesOf = (u: Union | undefined): Branch[] => (u?.anyOf ?? []).flatMap((b) => (b.anyOf ? branchesOf(b) : [b]))
 /** The constant a union's branches give to `key`, in order. */
-const constsOf = (u: Union | undefined, key: string) => (u?.anyOf ?? []).map((b) => constOf(b.properties[key]))
+const constsOf = (u: Union | undefined, key: string) => branchesOf(u).map((b) => constOf(b.properties[key]))
 
-type Doc = { openapi: string; info: { version: string; title: string }; paths: Record<string, Record<string, Operation>>; security?: unknown[] }
+type Doc = {
+  openapi: string
+  info: { version: string; title: string }
+  servers?: { url: string }[]
+  paths: Record<string, Record<string, Operation>>
+  security?: unknown[]
+  components: { schemas: Record<string, any> }
+  webhooks?: Record<string, { post?: Operation & { requestBody?: { content?: Record<string, { schema?: { $ref?: string } }> } } }>
+}
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` })
 
 const METHODS = ['get', 'post', 'put', 'patch', 'delete']
 /** What anyone may read without a token: this description, and the metrics a scraper reads. */
@@ -61,12 +74,16 @@ function assertErrorShape(where: string, schema: ErrorSchema | undefined): void 
 
 forEachDialect('OpenAPI description', (dialect) => {
   const w = useWarren(dialect)
+  /** Named shapes read through the operations that use them. */
   let doc: Doc
+  /** As served: shapes referred to by name. */
+  let raw: Doc
 
   before(async () => {
     const res = await w().inject({ method: 'GET', url: '/v1/openapi.json', token: null })
     assert.equal(res.statusCode, 200, res.body.slice(0, 300))
-    doc = res.json()
+    raw = res.json()
+    doc = inlineRefs(raw)
   })
 
   it('is served without a token, as JSON, declaring OpenAPI 3.1 and version v1', async () => {
@@ -83,9 +100,10 @@ forEachDialect('OpenAPI description', (dialect) => {
   it('lists exactly the running route table', () => {
     const documented = new Set(operations(doc).map(([name]) => name))
     // printRoutes drops the static part before a wildcard (`/preview` then `*` for
-    // `/preview/proxy/*`): such a route counts when a documented wildcard path extends its prefix.
+    // `/preview/proxy/*`): such a route counts when a documented path whose last parameter is the
+    // wildcard's, `{path}`, extends its prefix.
     const routed = new Set(
-      [...routeTable(w())].map((name) => (name.endsWith('*') ? ([...documented].find((d) => d.endsWith('/{*}') && d.startsWith(name.slice(0, -1))) ?? name) : name)),
+      [...routeTable(w())].map((name) => (name.endsWith('*') ? ([...documented].find((d) => d.endsWith('/{path}') && d.startsWith(name.slice(0, -1))) ?? name) : name)),
     )
     assert.ok(routed.size > 3, 'could not read the route table')
     assert.deepEqual([...documented].sort(), [...routed].sort())
@@ -145,9 +163,9 @@ forEachDialect('OpenAPI description', (dialect) => {
     assert.ok(Array.isArray(detail.anyOf), 'detail is not a union')
     const events = constsOf(detail, 'event')
     assert.deepEqual([...new Set(events)].sort(), [...PERSISTED_PUBLIC_TYPES].sort())
-    for (const b of detail.anyOf!) assert.ok(b.required?.includes('event'), `branch ${String(constOf(b.properties.event))} does not require event`)
+    for (const b of branchesOf(detail)) assert.ok(b.required?.includes('event'), `branch ${String(constOf(b.properties.event))} does not require event`)
     // Each branch carries its payload: tool.required has name and arguments (not toolName and args).
-    const required = detail.anyOf!.find((b) => constOf(b.properties.event) === 'tool.required')!
+    const required = branchesOf(detail).find((b) => constOf(b.properties.event) === 'tool.required')!
     assert.deepEqual(Object.keys(required.properties).sort(), ['arguments', 'event', 'name', 'toolCallId'])
   })
 
@@ -158,9 +176,9 @@ forEachDialect('OpenAPI description', (dialect) => {
       assert.deepEqual(Object.keys(content), ['text/event-stream'], path)
       const data = content['text/event-stream']!.schema
       assert.deepEqual([...new Set(constsOf(data, 'type'))].sort(), [...Object.keys(PUBLISHED_EVENTS), 'service.replay_truncated'].sort(), path)
-      const text = data.anyOf!.find((b) => constOf(b.properties.type) === 'agent.text')!
+      const text = branchesOf(data).find((b) => constOf(b.properties.type) === 'agent.text')!
       assert.equal(text.properties.seq?.type, 'null', 'a live event has seq null')
-      const started = data.anyOf!.find((b) => constOf(b.properties.type) === 'turn.started')!
+      const started = branchesOf(data).find((b) => constOf(b.properties.type) === 'turn.started')!
       assert.equal(started.properties.seq?.type, 'integer')
     }
   })
@@ -218,5 +236,91 @@ forEachDialect('OpenAPI description', (dialect) => {
       if (!PUBLIC.has(name)) expectError(res, 401, 'authentication_error')
       else expectError(res, 400, 'invalid_request')
     }
+  })
+
+  it('names the shapes in components.schemas and refers to them, so generators name types after them', () => {
+    const names = Object.keys(raw.components.schemas)
+    for (const n of ['Session', 'SessionList', 'Turn', 'TurnList', 'Item', 'ItemDetail', 'Event', 'Preview', 'Artifact', 'Webhook', 'WebhookDelivery', 'ModelCredential', 'Agent', 'Token', 'ToolEntry', 'NotFoundError', 'BadRequestError']) {
+      assert.ok(names.includes(n), `${n} is not a named shape: ${names.join(', ')}`)
+    }
+    const media = (path: string, method: string, status: string) => (raw.paths[path]![method]!.responses[status]!.content as Record<string, { schema: unknown }>)['application/json']!.schema
+    assert.deepEqual(media('/v1/sessions/{session_id}', 'get', '200'), ref('Session'))
+    assert.deepEqual(media('/v1/sessions', 'get', '200'), ref('SessionList'))
+    assert.deepEqual(media('/v1/sessions/{session_id}', 'get', '404'), ref('NotFoundError'))
+    assert.deepEqual(raw.paths['/v1/sessions']!.post!.requestBody!.content!['application/json']!.schema, ref('CreateSessionRequest'))
+    assert.deepEqual(raw.components.schemas.SessionList.properties.data.items, ref('Session'))
+    assert.deepEqual(raw.components.schemas.Item.properties.detail, ref('ItemDetail'))
+    assert.deepEqual((raw.paths['/v1/events']!.get!.responses['200']!.content as Record<string, { schema: unknown }>)['text/event-stream']!.schema, ref('Event'))
+    // Every reference points at a shape that is there.
+    for (const m of JSON.stringify(raw).matchAll(/"\$ref":"#\/components\/schemas\/([^"]+)"/g)) assert.ok(names.includes(m[1]!), `${m[1]} is referred to but not described`)
+  })
+
+  it('discriminates the event and item unions and the tool entries, each value mapped to its named branch', () => {
+    const mapped = (name: string, key: string, values: string[]) => {
+      const u = raw.components.schemas[name] as Union
+      assert.equal(u.discriminator?.propertyName, key, name)
+      assert.deepEqual(Object.keys(u.discriminator!.mapping ?? {}).sort(), [...values].sort(), name)
+      for (const [value, target] of Object.entries(u.discriminator!.mapping!)) {
+        // The branch a value maps to allows that value, and it is one of the union's branches.
+        assert.ok((u.anyOf ?? (u as { oneOf?: unknown[] }).oneOf ?? []).some((b) => JSON.stringify(b) === JSON.stringify({ $ref: target })), `${name}: ${target} is not a branch`)
+        assert.ok(constsOf({ anyOf: [inlineRefs({ components: raw.components, s: { $ref: target } }).s as unknown as Branch & Union] }, key).every((c) => c === value), `${name}: ${target} does not hold ${value}`)
+      }
+    }
+    mapped('ItemDetail', 'event', PERSISTED_PUBLIC_TYPES)
+    mapped('Event', 'type', [...Object.keys(PUBLISHED_EVENTS), 'service.replay_truncated'])
+    mapped('ToolEntry', 'type', ['mcp', 'function', 'web_search', 'web_fetch', 'image_search', 'browse', 'browser_act', 'screenshot'])
+  })
+
+  it('describes every webhook delivery in the webhooks section, and what the service sends fits it', async () => {
+    assert.deepEqual(Object.keys(raw.webhooks ?? {}).sort(), [...WEBHOOK_EVENT_TYPES].sort())
+    for (const [type, item] of Object.entries(raw.webhooks!)) {
+      assert.deepEqual(item.post?.requestBody?.content?.['application/json']?.schema, ref('WebhookDelivery'), type)
+      assert.deepEqual(item.post!.parameters!.map((p) => `${p.in} ${p.name}`).sort(), ['header x-service-signature', 'header x-service-timestamp'], type)
+    }
+    // The description's shape accepts the bodies delivery-body.ts writes, and nothing looser.
+    const { Ajv } = await import('ajv')
+    const validate = new Ajv({ strict: false }).compile(inlineRefs({ components: raw.components, s: ref('WebhookDelivery') }).s as object)
+    for (const type of WEBHOOK_EVENT_TYPES) {
+      const body = JSON.parse(deliveryBody({ type, createdAt: 1_700_000_000_000, sessionId: 'ses_1', turnId: type.startsWith('turn.') ? 'trn_1' : null, payload: {} }))
+      assert.ok(validate(body), `${type}: ${JSON.stringify(validate.errors)}`)
+    }
+    assert.equal(validate({ object: 'event', type: 'agent.text', created_at: 1, data: { session_id: 's' } }), false, 'a type that is not a webhook event')
+    assert.equal(validate({ object: 'event', type: 'session.idle', created_at: 1, data: { session_id: 's', session: {} } }), false, 'data embedding an object')
+  })
+
+  it('names the service itself as its server', () => {
+    assert.deepEqual(raw.servers?.map((s) => s.url), [w().config.publicUrl])
+  })
+
+  it('writes header names as the specification does, the resume cursor as an integer, and the proxy wildcard under a legal name', () => {
+    const param = (path: string, method: string, where: string) => (raw.paths[path]![method]!.parameters ?? []).filter((p) => p.in === where).map((p) => p.name)
+    assert.deepEqual(param('/v1/sessions', 'post', 'header').sort(), ['Idempotency-Key', 'X-Warren-Source'])
+    assert.deepEqual(param('/v1/sessions/{session_id}', 'delete', 'header'), ['Idempotency-Key'])
+    for (const path of ['/v1/events', '/v1/sessions/{session_id}/events']) {
+      assert.deepEqual(param(path, 'get', 'header'), ['Last-Event-ID'])
+      const cursor = raw.paths[path]!.get!.parameters!.find((p) => p.name === 'last_event_id')!
+      assert.equal(cursor.schema?.type, 'integer')
+      assert.equal(cursor.schema?.minimum, 0)
+    }
+    const wildcard = Object.keys(raw.paths).filter((p) => p.startsWith('/v1/sessions/{session_id}/preview/proxy/'))
+    assert.deepEqual(wildcard, ['/v1/sessions/{session_id}/preview/proxy/{path}'])
+    for (const op of Object.values(raw.paths[wildcard[0]!]!)) assert.deepEqual(op.parameters!.filter((p) => p.in === 'path').map((p) => p.name), ['session_id', 'path'])
+  })
+
+  it('describes the response headers the service sets, each of them really sent', async () => {
+    type Res = { headers?: Record<string, { $ref: string }> }
+    const documented = (path: string, method: string, status: string) =>
+      Object.keys((raw.paths[path]![method]!.responses[status] as Res).headers ?? {}).sort()
+    const sent = async (url: string, token?: null) => {
+      const res = await w().inject({ method: 'GET', url, token })
+      return Object.keys(res.headers)
+    }
+    const limits = ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'x-ratelimit-resource']
+    assert.deepEqual(documented('/v1/sessions', 'get', '200'), ['x-request-id', ...limits].sort())
+    assert.deepEqual(documented('/v1/openapi.json', 'get', '200'), ['x-request-id'])
+    assert.deepEqual(documented('/v1/sessions', 'get', '429'), ['Retry-After', 'x-request-id'])
+    for (const h of documented('/v1/sessions', 'get', '200')) assert.ok((await sent('/v1/sessions')).includes(h.toLowerCase()), `${h} is not sent`)
+    assert.ok((await sent('/v1/openapi.json', null)).includes('x-request-id'))
+    for (const name of Object.keys((raw.components as { headers?: object }).headers ?? {})) assert.ok(JSON.stringify(raw.paths).includes(`#/components/headers/${name}`), `${name} is described but never used`)
   })
 })

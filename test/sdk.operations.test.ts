@@ -152,7 +152,7 @@ it('runs a session end to end: approvals, questions, caller functions, files, ar
     const send = sdk.api[method] as unknown as Proxied
     const root = await send('/v1/sessions/{session_id}/preview/proxy', { params: { path }, parseAs: 'text' })
     assert.equal(root.response.status, 200, `${method} root: ${String(root.data)}`)
-    const deep = await send('/v1/sessions/{session_id}/preview/proxy/{*}', { params: { path: { session_id: sid, '*': 'deep/page' } }, parseAs: 'text' })
+    const deep = await send('/v1/sessions/{session_id}/preview/proxy/{path}', { params: { path: { session_id: sid, path: 'deep/page' } }, parseAs: 'text' })
     assert.equal(deep.response.status, 200, `${method} path: ${String(deep.data)}`)
   }
   assert.equal((await ok(sdk.api.DELETE('/v1/sessions/{session_id}/preview', { params: { path } }))).deleted, true)

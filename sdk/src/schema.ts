@@ -83,6 +83,7 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
+        /** Revoke a token */
         delete: operations["revokeToken"];
         options?: never;
         head?: never;
@@ -96,6 +97,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /** List the organization's sessions, with filters */
         get: operations["listSessions"];
         put?: never;
         /** Create a session; its workspace comes up in the background */
@@ -113,6 +115,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /** Read one session */
         get: operations["getSession"];
         put?: never;
         /** Update the title or replace the metadata */
@@ -285,6 +288,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /** Read one model connection */
         get: operations["getModelCredential"];
         put?: never;
         post?: never;
@@ -320,10 +324,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /** Read one stored agent */
         get: operations["getAgent"];
         put?: never;
         /** Change a stored agent; only the fields given change */
         post: operations["updateAgent"];
+        /** Delete a stored agent */
         delete: operations["deleteAgent"];
         options?: never;
         head?: never;
@@ -355,6 +361,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /** Read one webhook subscription */
         get: operations["getWebhook"];
         put?: never;
         post?: never;
@@ -372,6 +379,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /** List environment profiles */
         get: operations["listEnvironmentProfiles"];
         put?: never;
         /** Store variables for workspaces; values are write-only */
@@ -389,6 +397,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /** Read one environment profile */
         get: operations["getEnvironmentProfile"];
         put?: never;
         post?: never;
@@ -406,6 +415,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /** List environment templates */
         get: operations["listEnvironmentTemplates"];
         put?: never;
         /** Create a template (201), or replace the one with this name (200) */
@@ -423,6 +433,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /** Read one environment template */
         get: operations["getEnvironmentTemplate"];
         put?: never;
         post?: never;
@@ -457,6 +468,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /** List a session's turns */
         get: operations["listTurns"];
         put?: never;
         post?: never;
@@ -473,6 +485,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /** Read one turn */
         get: operations["getTurn"];
         put?: never;
         post?: never;
@@ -589,7 +602,7 @@ export interface paths {
         patch: operations["patchPreviewRootWithToken"];
         trace?: never;
     };
-    "/v1/sessions/{session_id}/preview/proxy/{*}": {
+    "/v1/sessions/{session_id}/preview/proxy/{path}": {
         parameters: {
             query?: never;
             header?: never;
@@ -629,13 +642,1948 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "session.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delivery of session.created to a subscription's url
+         * @description At least once, possibly out of order: handle idempotently. Verify x-service-signature over the exact timestamp digits and the raw body before trusting it.
+         */
+        post: operations["deliver_session_created"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "session.action_required": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delivery of session.action_required to a subscription's url
+         * @description At least once, possibly out of order: handle idempotently. Verify x-service-signature over the exact timestamp digits and the raw body before trusting it.
+         */
+        post: operations["deliver_session_action_required"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "session.working": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delivery of session.working to a subscription's url
+         * @description At least once, possibly out of order: handle idempotently. Verify x-service-signature over the exact timestamp digits and the raw body before trusting it.
+         */
+        post: operations["deliver_session_working"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "session.idle": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delivery of session.idle to a subscription's url
+         * @description At least once, possibly out of order: handle idempotently. Verify x-service-signature over the exact timestamp digits and the raw body before trusting it.
+         */
+        post: operations["deliver_session_idle"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "session.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delivery of session.failed to a subscription's url
+         * @description At least once, possibly out of order: handle idempotently. Verify x-service-signature over the exact timestamp digits and the raw body before trusting it.
+         */
+        post: operations["deliver_session_failed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "turn.completed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delivery of turn.completed to a subscription's url
+         * @description At least once, possibly out of order: handle idempotently. Verify x-service-signature over the exact timestamp digits and the raw body before trusting it.
+         */
+        post: operations["deliver_turn_completed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "turn.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delivery of turn.failed to a subscription's url
+         * @description At least once, possibly out of order: handle idempotently. Verify x-service-signature over the exact timestamp digits and the raw body before trusting it.
+         */
+        post: operations["deliver_turn_failed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
-    schemas: never;
+    schemas: {
+        /** @description A signed POST to the subscription url, one per event and subscription. */
+        WebhookDelivery: {
+            /** @enum {string} */
+            object: "event";
+            /**
+             * @description A webhook event type.
+             * @enum {unknown}
+             */
+            type: "session.created" | "session.action_required" | "session.working" | "session.idle" | "session.failed" | "turn.completed" | "turn.failed";
+            /** @description Unix ms */
+            created_at: number;
+            data: {
+                session_id: string;
+                /** @description When the event concerns a turn. */
+                turn_id?: string;
+                /** @description session.action_required only: the kind of action; read the session for the rest. */
+                required_action?: {
+                    /** @enum {string} */
+                    type: "function_call";
+                };
+            };
+        };
+        /** @description The data: line of a frame; its event: line is the same as type. */
+        Event: components["schemas"]["TurnStartedEvent"] | components["schemas"]["TurnEndedEvent"] | components["schemas"]["AgentTextEvent"] | components["schemas"]["AgentMessageEvent"] | components["schemas"]["AgentThinkingEvent"] | components["schemas"]["AgentToolCallEvent"] | components["schemas"]["AgentToolResultEvent"] | components["schemas"]["AgentCompactionEvent"] | components["schemas"]["AgentErrorEvent"] | components["schemas"]["AgentTodosEvent"] | components["schemas"]["UserMessageEvent"] | components["schemas"]["MessageQueuedEvent"] | components["schemas"]["MessageDequeuedEvent"] | components["schemas"]["FileChangedEvent"] | components["schemas"]["ApprovalRequestedEvent"] | components["schemas"]["ApprovalResolvedEvent"] | components["schemas"]["QuestionAskedEvent"] | components["schemas"]["QuestionAnsweredEvent"] | components["schemas"]["ToolRequiredEvent"] | components["schemas"]["ToolResolvedEvent"] | components["schemas"]["McpUnavailableEvent"] | components["schemas"]["SandboxCreatedEvent"] | components["schemas"]["SandboxPausedEvent"] | components["schemas"]["SandboxResumedEvent"] | components["schemas"]["PreviewReadyEvent"] | components["schemas"]["WorkspaceRecoveryFailedEvent"] | components["schemas"]["ArtifactCreatedEvent"] | components["schemas"]["ServiceReplayTruncatedEvent"];
+        /** @description turn.started: A run began. */
+        TurnStartedEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "turn.started";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "turn.started";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["TurnStartedPayload"];
+        };
+        /** @description A run began. */
+        TurnStartedPayload: {
+            turnId: string;
+        };
+        /** @description turn.ended: A run finished; success is a property of the turn, read by turn_id. */
+        TurnEndedEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "turn.ended";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "turn.ended";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["TurnEndedPayload"];
+        };
+        /** @description A run finished; success is a property of the turn, read by turn_id. */
+        TurnEndedPayload: {
+            turnId: string;
+        };
+        /** @description agent.text: Token delta. */
+        AgentTextEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "agent.text";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "agent.text";
+            session_id: string;
+            /** @description Live only: no id: line, never replayed. */
+            seq: null;
+            created_at: number;
+            payload: components["schemas"]["AgentTextPayload"];
+        };
+        /** @description Token delta. */
+        AgentTextPayload: {
+            delta: string;
+        };
+        /** @description agent.message: Settled assistant message. */
+        AgentMessageEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "agent.message";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "agent.message";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["AgentMessagePayload"];
+        };
+        /** @description Settled assistant message. */
+        AgentMessagePayload: {
+            text: string;
+        };
+        /** @description agent.thinking: Reasoning delta. */
+        AgentThinkingEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "agent.thinking";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "agent.thinking";
+            session_id: string;
+            /** @description Live only: no id: line, never replayed. */
+            seq: null;
+            created_at: number;
+            payload: components["schemas"]["AgentThinkingPayload"];
+        };
+        /** @description Reasoning delta. */
+        AgentThinkingPayload: {
+            delta: string;
+        };
+        /** @description agent.tool_call: The agent called a sandbox tool. */
+        AgentToolCallEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "agent.tool_call";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "agent.tool_call";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["AgentToolCallPayload"];
+        };
+        /** @description The agent called a sandbox tool. */
+        AgentToolCallPayload: {
+            toolCallId: string;
+            toolName: string;
+            args: unknown;
+        };
+        /** @description agent.tool_result: A sandbox tool answered. */
+        AgentToolResultEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "agent.tool_result";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "agent.tool_result";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["AgentToolResultPayload"];
+        };
+        /** @description A sandbox tool answered. */
+        AgentToolResultPayload: {
+            toolCallId: string;
+            toolName: string;
+            isError: boolean;
+            cancelled: boolean;
+            summary: string;
+        };
+        /** @description agent.compaction: Context compacted: token counts before and after. */
+        AgentCompactionEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "agent.compaction";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "agent.compaction";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["AgentCompactionPayload"];
+        };
+        /** @description Context compacted: token counts before and after. */
+        AgentCompactionPayload: {
+            before: number;
+            after: number;
+        };
+        /** @description agent.error, from 2 sources: agent.error, session.error. */
+        AgentErrorEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "agent.error";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "agent.error";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["AgentErrorPayload"];
+        } | {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "agent.error";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "session.error";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["SessionErrorPayload"];
+        };
+        /** @description The run failed; code is the turn error code. */
+        AgentErrorPayload: {
+            message: string;
+            /** @description Why the turn failed. */
+            code: "provider_error" | "provider_unauthorized" | "context_length_exceeded" | "sandbox_error" | "sandbox_unavailable" | "workspace_recovery_failed" | "internal_error";
+        };
+        /** @description Something failed outside a run (a seed file that could not be written). */
+        SessionErrorPayload: {
+            message: string;
+            /** @description The seed file concerned. */
+            path?: string;
+        };
+        /** @description agent.todos: The task list changed. */
+        AgentTodosEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "agent.todos";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "agent.todos";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["AgentTodosPayload"];
+        };
+        /** @description The task list changed. */
+        AgentTodosPayload: {
+            items: {
+                label: string;
+                status: string;
+            }[];
+        };
+        /** @description user.message: Input recorded (a new turn or text steered into the running one). */
+        UserMessageEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "user.message";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "user.message";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["UserMessagePayload"];
+        };
+        /** @description Input recorded (a new turn or text steered into the running one). */
+        UserMessagePayload: {
+            text: string;
+        };
+        /** @description message.queued: Input arrived while a turn ran. */
+        MessageQueuedEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "message.queued";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "message.queued";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["MessageQueuedPayload"];
+        };
+        /** @description Input arrived while a turn ran. */
+        MessageQueuedPayload: {
+            text: string;
+            /** @description Place in the queue, 1 first. */
+            position: number;
+        };
+        /** @description message.dequeued: A queued message started. */
+        MessageDequeuedEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "message.dequeued";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "message.dequeued";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["MessageDequeuedPayload"];
+        };
+        /** @description A queued message started. */
+        MessageDequeuedPayload: {
+            text: string;
+            /** @description Place in the queue, 1 first. */
+            position: number;
+        };
+        /** @description file.changed: A workspace file changed. */
+        FileChangedEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "file.changed";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "file.changed";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["FileChangedPayload"];
+        };
+        /** @description A workspace file changed. */
+        FileChangedPayload: {
+            path: string;
+            kind: "created" | "modified" | "deleted";
+            diff?: string;
+        };
+        /** @description approval.requested: The agent wants permission. */
+        ApprovalRequestedEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "approval.requested";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "approval.requested";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["ApprovalRequestedPayload"];
+        };
+        /** @description The agent wants permission. */
+        ApprovalRequestedPayload: {
+            toolCallId: string;
+            name: string;
+            args: unknown;
+            /** @description The call writes. */
+            sensitive: boolean;
+        };
+        /** @description approval.resolved: Permission granted or refused. */
+        ApprovalResolvedEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "approval.resolved";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "approval.resolved";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["ApprovalResolvedPayload"];
+        };
+        /** @description Permission granted or refused. */
+        ApprovalResolvedPayload: {
+            toolCallId: string;
+            approved: boolean;
+            /** @description On a refusal: the tool. */
+            name?: string;
+            /** @description On a refusal: why. */
+            code?: "denied_read_only" | "denied_by_rule" | "approval_timeout" | "denied_by_user";
+            /** @description On a refusal: the reason given to the agent. */
+            reason?: string;
+        };
+        /** @description question.asked: The agent asked a person. */
+        QuestionAskedEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "question.asked";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "question.asked";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["QuestionAskedPayload"];
+        };
+        /** @description The agent asked a person. */
+        QuestionAskedPayload: {
+            toolCallId: string;
+            question: string;
+            options?: string[];
+            allowFreeform?: boolean;
+        };
+        /** @description question.answered: The question was answered. */
+        QuestionAnsweredEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "question.answered";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "question.answered";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["QuestionAnsweredPayload"];
+        };
+        /** @description The question was answered. */
+        QuestionAnsweredPayload: {
+            toolCallId: string;
+            answer: string;
+        };
+        /** @description tool.required: The caller's function must be answered. */
+        ToolRequiredEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "tool.required";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "tool.required";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["ToolRequiredPayload"];
+        };
+        /** @description The caller's function must be answered. */
+        ToolRequiredPayload: {
+            toolCallId: string;
+            name: string;
+            arguments: unknown;
+        };
+        /** @description tool.resolved: The caller's function was answered. */
+        ToolResolvedEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "tool.resolved";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "tool.resolved";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["ToolResolvedPayload"];
+        };
+        /** @description The caller's function was answered. */
+        ToolResolvedPayload: {
+            toolCallId: string;
+            name: string;
+            /** @description false when answered with an error. */
+            success: boolean;
+        };
+        /** @description mcp.unavailable: A declared tool server would not connect and was skipped; the turn continues. */
+        McpUnavailableEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "mcp.unavailable";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "mcp.unavailable";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["McpUnavailablePayload"];
+        };
+        /** @description A declared tool server would not connect and was skipped; the turn continues. */
+        McpUnavailablePayload: {
+            server: string;
+            reason: string;
+        };
+        /** @description sandbox.created: The workspace came up. */
+        SandboxCreatedEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "sandbox.created";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "sandbox.created";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["SandboxCreatedPayload"];
+        };
+        /** @description The workspace came up. */
+        SandboxCreatedPayload: {
+            /** @description The workspace state after the change: running or paused. */
+            state: string;
+        };
+        /** @description sandbox.paused: The workspace paused. */
+        SandboxPausedEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "sandbox.paused";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "sandbox.paused";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["SandboxPausedPayload"];
+        };
+        /** @description The workspace paused. */
+        SandboxPausedPayload: {
+            /** @description The workspace state after the change: running or paused. */
+            state: string;
+        };
+        /** @description sandbox.resumed: The workspace resumed. */
+        SandboxResumedEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "sandbox.resumed";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "sandbox.resumed";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["SandboxResumedPayload"];
+        };
+        /** @description The workspace resumed. */
+        SandboxResumedPayload: {
+            /** @description The workspace state after the change: running or paused. */
+            state: string;
+        };
+        /** @description preview.ready: A served port is reachable. */
+        PreviewReadyEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "preview.ready";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "preview.ready";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["PreviewReadyPayload"];
+        };
+        /** @description A served port is reachable. */
+        PreviewReadyPayload: {
+            port: number;
+            url: string;
+        };
+        /** @description workspace.recovery_failed: A workspace could not be restored. */
+        WorkspaceRecoveryFailedEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "workspace.recovery_failed";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "workspace.recovery_failed";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["WorkspaceRecoveryFailedPayload"];
+        };
+        /** @description A workspace could not be restored. */
+        WorkspaceRecoveryFailedPayload: {
+            message: string;
+        };
+        /** @description artifact.created: A turn published a file. */
+        ArtifactCreatedEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "artifact.created";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "artifact.created";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["ArtifactCreatedPayload"];
+        };
+        /** @description A turn published a file. */
+        ArtifactCreatedPayload: {
+            id: string;
+            path: string;
+            size_bytes: number;
+            turn_id: string;
+        };
+        /** @description service.replay_truncated: the replay stopped at its ceiling; live frames follow. */
+        ServiceReplayTruncatedEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "service.replay_truncated";
+            seq: null;
+            /** @description Reconnect with this as the cursor to collect the rest. */
+            from_seq: number;
+            note: string;
+        };
+        /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
+        BadRequestError: {
+            error: {
+                /**
+                 * @description One of the codes listed under Errors; callers branch on it.
+                 * @enum {string}
+                 */
+                code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
+                message: string;
+                /** @description Equals the x-request-id response header. */
+                request_id: string;
+            };
+        };
+        /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
+        InternalServerError: {
+            error: {
+                /**
+                 * @description One of the codes listed under Errors; callers branch on it.
+                 * @enum {string}
+                 */
+                code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
+                message: string;
+                /** @description Equals the x-request-id response header. */
+                request_id: string;
+            };
+        };
+        Health: {
+            /** @enum {string} */
+            object: "health";
+            /** @enum {string} */
+            status: "ok";
+            org_id: string;
+            token_id: string;
+            scopes: string[];
+            node: {
+                /** @description The node (one `warren serve`) that answered. */
+                id: string;
+                /** @description Every node of the service this one knows, itself included (addresses are not shown). */
+                peers: {
+                    id: string;
+                    /** @description Its heartbeat is fresh: it holds its sessions’ leases. */
+                    live: boolean;
+                    /** @description Unix ms. */
+                    started_at: number;
+                    /** @description Unix ms, by the store’s clock. */
+                    heartbeat_at: number;
+                }[];
+            };
+        };
+        /** @description authentication_error: token missing, unrecognised, expired or revoked */
+        UnauthorizedError: {
+            error: {
+                /**
+                 * @description One of the codes listed under Errors; callers branch on it.
+                 * @enum {string}
+                 */
+                code: "authentication_error";
+                message: string;
+                /** @description Equals the x-request-id response header. */
+                request_id: string;
+            };
+        };
+        /** @description permission_denied: the message names the scope wanted */
+        ForbiddenError: {
+            error: {
+                /**
+                 * @description One of the codes listed under Errors; callers branch on it.
+                 * @enum {string}
+                 */
+                code: "permission_denied";
+                message: string;
+                /** @description Equals the x-request-id response header. */
+                request_id: string;
+            };
+        };
+        /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
+        TooManyRequestsError: {
+            error: {
+                /**
+                 * @description One of the codes listed under Errors; callers branch on it.
+                 * @enum {string}
+                 */
+                code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
+                message: string;
+                /** @description Equals the x-request-id response header. */
+                request_id: string;
+            };
+        };
+        /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
+        ServiceUnavailableError: {
+            error: {
+                /**
+                 * @description One of the codes listed under Errors; callers branch on it.
+                 * @enum {string}
+                 */
+                code: "directory_unavailable" | "sandbox_unavailable";
+                message: string;
+                /** @description Equals the x-request-id response header. */
+                request_id: string;
+            };
+        };
+        CreateTokenRequest: {
+            name?: string;
+            /** @description Must be a subset of the calling token’s scopes. */
+            scopes: ("sessions:read" | "sessions:write" | "agents:read" | "agents:write" | "webhooks:read" | "webhooks:write" | "models:read" | "models:write" | "environments:read" | "environments:write" | "usage:read" | "tokens:write")[];
+            expires_in_days: 7 | 30 | 90;
+        };
+        Token: {
+            /** @enum {string} */
+            object: "token";
+            id: string;
+            name: string | null;
+            org_id: string;
+            scopes: string[];
+            /** @description Unix ms */
+            created_at: number;
+            /** @description Unix ms */
+            expires_at: number;
+            /** @description The secret, svc_pat_…: returned by the mint call only, once. */
+            token?: string;
+        };
+        TokenList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["Token"][];
+            /** @description Decided by looking one row past the page. */
+            has_more: boolean;
+            /** @description Id of the last object on this page; empty when the page is empty. */
+            last_id: string;
+        };
+        TokenDeleted: {
+            /** @enum {string} */
+            object: "token.deleted";
+            id: string;
+            deleted: boolean;
+        };
+        /** @description not_found: no such endpoint, or no such object in the organization */
+        NotFoundError: {
+            error: {
+                /**
+                 * @description One of the codes listed under Errors; callers branch on it.
+                 * @enum {string}
+                 */
+                code: "not_found";
+                message: string;
+                /** @description Equals the x-request-id response header. */
+                request_id: string;
+            };
+        };
+        CreateSessionRequest: {
+            agent?: {
+                /** @description A stored agent to start from; the other fields override it. */
+                id?: string;
+                model?: string;
+                model_credential_id?: string;
+                /** @description auto (default): tools run unless a rule says otherwise; ask: every writing tool asks first; read_only: writing tools are refused. */
+                approval_mode?: "auto" | "ask" | "read_only";
+                instructions?: string;
+                permission_rules?: {
+                    decision: "allow" | "deny" | "ask";
+                    /** @description Glob pattern (* and **), at most 500 characters. */
+                    tool?: string;
+                    /** @description Glob pattern (* and **), at most 500 characters. */
+                    path?: string;
+                    /** @description Glob pattern (* and **), at most 500 characters. */
+                    command?: string;
+                    /** @description Glob pattern (* and **), at most 500 characters. */
+                    domain?: string;
+                }[];
+                /** @description Tool entries. Omitted: the default set, every network tool this deployment offers (start-up names the ones it does not); an empty array means none. Entries come back as sent: a type the deployment has turned off (WARREN_DISABLED_TOOLS) or cannot run (web_search and image_search without WARREN_SEARCH_URL, the browser tools without Chromium) is kept in the configuration but not offered to the model. */
+                tools?: components["schemas"]["ToolEntry"][];
+            };
+            /** @description Opening message. All or nothing. */
+            input?: string;
+            environment?: {
+                /** @description At most 50 files and 10 MiB decoded per request. */
+                files?: {
+                    /** @description Relative to the workspace; may not leave it. */
+                    path: string;
+                    /** @description Base64; at most 5 MiB decoded. */
+                    content: string;
+                    /** @description Unix permission bits, e.g. 493 (0755). Default 420 (0644). */
+                    mode?: number;
+                }[];
+                repo?: {
+                    /** @description owner/name, cloned from {WARREN_GIT_BASE_URL}/{full_name}.git */
+                    full_name: string;
+                    branch?: string;
+                };
+                /** @description Environment profile ids or names. */
+                profiles?: string[];
+                /** @description Name of an environment template to start from. */
+                template?: string;
+            };
+            metadata?: components["schemas"]["Metadata"];
+            title?: string;
+            /** @description Tool entries. Omitted: the default set, every network tool this deployment offers (start-up names the ones it does not); an empty array means none. Entries come back as sent: a type the deployment has turned off (WARREN_DISABLED_TOOLS) or cannot run (web_search and image_search without WARREN_SEARCH_URL, the browser tools without Chromium) is kept in the configuration but not offered to the model. */
+            tools?: components["schemas"]["ToolEntry"][];
+        };
+        /** @description A tool entry: mcp, function, or a sandbox network tool (web_search, web_fetch, image_search, browse, browser_act, screenshot). */
+        ToolEntry: components["schemas"]["McpToolEntry"] | components["schemas"]["FunctionToolEntry"] | components["schemas"]["WebSearchToolEntry"] | components["schemas"]["WebFetchToolEntry"] | components["schemas"]["ImageSearchToolEntry"] | components["schemas"]["BrowseToolEntry"] | components["schemas"]["BrowserActToolEntry"] | components["schemas"]["ScreenshotToolEntry"];
+        McpToolEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "mcp";
+            /** @description What the model sees (MCP tools as mcp__{server}__{tool}). */
+            name: string;
+            /** @description Remote server address (streamable HTTP). */
+            url?: string;
+            /** @description Local server command, run inside the sandbox. */
+            command?: string;
+            args?: string[];
+            allowed_tools?: string[];
+            /** @description When false, a server that will not connect is skipped and mcp.unavailable is emitted. */
+            required?: boolean;
+            /** @description Write-only: sent as the Authorization header, never returned. */
+            authorization?: string;
+            /** @description Write-only header values, never returned. */
+            headers?: {
+                [key: string]: string;
+            };
+            /** @description Write-only environment of a local server, never returned. */
+            env?: {
+                [key: string]: string;
+            };
+            /** @description As a response shows it: the credentials named here are kept from the configuration being replaced (PUT back what GET returned, and they stay). Only where a configuration is replaced. */
+            redacted?: string[];
+            description?: string;
+            timeout_seconds?: number;
+        };
+        FunctionToolEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "function";
+            /** @description What the model sees (MCP tools as mcp__{server}__{tool}). */
+            name: string;
+            description?: string;
+            /** @description JSON Schema of the arguments. */
+            parameters?: {
+                [key: string]: unknown;
+            };
+            timeout_seconds?: number;
+        };
+        WebSearchToolEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "web_search";
+        };
+        WebFetchToolEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "web_fetch";
+        };
+        ImageSearchToolEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "image_search";
+        };
+        BrowseToolEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "browse";
+        };
+        BrowserActToolEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "browser_act";
+        };
+        ScreenshotToolEntry: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "screenshot";
+        };
+        /** @description The caller's own labels: at most 16 keys of at most 64 characters, string values of at most 512, no NUL (U+0000) in either. Returned unchanged; an update replaces them as a whole. */
+        Metadata: {
+            [key: string]: string;
+        };
+        Session: {
+            /** @enum {string} */
+            object: "session";
+            id: string;
+            /** @description failed is the outcome of the last turn, not a dead session: it accepts input. */
+            status: "idle" | "working" | "requires_action" | "failed";
+            /** @description Unix ms */
+            created_at: number;
+            /** @description Unix ms; moves on any change */
+            updated_at: number;
+            agent: components["schemas"]["SessionAgent"];
+            environment: components["schemas"]["SessionEnvironment"];
+            preview: components["schemas"]["SessionPreview"];
+            title: string;
+            source: "api" | "console" | "cli" | null;
+            /** @description Id of the token that created the session; never the secret. */
+            created_by_token: string;
+            /** @description Everything the session waits on the caller for. Authoritative. */
+            required_actions: components["schemas"]["RequiredAction"][];
+            metadata: {
+                [key: string]: string;
+            };
+        };
+        SessionAgent: {
+            /** @description The stored agent the session started from, or an id of its own. */
+            id: string;
+            model: string;
+            /** @description Null when the connection was deleted and none remained. */
+            model_credential_id: string | null;
+            /** @description auto (default): tools run unless a rule says otherwise; ask: every writing tool asks first; read_only: writing tools are refused. */
+            approval_mode: "auto" | "ask" | "read_only";
+            instructions: string;
+            permission_rules: {
+                decision: "allow" | "deny" | "ask";
+                /** @description Glob pattern (* and **), at most 500 characters. */
+                tool?: string;
+                /** @description Glob pattern (* and **), at most 500 characters. */
+                path?: string;
+                /** @description Glob pattern (* and **), at most 500 characters. */
+                command?: string;
+                /** @description Glob pattern (* and **), at most 500 characters. */
+                domain?: string;
+            }[];
+            tools: components["schemas"]["ToolEntryOut"][];
+        };
+        ToolEntryOut: {
+            type: string;
+            name?: string;
+            url?: string;
+            command?: string;
+            args?: string[];
+            allowed_tools?: string[];
+            required?: boolean;
+            /** @description Names of fields whose secret values were withheld. */
+            redacted?: string[];
+            description?: string;
+            parameters?: {
+                [key: string]: unknown;
+            };
+            timeout_seconds?: number;
+        };
+        SessionEnvironment: {
+            /** @enum {string} */
+            type: "sandbox";
+            /** @description Workspace state: pending (owed, not up yet), running, paused, reclaimed, failed, deleted. */
+            state: string;
+            workspace_directory: string;
+            repo: {
+                full_name: string;
+                /** @description Null until known when none was asked for. */
+                branch: string | null;
+                /** @description Why the clone failed; null while owed or done. */
+                clone_error: string | null;
+            } | null;
+            /** @description Ids of the environment profiles applied. */
+            profiles: string[];
+            /** @description Name of the template it started from. */
+            template: string | null;
+        };
+        SessionPreview: {
+            /** @description Address that requires an access token; null when no preview is published. */
+            url: string | null;
+            /** @description The public address; null when none. */
+            published_url: string | null;
+            port: number | null;
+        };
+        RequiredAction: {
+            /** @enum {string} */
+            type: "function_call";
+            turn_id: string;
+            call_id: string;
+            name: string;
+            arguments: unknown;
+            created_at: number;
+            /** @description Not a deadline: a required action never times out and a late answer is accepted. It is the latest moment the workspace's current run can last (its lifetime ceiling); after it the workspace is restored from its files on the answer, and processes the turn started are gone. */
+            expires_at: number;
+        };
+        SessionList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["Session"][];
+            /** @description Decided by looking one row past the page. */
+            has_more: boolean;
+            /** @description Id of the last object on this page; empty when the page is empty. */
+            last_id: string;
+        };
+        UpdateSessionRequest: {
+            title?: string;
+            metadata?: components["schemas"]["Metadata"];
+        };
+        SessionDeleted: {
+            /** @enum {string} */
+            object: "session.deleted";
+            id: string;
+            deleted: boolean;
+        };
+        ItemList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["Item"][];
+            /** @description Decided by looking one row past the page. */
+            has_more: boolean;
+            /** @description Id of the last object on this page; empty when the page is empty. */
+            last_id: string;
+        };
+        Item: {
+            /** @enum {string} */
+            object: "item";
+            id: string;
+            /** @description Item type; tool_call covers both agent.tool_call and agent.tool_result. Branch on detail.event. */
+            type: string;
+            turn_id: string | null;
+            created_at: number;
+            detail: components["schemas"]["ItemDetail"];
+        };
+        /** @description detail.event is the event name; the rest is that event’s payload. Branch on detail.event. */
+        ItemDetail: components["schemas"]["TurnStartedDetail"] | components["schemas"]["TurnEndedDetail"] | components["schemas"]["AgentMessageDetail"] | components["schemas"]["AgentToolCallDetail"] | components["schemas"]["AgentToolResultDetail"] | components["schemas"]["AgentCompactionDetail"] | components["schemas"]["AgentErrorDetail"] | components["schemas"]["AgentTodosDetail"] | components["schemas"]["UserMessageDetail"] | components["schemas"]["MessageQueuedDetail"] | components["schemas"]["MessageDequeuedDetail"] | components["schemas"]["FileChangedDetail"] | components["schemas"]["ApprovalRequestedDetail"] | components["schemas"]["ApprovalResolvedDetail"] | components["schemas"]["QuestionAskedDetail"] | components["schemas"]["QuestionAnsweredDetail"] | components["schemas"]["ToolRequiredDetail"] | components["schemas"]["ToolResolvedDetail"] | components["schemas"]["McpUnavailableDetail"] | components["schemas"]["SandboxCreatedDetail"] | components["schemas"]["SandboxPausedDetail"] | components["schemas"]["SandboxResumedDetail"] | components["schemas"]["PreviewReadyDetail"] | components["schemas"]["WorkspaceRecoveryFailedDetail"] | components["schemas"]["ArtifactCreatedDetail"];
+        /** @description turn.started: A run began. */
+        TurnStartedDetail: {
+            /** @enum {string} */
+            event: "turn.started";
+            turnId: string;
+        };
+        /** @description turn.ended: A run finished; success is a property of the turn, read by turn_id. */
+        TurnEndedDetail: {
+            /** @enum {string} */
+            event: "turn.ended";
+            turnId: string;
+        };
+        /** @description agent.message: Settled assistant message. */
+        AgentMessageDetail: {
+            /** @enum {string} */
+            event: "agent.message";
+            text: string;
+        };
+        /** @description agent.tool_call: The agent called a sandbox tool. */
+        AgentToolCallDetail: {
+            /** @enum {string} */
+            event: "agent.tool_call";
+            toolCallId: string;
+            toolName: string;
+            args: unknown;
+        };
+        /** @description agent.tool_result: A sandbox tool answered. */
+        AgentToolResultDetail: {
+            /** @enum {string} */
+            event: "agent.tool_result";
+            toolCallId: string;
+            toolName: string;
+            isError: boolean;
+            cancelled: boolean;
+            summary: string;
+        };
+        /** @description agent.compaction: Context compacted: token counts before and after. */
+        AgentCompactionDetail: {
+            /** @enum {string} */
+            event: "agent.compaction";
+            before: number;
+            after: number;
+        };
+        /** @description agent.error, from 2 sources: agent.error, session.error. */
+        AgentErrorDetail: {
+            /** @enum {string} */
+            event: "agent.error";
+            message: string;
+            /** @description Why the turn failed. */
+            code: "provider_error" | "provider_unauthorized" | "context_length_exceeded" | "sandbox_error" | "sandbox_unavailable" | "workspace_recovery_failed" | "internal_error";
+        } | {
+            /** @enum {string} */
+            event: "agent.error";
+            message: string;
+            /** @description The seed file concerned. */
+            path?: string;
+        };
+        /** @description agent.todos: The task list changed. */
+        AgentTodosDetail: {
+            /** @enum {string} */
+            event: "agent.todos";
+            items: {
+                label: string;
+                status: string;
+            }[];
+        };
+        /** @description user.message: Input recorded (a new turn or text steered into the running one). */
+        UserMessageDetail: {
+            /** @enum {string} */
+            event: "user.message";
+            text: string;
+        };
+        /** @description message.queued: Input arrived while a turn ran. */
+        MessageQueuedDetail: {
+            /** @enum {string} */
+            event: "message.queued";
+            text: string;
+            /** @description Place in the queue, 1 first. */
+            position: number;
+        };
+        /** @description message.dequeued: A queued message started. */
+        MessageDequeuedDetail: {
+            /** @enum {string} */
+            event: "message.dequeued";
+            text: string;
+            /** @description Place in the queue, 1 first. */
+            position: number;
+        };
+        /** @description file.changed: A workspace file changed. */
+        FileChangedDetail: {
+            /** @enum {string} */
+            event: "file.changed";
+            path: string;
+            kind: "created" | "modified" | "deleted";
+            diff?: string;
+        };
+        /** @description approval.requested: The agent wants permission. */
+        ApprovalRequestedDetail: {
+            /** @enum {string} */
+            event: "approval.requested";
+            toolCallId: string;
+            name: string;
+            args: unknown;
+            /** @description The call writes. */
+            sensitive: boolean;
+        };
+        /** @description approval.resolved: Permission granted or refused. */
+        ApprovalResolvedDetail: {
+            /** @enum {string} */
+            event: "approval.resolved";
+            toolCallId: string;
+            approved: boolean;
+            /** @description On a refusal: the tool. */
+            name?: string;
+            /** @description On a refusal: why. */
+            code?: "denied_read_only" | "denied_by_rule" | "approval_timeout" | "denied_by_user";
+            /** @description On a refusal: the reason given to the agent. */
+            reason?: string;
+        };
+        /** @description question.asked: The agent asked a person. */
+        QuestionAskedDetail: {
+            /** @enum {string} */
+            event: "question.asked";
+            toolCallId: string;
+            question: string;
+            options?: string[];
+            allowFreeform?: boolean;
+        };
+        /** @description question.answered: The question was answered. */
+        QuestionAnsweredDetail: {
+            /** @enum {string} */
+            event: "question.answered";
+            toolCallId: string;
+            answer: string;
+        };
+        /** @description tool.required: The caller's function must be answered. */
+        ToolRequiredDetail: {
+            /** @enum {string} */
+            event: "tool.required";
+            toolCallId: string;
+            name: string;
+            arguments: unknown;
+        };
+        /** @description tool.resolved: The caller's function was answered. */
+        ToolResolvedDetail: {
+            /** @enum {string} */
+            event: "tool.resolved";
+            toolCallId: string;
+            name: string;
+            /** @description false when answered with an error. */
+            success: boolean;
+        };
+        /** @description mcp.unavailable: A declared tool server would not connect and was skipped; the turn continues. */
+        McpUnavailableDetail: {
+            /** @enum {string} */
+            event: "mcp.unavailable";
+            server: string;
+            reason: string;
+        };
+        /** @description sandbox.created: The workspace came up. */
+        SandboxCreatedDetail: {
+            /** @enum {string} */
+            event: "sandbox.created";
+            /** @description The workspace state after the change: running or paused. */
+            state: string;
+        };
+        /** @description sandbox.paused: The workspace paused. */
+        SandboxPausedDetail: {
+            /** @enum {string} */
+            event: "sandbox.paused";
+            /** @description The workspace state after the change: running or paused. */
+            state: string;
+        };
+        /** @description sandbox.resumed: The workspace resumed. */
+        SandboxResumedDetail: {
+            /** @enum {string} */
+            event: "sandbox.resumed";
+            /** @description The workspace state after the change: running or paused. */
+            state: string;
+        };
+        /** @description preview.ready: A served port is reachable. */
+        PreviewReadyDetail: {
+            /** @enum {string} */
+            event: "preview.ready";
+            port: number;
+            url: string;
+        };
+        /** @description workspace.recovery_failed: A workspace could not be restored. */
+        WorkspaceRecoveryFailedDetail: {
+            /** @enum {string} */
+            event: "workspace.recovery_failed";
+            message: string;
+        };
+        /** @description artifact.created: A turn published a file. */
+        ArtifactCreatedDetail: {
+            /** @enum {string} */
+            event: "artifact.created";
+            id: string;
+            path: string;
+            size_bytes: number;
+            turn_id: string;
+        };
+        ArtifactList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["Artifact"][];
+            /** @description Decided by looking one row past the page. */
+            has_more: boolean;
+            /** @description Id of the last object on this page; empty when the page is empty. */
+            last_id: string;
+        };
+        Artifact: {
+            /** @enum {string} */
+            object: "artifact";
+            id: string;
+            session_id: string;
+            /** @description The turn that published it. */
+            turn_id: string;
+            /** @description Where it was in the workspace, relative to it. */
+            path: string;
+            size_bytes: number;
+            /** @description Lowercase hex digest of the bytes. */
+            sha256: string;
+            /** @description From the file name; application/octet-stream when unknown. */
+            content_type: string;
+            created_at: number;
+        };
+        Usage: {
+            /** @enum {string} */
+            object: "session.usage";
+            session_id: string;
+            scope: "session" | "tree";
+            /** @description Unix ms; a running sandbox is counted up to this moment. */
+            as_of: number;
+            /** @description Settled, pending reconciliation and still running. Not a bill. */
+            sandbox_seconds: number;
+            /** @description The reconciled subset; never more than sandbox_seconds. */
+            chargeable_seconds: number;
+            /** @description Intervals whose duration is unknown (their end was lost in a crash); not summed. */
+            needs_review_intervals: number;
+            sessions: number;
+            /** @description Intervals that went in, excluding those marked not billable. */
+            intervals: number;
+        };
+        UploadFilesRequest: {
+            /** @description At most 50 files and 10 MiB decoded per request. */
+            files: {
+                /** @description Relative to the workspace; may not leave it. */
+                path: string;
+                /** @description Base64; at most 5 MiB decoded. */
+                content: string;
+                /** @description Unix permission bits, e.g. 493 (0755). Default 420 (0644). */
+                mode?: number;
+            }[];
+        };
+        UploadedFiles: {
+            /** @enum {string} */
+            object: "list";
+            data: {
+                /** @description Relative to the workspace. */
+                path: string;
+                size_bytes: number;
+            }[];
+            has_more: boolean;
+            /** @description The last path written. */
+            last_id: string;
+        };
+        CreateModelCredentialRequest: {
+            /** @description openai_compatible: any server speaking OpenAI’s API; it needs base_url. */
+            provider: "openai" | "anthropic" | "openai_compatible";
+            /** @description Write-only: stored encrypted, never returned. */
+            api_key: string;
+            /** @description Required for openai_compatible. Defaults: openai https://api.openai.com/v1, anthropic https://api.anthropic.com/v1. */
+            base_url?: string;
+            /** @description A label for people; defaults to the provider (or the host of base_url). */
+            name?: string;
+            /** @description The models to run. Without it, the service asks the provider (GET {base_url}/models). */
+            models?: string[];
+            /** @description true makes this the organization’s default connection. The first connection is the default whatever this says. */
+            default?: boolean;
+        };
+        ModelCredential: {
+            /** @enum {string} */
+            object: "model_credential";
+            id: string;
+            /** @description openai_compatible: any server speaking OpenAI’s API; it needs base_url. */
+            provider: "openai" | "anthropic" | "openai_compatible";
+            /** @description Where the provider is called, without a trailing slash. */
+            base_url: string;
+            name: string;
+            /** @description The models this connection runs. */
+            models: string[];
+            /** @description Whether this is the connection a session runs on when it names none. */
+            default: boolean;
+            /** @description The key’s prefix and last four characters; the key itself is never returned. */
+            key_hint: string;
+            /** @description Unix ms */
+            created_at: number;
+        };
+        /** @description provider_error: the model provider failed */
+        BadGatewayError: {
+            error: {
+                /**
+                 * @description One of the codes listed under Errors; callers branch on it.
+                 * @enum {string}
+                 */
+                code: "provider_error";
+                message: string;
+                /** @description Equals the x-request-id response header. */
+                request_id: string;
+            };
+        };
+        ModelCredentialList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["ModelCredential"][];
+            /** @description Decided by looking one row past the page. */
+            has_more: boolean;
+            /** @description Id of the last object on this page; empty when the page is empty. */
+            last_id: string;
+        };
+        ModelCredentialDeleted: {
+            /** @enum {string} */
+            object: "model_credential.deleted";
+            id: string;
+            deleted: boolean;
+            /** @description Sessions that ran on the connection and were moved to another or left with none. */
+            sessions_moved: number;
+            /** @description The connection they moved to; null when none was left. */
+            moved_to: string | null;
+        };
+        CreateAgentRequest: {
+            name: string;
+            /** @description Must be listed by a model connection of the organization. */
+            model: string;
+            /** @description One of the organization’s model connections. Omitted: the default connection when it lists the model, else the oldest that does. */
+            model_credential_id?: string;
+            /** @description Standing instructions applied to every turn. */
+            instructions?: string;
+            /** @description Tool entries of the sessions started from this agent. Omitted: the default set, every network tool this deployment offers (start-up names the ones it does not); an empty array means none. Entries come back as sent: a type the deployment has turned off (WARREN_DISABLED_TOOLS) or cannot run (web_search and image_search without WARREN_SEARCH_URL, the browser tools without Chromium) is kept in the configuration but not offered to the model. */
+            tools?: components["schemas"]["ToolEntry"][];
+            /** @description Output text settings, kept as given. */
+            text?: {
+                [key: string]: unknown;
+            };
+        };
+        Agent: {
+            /** @enum {string} */
+            object: "agent";
+            id: string;
+            name: string;
+            model: string;
+            model_credential_id: string;
+            instructions: string;
+            /** @description Credentials of MCP servers are withheld and named in each entry’s `redacted`. */
+            tools: components["schemas"]["ToolEntryOut"][];
+            /** @description Output text settings, kept as given. */
+            text: {
+                [key: string]: unknown;
+            };
+            /** @description Unix ms */
+            created_at: number;
+        };
+        AgentList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["Agent"][];
+            /** @description Decided by looking one row past the page. */
+            has_more: boolean;
+            /** @description Id of the last object on this page; empty when the page is empty. */
+            last_id: string;
+        };
+        /** @description Only the fields given change; tools and text are replaced whole. */
+        UpdateAgentRequest: {
+            name?: string;
+            /** @description Must be listed by a model connection of the organization. */
+            model?: string;
+            /** @description One of the organization’s model connections. Omitted: the default connection when it lists the model, else the oldest that does. */
+            model_credential_id?: string;
+            /** @description Standing instructions applied to every turn. */
+            instructions?: string;
+            /** @description Tool entries of the sessions started from this agent. Omitted: the default set, every network tool this deployment offers (start-up names the ones it does not); an empty array means none. Entries come back as sent: a type the deployment has turned off (WARREN_DISABLED_TOOLS) or cannot run (web_search and image_search without WARREN_SEARCH_URL, the browser tools without Chromium) is kept in the configuration but not offered to the model. */
+            tools?: components["schemas"]["ToolEntry"][];
+            /** @description Output text settings, kept as given. */
+            text?: {
+                [key: string]: unknown;
+            };
+        };
+        AgentDeleted: {
+            /** @enum {string} */
+            object: "agent.deleted";
+            id: string;
+            deleted: boolean;
+        };
+        CreateWebhookRequest: {
+            /** @description Must be https. Unless the deployment sets WARREN_ALLOW_PRIVATE_WEBHOOKS, a host that is a loopback, private or link-local address, or localhost, is refused; deliveries re-check the addresses a name resolves to. */
+            url: string;
+            /** @description The event types to deliver, each at most once. Order does not matter: the same url with the same set is a duplicate. */
+            events: ("session.created" | "session.action_required" | "session.working" | "session.idle" | "session.failed" | "turn.completed" | "turn.failed")[];
+        };
+        Webhook: {
+            /** @enum {string} */
+            object: "webhook.subscription";
+            id: string;
+            /** @description As sent at creation. */
+            url: string;
+            /** @description In the order sent at creation. */
+            events: ("session.created" | "session.action_required" | "session.working" | "session.idle" | "session.failed" | "turn.completed" | "turn.failed")[];
+            active: boolean;
+            /** @description Unix ms */
+            created_at: number;
+            /** @description whsec_…, the HMAC-SHA256 key that signs deliveries. Returned by the create call only, once; listings and reads omit it. */
+            secret?: string;
+            delivery: components["schemas"]["WebhookDeliveryStats"];
+        };
+        /** @description Counts over the deliveries still recorded for this subscription. Both last_* fields are always present and null together. */
+        WebhookDeliveryStats: {
+            /** @description Deliveries not yet answered 2xx and still being retried. */
+            pending: number;
+            /** @description Deliveries that failed all six attempts. */
+            dead: number;
+            /** @description Why the most recent failed attempt failed; null when no attempt has failed. */
+            last_error: string | null;
+            /** @description Unix ms of the most recent failed attempt; null when no attempt has failed. */
+            last_failed_at: number | null;
+        };
+        /** @description conflict: the state does not allow the call */
+        ConflictError: {
+            error: {
+                /**
+                 * @description One of the codes listed under Errors; callers branch on it.
+                 * @enum {string}
+                 */
+                code: "conflict";
+                message: string;
+                /** @description Equals the x-request-id response header. */
+                request_id: string;
+            };
+        };
+        WebhookList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["Webhook"][];
+            /** @description Decided by looking one row past the page. */
+            has_more: boolean;
+            /** @description Id of the last object on this page; empty when the page is empty. */
+            last_id: string;
+        };
+        /** @description The subscription is gone, and so are its deliveries: nothing more is sent to it. */
+        WebhookDeleted: {
+            /** @enum {string} */
+            object: "webhook.subscription.deleted";
+            id: string;
+            deleted: boolean;
+        };
+        CreateEnvironmentProfileRequest: {
+            /** @description Unique within the organization; a session names the profile by it or by id. It may not begin with "envp_", which ids use. */
+            name: string;
+            /** @description Variables set in the workspace. Keys match ^[A-Za-z_][A-Za-z0-9_]*$; at most 100 keys; string values of at most 32 KiB (UTF-8). Values are write-only: no response ever returns them. */
+            env: {
+                [key: string]: string;
+            };
+        };
+        EnvironmentProfile: {
+            /** @enum {string} */
+            object: "environment.profile";
+            id: string;
+            name: string;
+            /** @description The variable names, sorted; the values are never returned. */
+            keys: string[];
+            /** @description Unix ms */
+            created_at: number;
+        };
+        EnvironmentProfileList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["EnvironmentProfile"][];
+            /** @description Decided by looking one row past the page. */
+            has_more: boolean;
+            /** @description Id of the last object on this page; empty when the page is empty. */
+            last_id: string;
+        };
+        /** @description The profile is gone and is taken out of every template that named it. */
+        EnvironmentProfileDeleted: {
+            /** @enum {string} */
+            object: "environment.profile.deleted";
+            id: string;
+            deleted: boolean;
+        };
+        /** @description Creates the template (201), or replaces the whole template of that name (200): the id and created_at stay, every other field takes the new value, and a field left out is cleared. At most 25 templates per organization. */
+        PutEnvironmentTemplateRequest: {
+            /** @description Unique within the organization; posting an existing name replaces that template. */
+            name: string;
+            /** @description At most 50 files and 10 MiB decoded per request. */
+            files?: {
+                /** @description Relative to the workspace; may not leave it. */
+                path: string;
+                /** @description Base64; at most 5 MiB decoded. */
+                content: string;
+                /** @description Unix permission bits, e.g. 493 (0755). Default 420 (0644). */
+                mode?: number;
+            }[];
+            repo?: {
+                /** @description owner/name, cloned from {WARREN_GIT_BASE_URL}/{full_name}.git */
+                full_name: string;
+                branch?: string;
+            };
+            /** @description Shell script run once when the workspace first comes up. */
+            setup?: string;
+            /** @description Environment profile ids or names of the organization; stored as ids. */
+            profiles?: string[];
+        };
+        EnvironmentTemplate: {
+            /** @enum {string} */
+            object: "environment.template";
+            id: string;
+            name: string;
+            /** @description What the workspace is seeded with; the bytes are kept but not returned. */
+            files: {
+                path: string;
+                size_bytes: number;
+                /** @description Unix permission bits */
+                mode: number;
+            }[];
+            repo: {
+                /** @description owner/name */
+                full_name: string;
+                /** @description Absent: the default branch. */
+                branch?: string;
+            } | null;
+            setup: string | null;
+            /** @description Environment profile ids. */
+            profiles: string[];
+            /** @description Unix ms */
+            created_at: number;
+            /** @description Unix ms of the last replacement */
+            updated_at: number;
+        };
+        EnvironmentTemplateList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["EnvironmentTemplate"][];
+            /** @description Decided by looking one row past the page. */
+            has_more: boolean;
+            /** @description Id of the last object on this page; empty when the page is empty. */
+            last_id: string;
+        };
+        /** @description The template and its files are gone; sessions already started from it keep their copy. */
+        EnvironmentTemplateDeleted: {
+            /** @enum {string} */
+            object: "environment.template.deleted";
+            id: string;
+            deleted: boolean;
+        };
+        SendMessageRequest: {
+            /** @description The message. */
+            text: string;
+            /** @description On a busy session, deliver the text into the running turn at its next step instead of queueing a new turn; the response is the running turn. */
+            steer?: boolean;
+            /** @description At most 50 files and 10 MiB decoded per request. */
+            files?: {
+                /** @description Relative to the workspace; may not leave it. */
+                path: string;
+                /** @description Base64; at most 5 MiB decoded. */
+                content: string;
+                /** @description Unix permission bits, e.g. 493 (0755). Default 420 (0644). */
+                mode?: number;
+            }[];
+        };
+        Turn: {
+            /** @enum {string} */
+            object: "turn";
+            /** @description Quote it when reporting a problem. */
+            id: string;
+            session_id: string;
+            /** @description A turn is working from the moment its input is accepted, including while it waits behind another; a settled turn never moves again. */
+            status: "working" | "completed" | "failed" | "cancelled";
+            /** @description Unix ms: when the input was accepted. */
+            created_at: number;
+            /** @description Unix ms: when the agent began; null while the turn waits. The only field that separates waiting from running. */
+            started_at: number | null;
+            /** @description Unix ms: when the turn settled. */
+            completed_at: number | null;
+            artifacts: "pending" | "ready" | "partial" | "failed" | null;
+            artifacts_skipped: {
+                path: string;
+                reason: string;
+            }[];
+            /** @description Always null; reserved. */
+            subagent_id: null;
+            error: components["schemas"]["TurnError"] | null;
+        };
+        TurnError: {
+            /** @description Why the turn failed. */
+            code: "provider_error" | "provider_unauthorized" | "context_length_exceeded" | "sandbox_error" | "sandbox_unavailable" | "workspace_recovery_failed" | "internal_error";
+            message: string;
+        };
+        TurnList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["Turn"][];
+            /** @description Decided by looking one row past the page. */
+            has_more: boolean;
+            /** @description Id of the last object on this page; empty when the page is empty. */
+            last_id: string;
+        };
+        /** @description Exactly one of output or error. */
+        AnswerRequiredActionRequest: {
+            /** @description The function's result, any JSON value. */
+            output?: unknown;
+            /** @description The function failed; the agent is told this message. */
+            error?: string;
+        };
+        AnswerApprovalRequest: {
+            approved: boolean;
+            /** @description Told to the agent with a refusal. */
+            reason?: string;
+        };
+        Approval: {
+            /** @enum {string} */
+            object: "approval";
+            tool_call_id: string;
+            session_id: string;
+            turn_id: string;
+            /** @description The tool that asked. */
+            name: string;
+            args: unknown;
+            approved: boolean;
+            reason: string | null;
+            created_at: number;
+            resolved_at: number;
+        };
+        AnswerQuestionRequest: {
+            answer: string;
+        };
+        Question: {
+            /** @enum {string} */
+            object: "question";
+            tool_call_id: string;
+            session_id: string;
+            turn_id: string;
+            question: string;
+            answer: string;
+            created_at: number;
+            resolved_at: number;
+        };
+        PublishPreviewRequest: {
+            /** @description 2 to 63 characters of a-z, 0-9 and hyphen. Derived from the session when omitted. Taken by another session: 409. */
+            subdomain?: string;
+            /** @description An addition: the workspace port to serve. When omitted, the lowest port a process in the workspace listens on; none listening: 409. */
+            port?: number;
+        };
+        Preview: {
+            /** @enum {string} */
+            object: "preview";
+            /** @description The label the site is served under. */
+            subdomain: string;
+            /** @description The public address, on the service's own origin. */
+            url: string;
+            /** @description The same public address, under the session object's name for it. */
+            published_url: string;
+            /** @description The workspace port served. */
+            port: number;
+        };
+        PreviewDeleted: {
+            /** @enum {string} */
+            object: "preview.deleted";
+            /** @description The session's id: a session has at most one preview. */
+            id: string;
+            deleted: boolean;
+        };
+        SessionTools: {
+            /** @enum {string} */
+            object: "session.tools";
+            /** @description As sent; credentials of MCP servers withheld and named in each entry’s `redacted`. Without a configuration of its own, the default set: the network tools this deployment offers. */
+            tools: components["schemas"]["ToolEntryOut"][];
+        };
+        PutSessionToolsRequest: {
+            /** @description Replaces the whole configuration. Naming network tool types narrows the session to exactly those. Omitted: the default set, every network tool this deployment offers (start-up names the ones it does not); an empty array means none. Entries come back as sent: a type the deployment has turned off (WARREN_DISABLED_TOOLS) or cannot run (web_search and image_search without WARREN_SEARCH_URL, the browser tools without Chromium) is kept in the configuration but not offered to the model. */
+            tools: components["schemas"]["ToolEntry"][];
+        };
+    };
     responses: never;
     parameters: never;
     requestBodies: never;
-    headers: never;
+    headers: {
+        /** @description Identifies the request; equals error.request_id on a refusal. */
+        "x-request-id": string;
+        /** @description Seconds to wait: sent with rate_limit_exceeded and directory_unavailable, never with the other codes. */
+        "Retry-After": number;
+        /** @description Ceiling of the bucket. */
+        "x-ratelimit-limit": number;
+        /** @description Whole requests available now, never rounded up. */
+        "x-ratelimit-remaining": number;
+        /** @description Whole seconds until the bucket is full; 0 when full. */
+        "x-ratelimit-reset": number;
+        /** @description Which bucket the numbers describe. */
+        "x-ratelimit-resource": "general" | "sessions";
+    };
     pathItems: never;
 }
 export type $defs = Record<string, never>;
@@ -652,6 +2600,7 @@ export interface operations {
             /** @description An OpenAPI 3.1 document */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -663,41 +2612,21 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
         };
@@ -714,6 +2643,7 @@ export interface operations {
             /** @description This node's metrics in the Prometheus text format (version 0.0.4): requests, turns, model steps, tool calls, sandboxes, streams, webhook deliveries, event-log lag and the process's own. */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -723,41 +2653,21 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
         };
@@ -774,152 +2684,77 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "health";
-                        /** @enum {string} */
-                        status: "ok";
-                        org_id: string;
-                        token_id: string;
-                        scopes: string[];
-                        node: {
-                            /** @description The node (one `warren serve`) that answered. */
-                            id: string;
-                            /** @description Every node of the service this one knows, itself included (addresses are not shown). */
-                            peers: {
-                                id: string;
-                                /** @description Its heartbeat is fresh: it holds its sessions’ leases. */
-                                live: boolean;
-                                /** @description Unix ms. */
-                                started_at: number;
-                                /** @description Unix ms, by the store’s clock. */
-                                heartbeat_at: number;
-                            }[];
-                        };
-                    };
+                    "application/json": components["schemas"]["Health"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -943,151 +2778,77 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "list";
-                        data: {
-                            /** @enum {string} */
-                            object: "token";
-                            id: string;
-                            name: string | null;
-                            org_id: string;
-                            scopes: string[];
-                            /** @description Unix ms */
-                            created_at: number;
-                            /** @description Unix ms */
-                            expires_at: number;
-                            /** @description The secret, svc_pat_…: returned by the mint call only, once. */
-                            token?: string;
-                        }[];
-                        /** @description Decided by looking one row past the page. */
-                        has_more: boolean;
-                        /** @description Id of the last object on this page; empty when the page is empty. */
-                        last_id: string;
-                    };
+                    "application/json": components["schemas"]["TokenList"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -1096,163 +2857,92 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
-                "idempotency-key"?: string;
+                /** @description 1 to 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
+                "Idempotency-Key"?: string;
             };
             path?: never;
             cookie?: never;
         };
         requestBody: {
             content: {
-                "application/json": {
-                    name?: string;
-                    /** @description Must be a subset of the calling token’s scopes. */
-                    scopes: ("sessions:read" | "sessions:write" | "agents:read" | "agents:write" | "webhooks:read" | "webhooks:write" | "models:read" | "models:write" | "environments:read" | "environments:write" | "usage:read" | "tokens:write")[];
-                    expires_in_days: 7 | 30 | 90;
-                };
+                "application/json": components["schemas"]["CreateTokenRequest"];
             };
         };
         responses: {
             /** @description Default Response */
             201: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "token";
-                        id: string;
-                        name: string | null;
-                        org_id: string;
-                        scopes: string[];
-                        /** @description Unix ms */
-                        created_at: number;
-                        /** @description Unix ms */
-                        expires_at: number;
-                        /** @description The secret, svc_pat_…: returned by the mint call only, once. */
-                        token?: string;
-                    };
+                    "application/json": components["schemas"]["Token"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -1261,8 +2951,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
-                "idempotency-key"?: string;
+                /** @description 1 to 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
+                "Idempotency-Key"?: string;
             };
             path: {
                 token_id: string;
@@ -1274,155 +2964,87 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "token.deleted";
-                        id: string;
-                        deleted: boolean;
-                    };
+                    "application/json": components["schemas"]["TokenDeleted"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -1450,229 +3072,77 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "list";
-                        data: {
-                            /** @enum {string} */
-                            object: "session";
-                            id: string;
-                            /** @description failed is the outcome of the last turn, not a dead session: it accepts input. */
-                            status: "idle" | "working" | "requires_action" | "failed";
-                            /** @description Unix ms */
-                            created_at: number;
-                            /** @description Unix ms; moves on any change */
-                            updated_at: number;
-                            agent: {
-                                /** @description The stored agent the session started from, or an id of its own. */
-                                id: string;
-                                model: string;
-                                /** @description Null when the connection was deleted and none remained. */
-                                model_credential_id: string | null;
-                                /** @description auto (default): tools run unless a rule says otherwise; ask: every writing tool asks first; read_only: writing tools are refused. */
-                                approval_mode: "auto" | "ask" | "read_only";
-                                instructions: string;
-                                permission_rules: {
-                                    decision: "allow" | "deny" | "ask";
-                                    /** @description Glob pattern (* and **), at most 500 characters. */
-                                    tool?: string;
-                                    /** @description Glob pattern (* and **), at most 500 characters. */
-                                    path?: string;
-                                    /** @description Glob pattern (* and **), at most 500 characters. */
-                                    command?: string;
-                                    /** @description Glob pattern (* and **), at most 500 characters. */
-                                    domain?: string;
-                                }[];
-                                tools: {
-                                    type: string;
-                                    name?: string;
-                                    url?: string;
-                                    command?: string;
-                                    args?: string[];
-                                    allowed_tools?: string[];
-                                    required?: boolean;
-                                    /** @description Names of fields whose secret values were withheld. */
-                                    redacted?: string[];
-                                    description?: string;
-                                    parameters?: {
-                                        [key: string]: unknown;
-                                    };
-                                    timeout_seconds?: number;
-                                }[];
-                            };
-                            environment: {
-                                /** @enum {string} */
-                                type: "sandbox";
-                                /** @description Workspace state: pending (owed, not up yet), running, paused, reclaimed, failed, deleted. */
-                                state: string;
-                                workspace_directory: string;
-                                repo: {
-                                    full_name: string;
-                                    /** @description Null until known when none was asked for. */
-                                    branch: string | null;
-                                    /** @description Why the clone failed; null while owed or done. */
-                                    clone_error: string | null;
-                                } | null;
-                                /** @description Ids of the environment profiles applied. */
-                                profiles: string[];
-                                /** @description Name of the template it started from. */
-                                template: string | null;
-                            };
-                            preview: {
-                                /** @description Address that requires an access token; null when no preview is published. */
-                                url: string | null;
-                                /** @description The public address; null when none. */
-                                published_url: string | null;
-                                port: number | null;
-                            };
-                            title: string;
-                            source: "api" | "console" | "cli" | null;
-                            /** @description Id of the token that created the session; never the secret. */
-                            created_by_token: string;
-                            /** @description Everything the session waits on the caller for. Authoritative. */
-                            required_actions: {
-                                /** @enum {string} */
-                                type: "function_call";
-                                turn_id: string;
-                                call_id: string;
-                                name: string;
-                                arguments: unknown;
-                                created_at: number;
-                                /** @description Not a deadline: a required action never times out and a late answer is accepted. It is the latest moment the workspace's current run can last (its lifetime ceiling); after it the workspace is restored from its files on the answer, and processes the turn started are gone. */
-                                expires_at: number;
-                            }[];
-                            metadata: {
-                                [key: string]: string;
-                            };
-                        }[];
-                        /** @description Decided by looking one row past the page. */
-                        has_more: boolean;
-                        /** @description Id of the last object on this page; empty when the page is empty. */
-                        last_id: string;
-                    };
+                    "application/json": components["schemas"]["SessionList"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -1681,400 +3151,94 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
-                "idempotency-key"?: string;
+                /** @description Where the request comes from: `cli` or `console` become the session's `source`; any other value, or none, makes it `api`. */
+                "X-Warren-Source"?: string;
+                /** @description 1 to 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
+                "Idempotency-Key"?: string;
             };
             path?: never;
             cookie?: never;
         };
         requestBody?: {
             content: {
-                "application/json": {
-                    agent?: {
-                        /** @description A stored agent to start from; the other fields override it. */
-                        id?: string;
-                        model?: string;
-                        model_credential_id?: string;
-                        /** @description auto (default): tools run unless a rule says otherwise; ask: every writing tool asks first; read_only: writing tools are refused. */
-                        approval_mode?: "auto" | "ask" | "read_only";
-                        instructions?: string;
-                        permission_rules?: {
-                            decision: "allow" | "deny" | "ask";
-                            /** @description Glob pattern (* and **), at most 500 characters. */
-                            tool?: string;
-                            /** @description Glob pattern (* and **), at most 500 characters. */
-                            path?: string;
-                            /** @description Glob pattern (* and **), at most 500 characters. */
-                            command?: string;
-                            /** @description Glob pattern (* and **), at most 500 characters. */
-                            domain?: string;
-                        }[];
-                        /** @description Tool entries. Omitted: the default set, every network tool this deployment offers (start-up names the ones it does not); an empty array means none. Entries come back as sent: a type the deployment has turned off (WARREN_DISABLED_TOOLS) or cannot run (web_search and image_search without WARREN_SEARCH_URL, the browser tools without Chromium) is kept in the configuration but not offered to the model. */
-                        tools?: ({
-                            /** @enum {string} */
-                            type: "mcp";
-                            /** @description What the model sees (MCP tools as mcp__{server}__{tool}). */
-                            name: string;
-                            /** @description Remote server address (streamable HTTP). */
-                            url?: string;
-                            /** @description Local server command, run inside the sandbox. */
-                            command?: string;
-                            args?: string[];
-                            allowed_tools?: string[];
-                            /** @description When false, a server that will not connect is skipped and mcp.unavailable is emitted. */
-                            required?: boolean;
-                            /** @description Write-only: sent as the Authorization header, never returned. */
-                            authorization?: string;
-                            /** @description Write-only header values, never returned. */
-                            headers?: {
-                                [key: string]: string;
-                            };
-                            /** @description Write-only environment of a local server, never returned. */
-                            env?: {
-                                [key: string]: string;
-                            };
-                            /** @description As a response shows it: the credentials named here are kept from the configuration being replaced (PUT back what GET returned, and they stay). Only where a configuration is replaced. */
-                            redacted?: string[];
-                            description?: string;
-                            timeout_seconds?: number;
-                        } | {
-                            /** @enum {string} */
-                            type: "function";
-                            /** @description What the model sees (MCP tools as mcp__{server}__{tool}). */
-                            name: string;
-                            description?: string;
-                            /** @description JSON Schema of the arguments. */
-                            parameters?: {
-                                [key: string]: unknown;
-                            };
-                            timeout_seconds?: number;
-                        } | {
-                            /** @enum {string} */
-                            type: "web_search";
-                        } | {
-                            /** @enum {string} */
-                            type: "web_fetch";
-                        } | {
-                            /** @enum {string} */
-                            type: "image_search";
-                        } | {
-                            /** @enum {string} */
-                            type: "browse";
-                        } | {
-                            /** @enum {string} */
-                            type: "browser_act";
-                        } | {
-                            /** @enum {string} */
-                            type: "screenshot";
-                        })[];
-                    };
-                    /** @description Opening message. All or nothing. */
-                    input?: string;
-                    environment?: {
-                        /** @description At most 50 files and 10 MiB decoded per request. */
-                        files?: {
-                            /** @description Relative to the workspace; may not leave it. */
-                            path: string;
-                            /** @description Base64; at most 5 MiB decoded. */
-                            content: string;
-                            /** @description Unix permission bits, e.g. 493 (0755). Default 420 (0644). */
-                            mode?: number;
-                        }[];
-                        repo?: {
-                            /** @description owner/name, cloned from {WARREN_GIT_BASE_URL}/{full_name}.git */
-                            full_name: string;
-                            branch?: string;
-                        };
-                        /** @description Environment profile ids or names. */
-                        profiles?: string[];
-                        /** @description Name of an environment template to start from. */
-                        template?: string;
-                    };
-                    /** @description The caller's own labels: at most 16 keys of at most 64 characters, string values of at most 512, no NUL (U+0000) in either. Returned unchanged. */
-                    metadata?: {
-                        [key: string]: string;
-                    };
-                    title?: string;
-                    /** @description Tool entries. Omitted: the default set, every network tool this deployment offers (start-up names the ones it does not); an empty array means none. Entries come back as sent: a type the deployment has turned off (WARREN_DISABLED_TOOLS) or cannot run (web_search and image_search without WARREN_SEARCH_URL, the browser tools without Chromium) is kept in the configuration but not offered to the model. */
-                    tools?: ({
-                        /** @enum {string} */
-                        type: "mcp";
-                        /** @description What the model sees (MCP tools as mcp__{server}__{tool}). */
-                        name: string;
-                        /** @description Remote server address (streamable HTTP). */
-                        url?: string;
-                        /** @description Local server command, run inside the sandbox. */
-                        command?: string;
-                        args?: string[];
-                        allowed_tools?: string[];
-                        /** @description When false, a server that will not connect is skipped and mcp.unavailable is emitted. */
-                        required?: boolean;
-                        /** @description Write-only: sent as the Authorization header, never returned. */
-                        authorization?: string;
-                        /** @description Write-only header values, never returned. */
-                        headers?: {
-                            [key: string]: string;
-                        };
-                        /** @description Write-only environment of a local server, never returned. */
-                        env?: {
-                            [key: string]: string;
-                        };
-                        /** @description As a response shows it: the credentials named here are kept from the configuration being replaced (PUT back what GET returned, and they stay). Only where a configuration is replaced. */
-                        redacted?: string[];
-                        description?: string;
-                        timeout_seconds?: number;
-                    } | {
-                        /** @enum {string} */
-                        type: "function";
-                        /** @description What the model sees (MCP tools as mcp__{server}__{tool}). */
-                        name: string;
-                        description?: string;
-                        /** @description JSON Schema of the arguments. */
-                        parameters?: {
-                            [key: string]: unknown;
-                        };
-                        timeout_seconds?: number;
-                    } | {
-                        /** @enum {string} */
-                        type: "web_search";
-                    } | {
-                        /** @enum {string} */
-                        type: "web_fetch";
-                    } | {
-                        /** @enum {string} */
-                        type: "image_search";
-                    } | {
-                        /** @enum {string} */
-                        type: "browse";
-                    } | {
-                        /** @enum {string} */
-                        type: "browser_act";
-                    } | {
-                        /** @enum {string} */
-                        type: "screenshot";
-                    })[];
-                };
+                "application/json": components["schemas"]["CreateSessionRequest"];
             };
         };
         responses: {
             /** @description Default Response */
             201: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "session";
-                        id: string;
-                        /** @description failed is the outcome of the last turn, not a dead session: it accepts input. */
-                        status: "idle" | "working" | "requires_action" | "failed";
-                        /** @description Unix ms */
-                        created_at: number;
-                        /** @description Unix ms; moves on any change */
-                        updated_at: number;
-                        agent: {
-                            /** @description The stored agent the session started from, or an id of its own. */
-                            id: string;
-                            model: string;
-                            /** @description Null when the connection was deleted and none remained. */
-                            model_credential_id: string | null;
-                            /** @description auto (default): tools run unless a rule says otherwise; ask: every writing tool asks first; read_only: writing tools are refused. */
-                            approval_mode: "auto" | "ask" | "read_only";
-                            instructions: string;
-                            permission_rules: {
-                                decision: "allow" | "deny" | "ask";
-                                /** @description Glob pattern (* and **), at most 500 characters. */
-                                tool?: string;
-                                /** @description Glob pattern (* and **), at most 500 characters. */
-                                path?: string;
-                                /** @description Glob pattern (* and **), at most 500 characters. */
-                                command?: string;
-                                /** @description Glob pattern (* and **), at most 500 characters. */
-                                domain?: string;
-                            }[];
-                            tools: {
-                                type: string;
-                                name?: string;
-                                url?: string;
-                                command?: string;
-                                args?: string[];
-                                allowed_tools?: string[];
-                                required?: boolean;
-                                /** @description Names of fields whose secret values were withheld. */
-                                redacted?: string[];
-                                description?: string;
-                                parameters?: {
-                                    [key: string]: unknown;
-                                };
-                                timeout_seconds?: number;
-                            }[];
-                        };
-                        environment: {
-                            /** @enum {string} */
-                            type: "sandbox";
-                            /** @description Workspace state: pending (owed, not up yet), running, paused, reclaimed, failed, deleted. */
-                            state: string;
-                            workspace_directory: string;
-                            repo: {
-                                full_name: string;
-                                /** @description Null until known when none was asked for. */
-                                branch: string | null;
-                                /** @description Why the clone failed; null while owed or done. */
-                                clone_error: string | null;
-                            } | null;
-                            /** @description Ids of the environment profiles applied. */
-                            profiles: string[];
-                            /** @description Name of the template it started from. */
-                            template: string | null;
-                        };
-                        preview: {
-                            /** @description Address that requires an access token; null when no preview is published. */
-                            url: string | null;
-                            /** @description The public address; null when none. */
-                            published_url: string | null;
-                            port: number | null;
-                        };
-                        title: string;
-                        source: "api" | "console" | "cli" | null;
-                        /** @description Id of the token that created the session; never the secret. */
-                        created_by_token: string;
-                        /** @description Everything the session waits on the caller for. Authoritative. */
-                        required_actions: {
-                            /** @enum {string} */
-                            type: "function_call";
-                            turn_id: string;
-                            call_id: string;
-                            name: string;
-                            arguments: unknown;
-                            created_at: number;
-                            /** @description Not a deadline: a required action never times out and a late answer is accepted. It is the latest moment the workspace's current run can last (its lifetime ceiling); after it the workspace is restored from its files on the answer, and processes the turn started are gone. */
-                            expires_at: number;
-                        }[];
-                        metadata: {
-                            [key: string]: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Session"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -2093,241 +3257,87 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "session";
-                        id: string;
-                        /** @description failed is the outcome of the last turn, not a dead session: it accepts input. */
-                        status: "idle" | "working" | "requires_action" | "failed";
-                        /** @description Unix ms */
-                        created_at: number;
-                        /** @description Unix ms; moves on any change */
-                        updated_at: number;
-                        agent: {
-                            /** @description The stored agent the session started from, or an id of its own. */
-                            id: string;
-                            model: string;
-                            /** @description Null when the connection was deleted and none remained. */
-                            model_credential_id: string | null;
-                            /** @description auto (default): tools run unless a rule says otherwise; ask: every writing tool asks first; read_only: writing tools are refused. */
-                            approval_mode: "auto" | "ask" | "read_only";
-                            instructions: string;
-                            permission_rules: {
-                                decision: "allow" | "deny" | "ask";
-                                /** @description Glob pattern (* and **), at most 500 characters. */
-                                tool?: string;
-                                /** @description Glob pattern (* and **), at most 500 characters. */
-                                path?: string;
-                                /** @description Glob pattern (* and **), at most 500 characters. */
-                                command?: string;
-                                /** @description Glob pattern (* and **), at most 500 characters. */
-                                domain?: string;
-                            }[];
-                            tools: {
-                                type: string;
-                                name?: string;
-                                url?: string;
-                                command?: string;
-                                args?: string[];
-                                allowed_tools?: string[];
-                                required?: boolean;
-                                /** @description Names of fields whose secret values were withheld. */
-                                redacted?: string[];
-                                description?: string;
-                                parameters?: {
-                                    [key: string]: unknown;
-                                };
-                                timeout_seconds?: number;
-                            }[];
-                        };
-                        environment: {
-                            /** @enum {string} */
-                            type: "sandbox";
-                            /** @description Workspace state: pending (owed, not up yet), running, paused, reclaimed, failed, deleted. */
-                            state: string;
-                            workspace_directory: string;
-                            repo: {
-                                full_name: string;
-                                /** @description Null until known when none was asked for. */
-                                branch: string | null;
-                                /** @description Why the clone failed; null while owed or done. */
-                                clone_error: string | null;
-                            } | null;
-                            /** @description Ids of the environment profiles applied. */
-                            profiles: string[];
-                            /** @description Name of the template it started from. */
-                            template: string | null;
-                        };
-                        preview: {
-                            /** @description Address that requires an access token; null when no preview is published. */
-                            url: string | null;
-                            /** @description The public address; null when none. */
-                            published_url: string | null;
-                            port: number | null;
-                        };
-                        title: string;
-                        source: "api" | "console" | "cli" | null;
-                        /** @description Id of the token that created the session; never the secret. */
-                        created_by_token: string;
-                        /** @description Everything the session waits on the caller for. Authoritative. */
-                        required_actions: {
-                            /** @enum {string} */
-                            type: "function_call";
-                            turn_id: string;
-                            call_id: string;
-                            name: string;
-                            arguments: unknown;
-                            created_at: number;
-                            /** @description Not a deadline: a required action never times out and a late answer is accepted. It is the latest moment the workspace's current run can last (its lifetime ceiling); after it the workspace is restored from its files on the answer, and processes the turn started are gone. */
-                            expires_at: number;
-                        }[];
-                        metadata: {
-                            [key: string]: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Session"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -2336,8 +3346,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
-                "idempotency-key"?: string;
+                /** @description 1 to 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
+                "Idempotency-Key"?: string;
             };
             path: {
                 session_id: string;
@@ -2346,254 +3356,94 @@ export interface operations {
         };
         requestBody?: {
             content: {
-                "application/json": {
-                    title?: string;
-                    /** @description Replaces the labels as a whole. */
-                    metadata?: {
-                        [key: string]: string;
-                    };
-                };
+                "application/json": components["schemas"]["UpdateSessionRequest"];
             };
         };
         responses: {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "session";
-                        id: string;
-                        /** @description failed is the outcome of the last turn, not a dead session: it accepts input. */
-                        status: "idle" | "working" | "requires_action" | "failed";
-                        /** @description Unix ms */
-                        created_at: number;
-                        /** @description Unix ms; moves on any change */
-                        updated_at: number;
-                        agent: {
-                            /** @description The stored agent the session started from, or an id of its own. */
-                            id: string;
-                            model: string;
-                            /** @description Null when the connection was deleted and none remained. */
-                            model_credential_id: string | null;
-                            /** @description auto (default): tools run unless a rule says otherwise; ask: every writing tool asks first; read_only: writing tools are refused. */
-                            approval_mode: "auto" | "ask" | "read_only";
-                            instructions: string;
-                            permission_rules: {
-                                decision: "allow" | "deny" | "ask";
-                                /** @description Glob pattern (* and **), at most 500 characters. */
-                                tool?: string;
-                                /** @description Glob pattern (* and **), at most 500 characters. */
-                                path?: string;
-                                /** @description Glob pattern (* and **), at most 500 characters. */
-                                command?: string;
-                                /** @description Glob pattern (* and **), at most 500 characters. */
-                                domain?: string;
-                            }[];
-                            tools: {
-                                type: string;
-                                name?: string;
-                                url?: string;
-                                command?: string;
-                                args?: string[];
-                                allowed_tools?: string[];
-                                required?: boolean;
-                                /** @description Names of fields whose secret values were withheld. */
-                                redacted?: string[];
-                                description?: string;
-                                parameters?: {
-                                    [key: string]: unknown;
-                                };
-                                timeout_seconds?: number;
-                            }[];
-                        };
-                        environment: {
-                            /** @enum {string} */
-                            type: "sandbox";
-                            /** @description Workspace state: pending (owed, not up yet), running, paused, reclaimed, failed, deleted. */
-                            state: string;
-                            workspace_directory: string;
-                            repo: {
-                                full_name: string;
-                                /** @description Null until known when none was asked for. */
-                                branch: string | null;
-                                /** @description Why the clone failed; null while owed or done. */
-                                clone_error: string | null;
-                            } | null;
-                            /** @description Ids of the environment profiles applied. */
-                            profiles: string[];
-                            /** @description Name of the template it started from. */
-                            template: string | null;
-                        };
-                        preview: {
-                            /** @description Address that requires an access token; null when no preview is published. */
-                            url: string | null;
-                            /** @description The public address; null when none. */
-                            published_url: string | null;
-                            port: number | null;
-                        };
-                        title: string;
-                        source: "api" | "console" | "cli" | null;
-                        /** @description Id of the token that created the session; never the secret. */
-                        created_by_token: string;
-                        /** @description Everything the session waits on the caller for. Authoritative. */
-                        required_actions: {
-                            /** @enum {string} */
-                            type: "function_call";
-                            turn_id: string;
-                            call_id: string;
-                            name: string;
-                            arguments: unknown;
-                            created_at: number;
-                            /** @description Not a deadline: a required action never times out and a late answer is accepted. It is the latest moment the workspace's current run can last (its lifetime ceiling); after it the workspace is restored from its files on the answer, and processes the turn started are gone. */
-                            expires_at: number;
-                        }[];
-                        metadata: {
-                            [key: string]: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Session"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -2602,8 +3452,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
-                "idempotency-key"?: string;
+                /** @description 1 to 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
+                "Idempotency-Key"?: string;
             };
             path: {
                 session_id: string;
@@ -2615,155 +3465,87 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "session.deleted";
-                        id: string;
-                        deleted: boolean;
-                    };
+                    "application/json": components["schemas"]["SessionDeleted"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -2787,320 +3569,87 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "list";
-                        data: {
-                            /** @enum {string} */
-                            object: "item";
-                            id: string;
-                            /** @description Item type; tool_call covers both agent.tool_call and agent.tool_result. Branch on detail.event. */
-                            type: string;
-                            turn_id: string | null;
-                            created_at: number;
-                            /** @description detail.event is the event name; the rest is that event’s payload. Branch on detail.event. */
-                            detail: {
-                                /** @enum {string} */
-                                event: "turn.started";
-                                turnId: string;
-                            } | {
-                                /** @enum {string} */
-                                event: "turn.ended";
-                                turnId: string;
-                            } | {
-                                /** @enum {string} */
-                                event: "agent.message";
-                                text: string;
-                            } | {
-                                /** @enum {string} */
-                                event: "agent.tool_call";
-                                toolCallId: string;
-                                toolName: string;
-                                args: unknown;
-                            } | {
-                                /** @enum {string} */
-                                event: "agent.tool_result";
-                                toolCallId: string;
-                                toolName: string;
-                                isError: boolean;
-                                cancelled: boolean;
-                                summary: string;
-                            } | {
-                                /** @enum {string} */
-                                event: "agent.compaction";
-                                before: number;
-                                after: number;
-                            } | {
-                                /** @enum {string} */
-                                event: "agent.error";
-                                message: string;
-                                /** @description Why the turn failed. */
-                                code: "provider_error" | "provider_unauthorized" | "context_length_exceeded" | "sandbox_error" | "sandbox_unavailable" | "workspace_recovery_failed" | "internal_error";
-                            } | {
-                                /** @enum {string} */
-                                event: "agent.todos";
-                                items: {
-                                    label: string;
-                                    status: string;
-                                }[];
-                            } | {
-                                /** @enum {string} */
-                                event: "user.message";
-                                text: string;
-                            } | {
-                                /** @enum {string} */
-                                event: "message.queued";
-                                text: string;
-                                /** @description Place in the queue, 1 first. */
-                                position: number;
-                            } | {
-                                /** @enum {string} */
-                                event: "message.dequeued";
-                                text: string;
-                                /** @description Place in the queue, 1 first. */
-                                position: number;
-                            } | {
-                                /** @enum {string} */
-                                event: "file.changed";
-                                path: string;
-                                kind: "created" | "modified" | "deleted";
-                                diff?: string;
-                            } | {
-                                /** @enum {string} */
-                                event: "approval.requested";
-                                toolCallId: string;
-                                name: string;
-                                args: unknown;
-                                /** @description The call writes. */
-                                sensitive: boolean;
-                            } | {
-                                /** @enum {string} */
-                                event: "approval.resolved";
-                                toolCallId: string;
-                                approved: boolean;
-                                /** @description On a refusal: the tool. */
-                                name?: string;
-                                /** @description On a refusal: why. */
-                                code?: "denied_read_only" | "denied_by_rule" | "approval_timeout" | "denied_by_user";
-                                /** @description On a refusal: the reason given to the agent. */
-                                reason?: string;
-                            } | {
-                                /** @enum {string} */
-                                event: "question.asked";
-                                toolCallId: string;
-                                question: string;
-                                options?: string[];
-                                allowFreeform?: boolean;
-                            } | {
-                                /** @enum {string} */
-                                event: "question.answered";
-                                toolCallId: string;
-                                answer: string;
-                            } | {
-                                /** @enum {string} */
-                                event: "tool.required";
-                                toolCallId: string;
-                                name: string;
-                                arguments: unknown;
-                            } | {
-                                /** @enum {string} */
-                                event: "tool.resolved";
-                                toolCallId: string;
-                                name: string;
-                                /** @description false when answered with an error. */
-                                success: boolean;
-                            } | {
-                                /** @enum {string} */
-                                event: "mcp.unavailable";
-                                server: string;
-                                reason: string;
-                            } | {
-                                /** @enum {string} */
-                                event: "sandbox.created";
-                                /** @description The workspace state after the change: running or paused. */
-                                state: string;
-                            } | {
-                                /** @enum {string} */
-                                event: "sandbox.paused";
-                                /** @description The workspace state after the change: running or paused. */
-                                state: string;
-                            } | {
-                                /** @enum {string} */
-                                event: "sandbox.resumed";
-                                /** @description The workspace state after the change: running or paused. */
-                                state: string;
-                            } | {
-                                /** @enum {string} */
-                                event: "preview.ready";
-                                port: number;
-                                url: string;
-                            } | {
-                                /** @enum {string} */
-                                event: "workspace.recovery_failed";
-                                message: string;
-                            } | {
-                                /** @enum {string} */
-                                event: "artifact.created";
-                                id: string;
-                                path: string;
-                                size_bytes: number;
-                                turn_id: string;
-                            } | {
-                                /** @enum {string} */
-                                event: "agent.error";
-                                message: string;
-                                /** @description The seed file concerned. */
-                                path?: string;
-                            };
-                        }[];
-                        /** @description Decided by looking one row past the page. */
-                        has_more: boolean;
-                        /** @description Id of the last object on this page; empty when the page is empty. */
-                        last_id: string;
-                    };
+                    "application/json": components["schemas"]["ItemList"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -3109,11 +3658,11 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Resume cursor, as the Last-Event-ID header (which wins when both are sent): 0 replays everything persisted, n everything after seq n. Without either, live frames only. */
-                last_event_id?: string;
+                last_event_id?: number;
             };
             header?: {
-                /** @description Resume after this seq. */
-                "last-event-id"?: string;
+                /** @description Resume after this seq (a non-negative integer); wins over `last_event_id`. */
+                "Last-Event-ID"?: string;
             };
             path: {
                 session_id: string;
@@ -3125,711 +3674,87 @@ export interface operations {
             /** @description Server-sent events. Each frame has `event:` (the published name) and one `data:` line, the JSON described here (one branch per event: `type` is the `event:` name, `payload` its payload); `id:` (= seq) only for persisted events. `retry: 2000` on open, `: ping` comments, `service.replay_truncated` when more than the replay ceiling waited. */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/event-stream": {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "turn.started";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "turn.started";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description A run began. */
-                        payload: {
-                            turnId: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "turn.ended";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "turn.ended";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description A run finished; success is a property of the turn, read by turn_id. */
-                        payload: {
-                            turnId: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "agent.text";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "agent.text";
-                        session_id: string;
-                        /** @description Live only: no id: line, never replayed. */
-                        seq: null;
-                        created_at: number;
-                        /** @description Token delta. */
-                        payload: {
-                            delta: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "agent.message";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "agent.message";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description Settled assistant message. */
-                        payload: {
-                            text: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "agent.thinking";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "agent.thinking";
-                        session_id: string;
-                        /** @description Live only: no id: line, never replayed. */
-                        seq: null;
-                        created_at: number;
-                        /** @description Reasoning delta. */
-                        payload: {
-                            delta: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "agent.tool_call";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "agent.tool_call";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description The agent called a sandbox tool. */
-                        payload: {
-                            toolCallId: string;
-                            toolName: string;
-                            args: unknown;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "agent.tool_result";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "agent.tool_result";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description A sandbox tool answered. */
-                        payload: {
-                            toolCallId: string;
-                            toolName: string;
-                            isError: boolean;
-                            cancelled: boolean;
-                            summary: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "agent.compaction";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "agent.compaction";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description Context compacted: token counts before and after. */
-                        payload: {
-                            before: number;
-                            after: number;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "agent.error";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "agent.error";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description The run failed; code is the turn error code. */
-                        payload: {
-                            message: string;
-                            /** @description Why the turn failed. */
-                            code: "provider_error" | "provider_unauthorized" | "context_length_exceeded" | "sandbox_error" | "sandbox_unavailable" | "workspace_recovery_failed" | "internal_error";
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "agent.todos";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "agent.todos";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description The task list changed. */
-                        payload: {
-                            items: {
-                                label: string;
-                                status: string;
-                            }[];
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "user.message";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "user.message";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description Input recorded (a new turn or text steered into the running one). */
-                        payload: {
-                            text: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "message.queued";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "message.queued";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description Input arrived while a turn ran. */
-                        payload: {
-                            text: string;
-                            /** @description Place in the queue, 1 first. */
-                            position: number;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "message.dequeued";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "message.dequeued";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description A queued message started. */
-                        payload: {
-                            text: string;
-                            /** @description Place in the queue, 1 first. */
-                            position: number;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "file.changed";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "file.changed";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description A workspace file changed. */
-                        payload: {
-                            path: string;
-                            kind: "created" | "modified" | "deleted";
-                            diff?: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "approval.requested";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "approval.requested";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description The agent wants permission. */
-                        payload: {
-                            toolCallId: string;
-                            name: string;
-                            args: unknown;
-                            /** @description The call writes. */
-                            sensitive: boolean;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "approval.resolved";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "approval.resolved";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description Permission granted or refused. */
-                        payload: {
-                            toolCallId: string;
-                            approved: boolean;
-                            /** @description On a refusal: the tool. */
-                            name?: string;
-                            /** @description On a refusal: why. */
-                            code?: "denied_read_only" | "denied_by_rule" | "approval_timeout" | "denied_by_user";
-                            /** @description On a refusal: the reason given to the agent. */
-                            reason?: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "question.asked";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "question.asked";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description The agent asked a person. */
-                        payload: {
-                            toolCallId: string;
-                            question: string;
-                            options?: string[];
-                            allowFreeform?: boolean;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "question.answered";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "question.answered";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description The question was answered. */
-                        payload: {
-                            toolCallId: string;
-                            answer: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "tool.required";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "tool.required";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description The caller's function must be answered. */
-                        payload: {
-                            toolCallId: string;
-                            name: string;
-                            arguments: unknown;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "tool.resolved";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "tool.resolved";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description The caller's function was answered. */
-                        payload: {
-                            toolCallId: string;
-                            name: string;
-                            /** @description false when answered with an error. */
-                            success: boolean;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "mcp.unavailable";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "mcp.unavailable";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description A declared tool server would not connect and was skipped; the turn continues. */
-                        payload: {
-                            server: string;
-                            reason: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "sandbox.created";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "sandbox.created";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description The workspace came up. */
-                        payload: {
-                            /** @description The workspace state after the change: running or paused. */
-                            state: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "sandbox.paused";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "sandbox.paused";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description The workspace paused. */
-                        payload: {
-                            /** @description The workspace state after the change: running or paused. */
-                            state: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "sandbox.resumed";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "sandbox.resumed";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description The workspace resumed. */
-                        payload: {
-                            /** @description The workspace state after the change: running or paused. */
-                            state: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "preview.ready";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "preview.ready";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description A served port is reachable. */
-                        payload: {
-                            port: number;
-                            url: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "workspace.recovery_failed";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "workspace.recovery_failed";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description A workspace could not be restored. */
-                        payload: {
-                            message: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "artifact.created";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "artifact.created";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description A turn published a file. */
-                        payload: {
-                            id: string;
-                            path: string;
-                            size_bytes: number;
-                            turn_id: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "agent.error";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "session.error";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description Something failed outside a run (a seed file that could not be written). */
-                        payload: {
-                            message: string;
-                            /** @description The seed file concerned. */
-                            path?: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "service.replay_truncated";
-                        seq: null;
-                        /** @description Reconnect with this as the cursor to collect the rest. */
-                        from_seq: number;
-                        note: string;
-                    };
+                    "text/event-stream": components["schemas"]["Event"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -3838,11 +3763,11 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Resume cursor, as the Last-Event-ID header (which wins when both are sent): 0 replays everything persisted, n everything after seq n. Without either, live frames only. */
-                last_event_id?: string;
+                last_event_id?: number;
             };
             header?: {
-                /** @description Resume after this seq. */
-                "last-event-id"?: string;
+                /** @description Resume after this seq (a non-negative integer); wins over `last_event_id`. */
+                "Last-Event-ID"?: string;
             };
             path?: never;
             cookie?: never;
@@ -3852,691 +3777,77 @@ export interface operations {
             /** @description Server-sent events. Each frame has `event:` (the published name) and one `data:` line, the JSON described here (one branch per event: `type` is the `event:` name, `payload` its payload); `id:` (= seq) only for persisted events. `retry: 2000` on open, `: ping` comments, `service.replay_truncated` when more than the replay ceiling waited. */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/event-stream": {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "turn.started";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "turn.started";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description A run began. */
-                        payload: {
-                            turnId: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "turn.ended";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "turn.ended";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description A run finished; success is a property of the turn, read by turn_id. */
-                        payload: {
-                            turnId: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "agent.text";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "agent.text";
-                        session_id: string;
-                        /** @description Live only: no id: line, never replayed. */
-                        seq: null;
-                        created_at: number;
-                        /** @description Token delta. */
-                        payload: {
-                            delta: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "agent.message";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "agent.message";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description Settled assistant message. */
-                        payload: {
-                            text: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "agent.thinking";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "agent.thinking";
-                        session_id: string;
-                        /** @description Live only: no id: line, never replayed. */
-                        seq: null;
-                        created_at: number;
-                        /** @description Reasoning delta. */
-                        payload: {
-                            delta: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "agent.tool_call";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "agent.tool_call";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description The agent called a sandbox tool. */
-                        payload: {
-                            toolCallId: string;
-                            toolName: string;
-                            args: unknown;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "agent.tool_result";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "agent.tool_result";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description A sandbox tool answered. */
-                        payload: {
-                            toolCallId: string;
-                            toolName: string;
-                            isError: boolean;
-                            cancelled: boolean;
-                            summary: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "agent.compaction";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "agent.compaction";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description Context compacted: token counts before and after. */
-                        payload: {
-                            before: number;
-                            after: number;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "agent.error";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "agent.error";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description The run failed; code is the turn error code. */
-                        payload: {
-                            message: string;
-                            /** @description Why the turn failed. */
-                            code: "provider_error" | "provider_unauthorized" | "context_length_exceeded" | "sandbox_error" | "sandbox_unavailable" | "workspace_recovery_failed" | "internal_error";
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "agent.todos";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "agent.todos";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description The task list changed. */
-                        payload: {
-                            items: {
-                                label: string;
-                                status: string;
-                            }[];
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "user.message";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "user.message";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description Input recorded (a new turn or text steered into the running one). */
-                        payload: {
-                            text: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "message.queued";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "message.queued";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description Input arrived while a turn ran. */
-                        payload: {
-                            text: string;
-                            /** @description Place in the queue, 1 first. */
-                            position: number;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "message.dequeued";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "message.dequeued";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description A queued message started. */
-                        payload: {
-                            text: string;
-                            /** @description Place in the queue, 1 first. */
-                            position: number;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "file.changed";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "file.changed";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description A workspace file changed. */
-                        payload: {
-                            path: string;
-                            kind: "created" | "modified" | "deleted";
-                            diff?: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "approval.requested";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "approval.requested";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description The agent wants permission. */
-                        payload: {
-                            toolCallId: string;
-                            name: string;
-                            args: unknown;
-                            /** @description The call writes. */
-                            sensitive: boolean;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "approval.resolved";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "approval.resolved";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description Permission granted or refused. */
-                        payload: {
-                            toolCallId: string;
-                            approved: boolean;
-                            /** @description On a refusal: the tool. */
-                            name?: string;
-                            /** @description On a refusal: why. */
-                            code?: "denied_read_only" | "denied_by_rule" | "approval_timeout" | "denied_by_user";
-                            /** @description On a refusal: the reason given to the agent. */
-                            reason?: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "question.asked";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "question.asked";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description The agent asked a person. */
-                        payload: {
-                            toolCallId: string;
-                            question: string;
-                            options?: string[];
-                            allowFreeform?: boolean;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "question.answered";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "question.answered";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description The question was answered. */
-                        payload: {
-                            toolCallId: string;
-                            answer: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "tool.required";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "tool.required";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description The caller's function must be answered. */
-                        payload: {
-                            toolCallId: string;
-                            name: string;
-                            arguments: unknown;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "tool.resolved";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "tool.resolved";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description The caller's function was answered. */
-                        payload: {
-                            toolCallId: string;
-                            name: string;
-                            /** @description false when answered with an error. */
-                            success: boolean;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "mcp.unavailable";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "mcp.unavailable";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description A declared tool server would not connect and was skipped; the turn continues. */
-                        payload: {
-                            server: string;
-                            reason: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "sandbox.created";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "sandbox.created";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description The workspace came up. */
-                        payload: {
-                            /** @description The workspace state after the change: running or paused. */
-                            state: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "sandbox.paused";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "sandbox.paused";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description The workspace paused. */
-                        payload: {
-                            /** @description The workspace state after the change: running or paused. */
-                            state: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "sandbox.resumed";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "sandbox.resumed";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description The workspace resumed. */
-                        payload: {
-                            /** @description The workspace state after the change: running or paused. */
-                            state: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "preview.ready";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "preview.ready";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description A served port is reachable. */
-                        payload: {
-                            port: number;
-                            url: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "workspace.recovery_failed";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "workspace.recovery_failed";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description A workspace could not be restored. */
-                        payload: {
-                            message: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "artifact.created";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "artifact.created";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description A turn published a file. */
-                        payload: {
-                            id: string;
-                            path: string;
-                            size_bytes: number;
-                            turn_id: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "agent.error";
-                        /**
-                         * @description The service's own name, for reporting a problem.
-                         * @enum {string}
-                         */
-                        internal_type: "session.error";
-                        session_id: string;
-                        /** @description Also the frame’s id: line. */
-                        seq: number;
-                        created_at: number;
-                        /** @description Something failed outside a run (a seed file that could not be written). */
-                        payload: {
-                            message: string;
-                            /** @description The seed file concerned. */
-                            path?: string;
-                        };
-                    } | {
-                        /** @enum {string} */
-                        object: "event";
-                        /** @enum {string} */
-                        type: "service.replay_truncated";
-                        seq: null;
-                        /** @description Reconnect with this as the cursor to collect the rest. */
-                        from_seq: number;
-                        note: string;
-                    };
+                    "text/event-stream": components["schemas"]["Event"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -4564,173 +3875,87 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "list";
-                        data: {
-                            /** @enum {string} */
-                            object: "artifact";
-                            id: string;
-                            session_id: string;
-                            /** @description The turn that published it. */
-                            turn_id: string;
-                            /** @description Where it was in the workspace, relative to it. */
-                            path: string;
-                            size_bytes: number;
-                            /** @description Lowercase hex digest of the bytes. */
-                            sha256: string;
-                            /** @description From the file name; application/octet-stream when unknown. */
-                            content_type: string;
-                            created_at: number;
-                        }[];
-                        /** @description Decided by looking one row past the page. */
-                        has_more: boolean;
-                        /** @description Id of the last object on this page; empty when the page is empty. */
-                        last_id: string;
-                    };
+                    "application/json": components["schemas"]["ArtifactList"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -4752,6 +3977,11 @@ export interface operations {
             /** @description With turn_id, that turn's files named as in the workspace; without, every artifact under {turn_id}/. An artifact whose stored copy is gone is omitted. */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4761,141 +3991,73 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -4915,6 +4077,11 @@ export interface operations {
             /** @description The bytes as published. */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4924,141 +4091,73 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -5080,166 +4179,87 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "session.usage";
-                        session_id: string;
-                        scope: "session" | "tree";
-                        /** @description Unix ms; a running sandbox is counted up to this moment. */
-                        as_of: number;
-                        /** @description Settled, pending reconciliation and still running. Not a bill. */
-                        sandbox_seconds: number;
-                        /** @description The reconciled subset; never more than sandbox_seconds. */
-                        chargeable_seconds: number;
-                        /** @description Intervals whose duration is unknown (their end was lost in a crash); not summed. */
-                        needs_review_intervals: number;
-                        sessions: number;
-                        /** @description Intervals that went in, excluding those marked not billable. */
-                        intervals: number;
-                    };
+                    "application/json": components["schemas"]["Usage"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -5248,8 +4268,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
-                "idempotency-key"?: string;
+                /** @description 1 to 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
+                "Idempotency-Key"?: string;
             };
             path: {
                 session_id: string;
@@ -5258,178 +4278,94 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description At most 50 files and 10 MiB decoded per request. */
-                    files: {
-                        /** @description Relative to the workspace; may not leave it. */
-                        path: string;
-                        /** @description Base64; at most 5 MiB decoded. */
-                        content: string;
-                        /** @description Unix permission bits, e.g. 493 (0755). Default 420 (0644). */
-                        mode?: number;
-                    }[];
-                };
+                "application/json": components["schemas"]["UploadFilesRequest"];
             };
         };
         responses: {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "list";
-                        data: {
-                            /** @description Relative to the workspace. */
-                            path: string;
-                            size_bytes: number;
-                        }[];
-                        has_more: boolean;
-                        /** @description The last path written. */
-                        last_id: string;
-                    };
+                    "application/json": components["schemas"]["UploadedFiles"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -5451,155 +4387,77 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "list";
-                        data: {
-                            /** @enum {string} */
-                            object: "model_credential";
-                            id: string;
-                            /** @description openai_compatible: any server speaking OpenAI’s API; it needs base_url. */
-                            provider: "openai" | "anthropic" | "openai_compatible";
-                            /** @description Where the provider is called, without a trailing slash. */
-                            base_url: string;
-                            name: string;
-                            /** @description The models this connection runs. */
-                            models: string[];
-                            /** @description Whether this is the connection a session runs on when it names none. */
-                            default: boolean;
-                            /** @description The key’s prefix and last four characters; the key itself is never returned. */
-                            key_hint: string;
-                            /** @description Unix ms */
-                            created_at: number;
-                        }[];
-                        /** @description Decided by looking one row past the page. */
-                        has_more: boolean;
-                        /** @description Id of the last object on this page; empty when the page is empty. */
-                        last_id: string;
-                    };
+                    "application/json": components["schemas"]["ModelCredentialList"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -5608,221 +4466,116 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
-                "idempotency-key"?: string;
+                /** @description 1 to 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
+                "Idempotency-Key"?: string;
             };
             path?: never;
             cookie?: never;
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description openai_compatible: any server speaking OpenAI’s API; it needs base_url. */
-                    provider: "openai" | "anthropic" | "openai_compatible";
-                    /** @description Write-only: stored encrypted, never returned. */
-                    api_key: string;
-                    /** @description Required for openai_compatible. Defaults: openai https://api.openai.com/v1, anthropic https://api.anthropic.com/v1. */
-                    base_url?: string;
-                    /** @description A label for people; defaults to the provider (or the host of base_url). */
-                    name?: string;
-                    /** @description The models to run. Without it, the service asks the provider (GET {base_url}/models). */
-                    models?: string[];
-                    /** @description true makes this the organization’s default connection. The first connection is the default whatever this says. */
-                    default?: boolean;
-                };
+                "application/json": components["schemas"]["CreateModelCredentialRequest"];
             };
         };
         responses: {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "model_credential";
-                        id: string;
-                        /** @description openai_compatible: any server speaking OpenAI’s API; it needs base_url. */
-                        provider: "openai" | "anthropic" | "openai_compatible";
-                        /** @description Where the provider is called, without a trailing slash. */
-                        base_url: string;
-                        name: string;
-                        /** @description The models this connection runs. */
-                        models: string[];
-                        /** @description Whether this is the connection a session runs on when it names none. */
-                        default: boolean;
-                        /** @description The key’s prefix and last four characters; the key itself is never returned. */
-                        key_hint: string;
-                        /** @description Unix ms */
-                        created_at: number;
-                    };
+                    "application/json": components["schemas"]["ModelCredential"];
                 };
             };
             /** @description Default Response */
             201: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "model_credential";
-                        id: string;
-                        /** @description openai_compatible: any server speaking OpenAI’s API; it needs base_url. */
-                        provider: "openai" | "anthropic" | "openai_compatible";
-                        /** @description Where the provider is called, without a trailing slash. */
-                        base_url: string;
-                        name: string;
-                        /** @description The models this connection runs. */
-                        models: string[];
-                        /** @description Whether this is the connection a session runs on when it names none. */
-                        default: boolean;
-                        /** @description The key’s prefix and last four characters; the key itself is never returned. */
-                        key_hint: string;
-                        /** @description Unix ms */
-                        created_at: number;
-                    };
+                    "application/json": components["schemas"]["ModelCredential"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description provider_error: the model provider failed */
             502: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "provider_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadGatewayError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -5841,167 +4594,87 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "model_credential";
-                        id: string;
-                        /** @description openai_compatible: any server speaking OpenAI’s API; it needs base_url. */
-                        provider: "openai" | "anthropic" | "openai_compatible";
-                        /** @description Where the provider is called, without a trailing slash. */
-                        base_url: string;
-                        name: string;
-                        /** @description The models this connection runs. */
-                        models: string[];
-                        /** @description Whether this is the connection a session runs on when it names none. */
-                        default: boolean;
-                        /** @description The key’s prefix and last four characters; the key itself is never returned. */
-                        key_hint: string;
-                        /** @description Unix ms */
-                        created_at: number;
-                    };
+                    "application/json": components["schemas"]["ModelCredential"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -6010,8 +4683,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
-                "idempotency-key"?: string;
+                /** @description 1 to 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
+                "Idempotency-Key"?: string;
             };
             path: {
                 credential_id: string;
@@ -6023,159 +4696,87 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "model_credential.deleted";
-                        id: string;
-                        deleted: boolean;
-                        /** @description Sessions that ran on the connection and were moved to another or left with none. */
-                        sessions_moved: number;
-                        /** @description The connection they moved to; null when none was left. */
-                        moved_to: string | null;
-                    };
+                    "application/json": components["schemas"]["ModelCredentialDeleted"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -6197,169 +4798,77 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "list";
-                        data: {
-                            /** @enum {string} */
-                            object: "agent";
-                            id: string;
-                            name: string;
-                            model: string;
-                            model_credential_id: string;
-                            instructions: string;
-                            /** @description Credentials of MCP servers are withheld and named in each entry’s `redacted`. */
-                            tools: {
-                                type: string;
-                                name?: string;
-                                url?: string;
-                                command?: string;
-                                args?: string[];
-                                allowed_tools?: string[];
-                                required?: boolean;
-                                /** @description Names of fields whose secret values were withheld. */
-                                redacted?: string[];
-                                description?: string;
-                                parameters?: {
-                                    [key: string]: unknown;
-                                };
-                                timeout_seconds?: number;
-                            }[];
-                            /** @description Output text settings, kept as given. */
-                            text: {
-                                [key: string]: unknown;
-                            };
-                            /** @description Unix ms */
-                            created_at: number;
-                        }[];
-                        /** @description Decided by looking one row past the page. */
-                        has_more: boolean;
-                        /** @description Id of the last object on this page; empty when the page is empty. */
-                        last_id: string;
-                    };
+                    "application/json": components["schemas"]["AgentList"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -6368,246 +4877,92 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
-                "idempotency-key"?: string;
+                /** @description 1 to 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
+                "Idempotency-Key"?: string;
             };
             path?: never;
             cookie?: never;
         };
         requestBody: {
             content: {
-                "application/json": {
-                    name: string;
-                    /** @description Must be listed by a model connection of the organization. */
-                    model: string;
-                    /** @description One of the organization’s model connections. Omitted: the default connection when it lists the model, else the oldest that does. */
-                    model_credential_id?: string;
-                    /** @description Standing instructions applied to every turn. */
-                    instructions?: string;
-                    /** @description Tool entries of the sessions started from this agent. Omitted: the default set, every network tool this deployment offers (start-up names the ones it does not); an empty array means none. Entries come back as sent: a type the deployment has turned off (WARREN_DISABLED_TOOLS) or cannot run (web_search and image_search without WARREN_SEARCH_URL, the browser tools without Chromium) is kept in the configuration but not offered to the model. */
-                    tools?: ({
-                        /** @enum {string} */
-                        type: "mcp";
-                        /** @description What the model sees (MCP tools as mcp__{server}__{tool}). */
-                        name: string;
-                        /** @description Remote server address (streamable HTTP). */
-                        url?: string;
-                        /** @description Local server command, run inside the sandbox. */
-                        command?: string;
-                        args?: string[];
-                        allowed_tools?: string[];
-                        /** @description When false, a server that will not connect is skipped and mcp.unavailable is emitted. */
-                        required?: boolean;
-                        /** @description Write-only: sent as the Authorization header, never returned. */
-                        authorization?: string;
-                        /** @description Write-only header values, never returned. */
-                        headers?: {
-                            [key: string]: string;
-                        };
-                        /** @description Write-only environment of a local server, never returned. */
-                        env?: {
-                            [key: string]: string;
-                        };
-                        /** @description As a response shows it: the credentials named here are kept from the configuration being replaced (PUT back what GET returned, and they stay). Only where a configuration is replaced. */
-                        redacted?: string[];
-                        description?: string;
-                        timeout_seconds?: number;
-                    } | {
-                        /** @enum {string} */
-                        type: "function";
-                        /** @description What the model sees (MCP tools as mcp__{server}__{tool}). */
-                        name: string;
-                        description?: string;
-                        /** @description JSON Schema of the arguments. */
-                        parameters?: {
-                            [key: string]: unknown;
-                        };
-                        timeout_seconds?: number;
-                    } | {
-                        /** @enum {string} */
-                        type: "web_search";
-                    } | {
-                        /** @enum {string} */
-                        type: "web_fetch";
-                    } | {
-                        /** @enum {string} */
-                        type: "image_search";
-                    } | {
-                        /** @enum {string} */
-                        type: "browse";
-                    } | {
-                        /** @enum {string} */
-                        type: "browser_act";
-                    } | {
-                        /** @enum {string} */
-                        type: "screenshot";
-                    })[];
-                    /** @description Output text settings, kept as given. */
-                    text?: {
-                        [key: string]: unknown;
-                    };
-                };
+                "application/json": components["schemas"]["CreateAgentRequest"];
             };
         };
         responses: {
             /** @description Default Response */
             201: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "agent";
-                        id: string;
-                        name: string;
-                        model: string;
-                        model_credential_id: string;
-                        instructions: string;
-                        /** @description Credentials of MCP servers are withheld and named in each entry’s `redacted`. */
-                        tools: {
-                            type: string;
-                            name?: string;
-                            url?: string;
-                            command?: string;
-                            args?: string[];
-                            allowed_tools?: string[];
-                            required?: boolean;
-                            /** @description Names of fields whose secret values were withheld. */
-                            redacted?: string[];
-                            description?: string;
-                            parameters?: {
-                                [key: string]: unknown;
-                            };
-                            timeout_seconds?: number;
-                        }[];
-                        /** @description Output text settings, kept as given. */
-                        text: {
-                            [key: string]: unknown;
-                        };
-                        /** @description Unix ms */
-                        created_at: number;
-                    };
+                    "application/json": components["schemas"]["Agent"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -6626,181 +4981,87 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "agent";
-                        id: string;
-                        name: string;
-                        model: string;
-                        model_credential_id: string;
-                        instructions: string;
-                        /** @description Credentials of MCP servers are withheld and named in each entry’s `redacted`. */
-                        tools: {
-                            type: string;
-                            name?: string;
-                            url?: string;
-                            command?: string;
-                            args?: string[];
-                            allowed_tools?: string[];
-                            required?: boolean;
-                            /** @description Names of fields whose secret values were withheld. */
-                            redacted?: string[];
-                            description?: string;
-                            parameters?: {
-                                [key: string]: unknown;
-                            };
-                            timeout_seconds?: number;
-                        }[];
-                        /** @description Output text settings, kept as given. */
-                        text: {
-                            [key: string]: unknown;
-                        };
-                        /** @description Unix ms */
-                        created_at: number;
-                    };
+                    "application/json": components["schemas"]["Agent"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -6809,8 +5070,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
-                "idempotency-key"?: string;
+                /** @description 1 to 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
+                "Idempotency-Key"?: string;
             };
             path: {
                 agent_id: string;
@@ -6820,258 +5081,94 @@ export interface operations {
         /** @description Only the fields given change; tools and text are replaced whole. */
         requestBody?: {
             content: {
-                "application/json": {
-                    name?: string;
-                    /** @description Must be listed by a model connection of the organization. */
-                    model?: string;
-                    /** @description One of the organization’s model connections. Omitted: the default connection when it lists the model, else the oldest that does. */
-                    model_credential_id?: string;
-                    /** @description Standing instructions applied to every turn. */
-                    instructions?: string;
-                    /** @description Tool entries of the sessions started from this agent. Omitted: the default set, every network tool this deployment offers (start-up names the ones it does not); an empty array means none. Entries come back as sent: a type the deployment has turned off (WARREN_DISABLED_TOOLS) or cannot run (web_search and image_search without WARREN_SEARCH_URL, the browser tools without Chromium) is kept in the configuration but not offered to the model. */
-                    tools?: ({
-                        /** @enum {string} */
-                        type: "mcp";
-                        /** @description What the model sees (MCP tools as mcp__{server}__{tool}). */
-                        name: string;
-                        /** @description Remote server address (streamable HTTP). */
-                        url?: string;
-                        /** @description Local server command, run inside the sandbox. */
-                        command?: string;
-                        args?: string[];
-                        allowed_tools?: string[];
-                        /** @description When false, a server that will not connect is skipped and mcp.unavailable is emitted. */
-                        required?: boolean;
-                        /** @description Write-only: sent as the Authorization header, never returned. */
-                        authorization?: string;
-                        /** @description Write-only header values, never returned. */
-                        headers?: {
-                            [key: string]: string;
-                        };
-                        /** @description Write-only environment of a local server, never returned. */
-                        env?: {
-                            [key: string]: string;
-                        };
-                        /** @description As a response shows it: the credentials named here are kept from the configuration being replaced (PUT back what GET returned, and they stay). Only where a configuration is replaced. */
-                        redacted?: string[];
-                        description?: string;
-                        timeout_seconds?: number;
-                    } | {
-                        /** @enum {string} */
-                        type: "function";
-                        /** @description What the model sees (MCP tools as mcp__{server}__{tool}). */
-                        name: string;
-                        description?: string;
-                        /** @description JSON Schema of the arguments. */
-                        parameters?: {
-                            [key: string]: unknown;
-                        };
-                        timeout_seconds?: number;
-                    } | {
-                        /** @enum {string} */
-                        type: "web_search";
-                    } | {
-                        /** @enum {string} */
-                        type: "web_fetch";
-                    } | {
-                        /** @enum {string} */
-                        type: "image_search";
-                    } | {
-                        /** @enum {string} */
-                        type: "browse";
-                    } | {
-                        /** @enum {string} */
-                        type: "browser_act";
-                    } | {
-                        /** @enum {string} */
-                        type: "screenshot";
-                    })[];
-                    /** @description Output text settings, kept as given. */
-                    text?: {
-                        [key: string]: unknown;
-                    };
-                };
+                "application/json": components["schemas"]["UpdateAgentRequest"];
             };
         };
         responses: {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "agent";
-                        id: string;
-                        name: string;
-                        model: string;
-                        model_credential_id: string;
-                        instructions: string;
-                        /** @description Credentials of MCP servers are withheld and named in each entry’s `redacted`. */
-                        tools: {
-                            type: string;
-                            name?: string;
-                            url?: string;
-                            command?: string;
-                            args?: string[];
-                            allowed_tools?: string[];
-                            required?: boolean;
-                            /** @description Names of fields whose secret values were withheld. */
-                            redacted?: string[];
-                            description?: string;
-                            parameters?: {
-                                [key: string]: unknown;
-                            };
-                            timeout_seconds?: number;
-                        }[];
-                        /** @description Output text settings, kept as given. */
-                        text: {
-                            [key: string]: unknown;
-                        };
-                        /** @description Unix ms */
-                        created_at: number;
-                    };
+                    "application/json": components["schemas"]["Agent"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -7080,8 +5177,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
-                "idempotency-key"?: string;
+                /** @description 1 to 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
+                "Idempotency-Key"?: string;
             };
             path: {
                 agent_id: string;
@@ -7093,155 +5190,87 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "agent.deleted";
-                        id: string;
-                        deleted: boolean;
-                    };
+                    "application/json": components["schemas"]["AgentDeleted"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -7263,162 +5292,77 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "list";
-                        data: {
-                            /** @enum {string} */
-                            object: "webhook.subscription";
-                            id: string;
-                            /** @description As sent at creation. */
-                            url: string;
-                            /** @description In the order sent at creation. */
-                            events: ("session.created" | "session.action_required" | "session.working" | "session.idle" | "session.failed" | "turn.completed" | "turn.failed")[];
-                            active: boolean;
-                            /** @description Unix ms */
-                            created_at: number;
-                            /** @description whsec_…, the HMAC-SHA256 key that signs deliveries. Returned by the create call only, once; listings and reads omit it. */
-                            secret?: string;
-                            /** @description Counts over the deliveries still recorded for this subscription. Both last_* fields are always present and null together. */
-                            delivery: {
-                                /** @description Deliveries not yet answered 2xx and still being retried. */
-                                pending: number;
-                                /** @description Deliveries that failed all six attempts. */
-                                dead: number;
-                                /** @description Why the most recent failed attempt failed; null when no attempt has failed. */
-                                last_error: string | null;
-                                /** @description Unix ms of the most recent failed attempt; null when no attempt has failed. */
-                                last_failed_at: number | null;
-                            };
-                        }[];
-                        /** @description Decided by looking one row past the page. */
-                        has_more: boolean;
-                        /** @description Id of the last object on this page; empty when the page is empty. */
-                        last_id: string;
-                    };
+                    "application/json": components["schemas"]["WebhookList"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -7427,194 +5371,102 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
-                "idempotency-key"?: string;
+                /** @description 1 to 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
+                "Idempotency-Key"?: string;
             };
             path?: never;
             cookie?: never;
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description Must be https. Unless the deployment sets WARREN_ALLOW_PRIVATE_WEBHOOKS, a host that is a loopback, private or link-local address, or localhost, is refused; deliveries re-check the addresses a name resolves to. */
-                    url: string;
-                    /** @description The event types to deliver, each at most once. Order does not matter: the same url with the same set is a duplicate. */
-                    events: ("session.created" | "session.action_required" | "session.working" | "session.idle" | "session.failed" | "turn.completed" | "turn.failed")[];
-                };
+                "application/json": components["schemas"]["CreateWebhookRequest"];
             };
         };
         responses: {
             /** @description Default Response */
             201: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "webhook.subscription";
-                        id: string;
-                        /** @description As sent at creation. */
-                        url: string;
-                        /** @description In the order sent at creation. */
-                        events: ("session.created" | "session.action_required" | "session.working" | "session.idle" | "session.failed" | "turn.completed" | "turn.failed")[];
-                        active: boolean;
-                        /** @description Unix ms */
-                        created_at: number;
-                        /** @description whsec_…, the HMAC-SHA256 key that signs deliveries. Returned by the create call only, once; listings and reads omit it. */
-                        secret?: string;
-                        /** @description Counts over the deliveries still recorded for this subscription. Both last_* fields are always present and null together. */
-                        delivery: {
-                            /** @description Deliveries not yet answered 2xx and still being retried. */
-                            pending: number;
-                            /** @description Deliveries that failed all six attempts. */
-                            dead: number;
-                            /** @description Why the most recent failed attempt failed; null when no attempt has failed. */
-                            last_error: string | null;
-                            /** @description Unix ms of the most recent failed attempt; null when no attempt has failed. */
-                            last_failed_at: number | null;
-                        };
-                    };
+                    "application/json": components["schemas"]["Webhook"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description conflict: the state does not allow the call */
             409: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "conflict";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ConflictError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -7633,174 +5485,87 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "webhook.subscription";
-                        id: string;
-                        /** @description As sent at creation. */
-                        url: string;
-                        /** @description In the order sent at creation. */
-                        events: ("session.created" | "session.action_required" | "session.working" | "session.idle" | "session.failed" | "turn.completed" | "turn.failed")[];
-                        active: boolean;
-                        /** @description Unix ms */
-                        created_at: number;
-                        /** @description whsec_…, the HMAC-SHA256 key that signs deliveries. Returned by the create call only, once; listings and reads omit it. */
-                        secret?: string;
-                        /** @description Counts over the deliveries still recorded for this subscription. Both last_* fields are always present and null together. */
-                        delivery: {
-                            /** @description Deliveries not yet answered 2xx and still being retried. */
-                            pending: number;
-                            /** @description Deliveries that failed all six attempts. */
-                            dead: number;
-                            /** @description Why the most recent failed attempt failed; null when no attempt has failed. */
-                            last_error: string | null;
-                            /** @description Unix ms of the most recent failed attempt; null when no attempt has failed. */
-                            last_failed_at: number | null;
-                        };
-                    };
+                    "application/json": components["schemas"]["Webhook"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -7809,8 +5574,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
-                "idempotency-key"?: string;
+                /** @description 1 to 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
+                "Idempotency-Key"?: string;
             };
             path: {
                 webhook_id: string;
@@ -7822,155 +5587,87 @@ export interface operations {
             /** @description The subscription is gone, and so are its deliveries: nothing more is sent to it. */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "webhook.subscription.deleted";
-                        id: string;
-                        deleted: boolean;
-                    };
+                    "application/json": components["schemas"]["WebhookDeleted"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -7992,147 +5689,77 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "list";
-                        data: {
-                            /** @enum {string} */
-                            object: "environment.profile";
-                            id: string;
-                            name: string;
-                            /** @description The variable names, sorted; the values are never returned. */
-                            keys: string[];
-                            /** @description Unix ms */
-                            created_at: number;
-                        }[];
-                        /** @description Decided by looking one row past the page. */
-                        has_more: boolean;
-                        /** @description Id of the last object on this page; empty when the page is empty. */
-                        last_id: string;
-                    };
+                    "application/json": components["schemas"]["EnvironmentProfileList"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -8141,181 +5768,102 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
-                "idempotency-key"?: string;
+                /** @description 1 to 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
+                "Idempotency-Key"?: string;
             };
             path?: never;
             cookie?: never;
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description Unique within the organization; a session names the profile by it or by id. It may not begin with "envp_", which ids use. */
-                    name: string;
-                    /** @description Variables set in the workspace. Keys match ^[A-Za-z_][A-Za-z0-9_]*$; at most 100 keys; string values of at most 32 KiB (UTF-8). Values are write-only: no response ever returns them. */
-                    env: {
-                        [key: string]: string;
-                    };
-                };
+                "application/json": components["schemas"]["CreateEnvironmentProfileRequest"];
             };
         };
         responses: {
             /** @description Default Response */
             201: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "environment.profile";
-                        id: string;
-                        name: string;
-                        /** @description The variable names, sorted; the values are never returned. */
-                        keys: string[];
-                        /** @description Unix ms */
-                        created_at: number;
-                    };
+                    "application/json": components["schemas"]["EnvironmentProfile"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description conflict: the state does not allow the call */
             409: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "conflict";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ConflictError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -8334,159 +5882,87 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "environment.profile";
-                        id: string;
-                        name: string;
-                        /** @description The variable names, sorted; the values are never returned. */
-                        keys: string[];
-                        /** @description Unix ms */
-                        created_at: number;
-                    };
+                    "application/json": components["schemas"]["EnvironmentProfile"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -8495,8 +5971,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
-                "idempotency-key"?: string;
+                /** @description 1 to 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
+                "Idempotency-Key"?: string;
             };
             path: {
                 profile_id: string;
@@ -8508,155 +5984,87 @@ export interface operations {
             /** @description The profile is gone and is taken out of every template that named it. */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "environment.profile.deleted";
-                        id: string;
-                        deleted: boolean;
-                    };
+                    "application/json": components["schemas"]["EnvironmentProfileDeleted"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -8680,163 +6088,77 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "list";
-                        data: {
-                            /** @enum {string} */
-                            object: "environment.template";
-                            id: string;
-                            name: string;
-                            /** @description What the workspace is seeded with; the bytes are kept but not returned. */
-                            files: {
-                                path: string;
-                                size_bytes: number;
-                                /** @description Unix permission bits */
-                                mode: number;
-                            }[];
-                            repo: {
-                                /** @description owner/name */
-                                full_name: string;
-                                /** @description Absent: the default branch. */
-                                branch?: string;
-                            } | null;
-                            setup: string | null;
-                            /** @description Environment profile ids. */
-                            profiles: string[];
-                            /** @description Unix ms */
-                            created_at: number;
-                            /** @description Unix ms of the last replacement */
-                            updated_at: number;
-                        }[];
-                        /** @description Decided by looking one row past the page. */
-                        has_more: boolean;
-                        /** @description Id of the last object on this page; empty when the page is empty. */
-                        last_id: string;
-                    };
+                    "application/json": components["schemas"]["EnvironmentTemplateList"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -8845,8 +6167,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
-                "idempotency-key"?: string;
+                /** @description 1 to 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
+                "Idempotency-Key"?: string;
             };
             path?: never;
             cookie?: never;
@@ -8854,217 +6176,98 @@ export interface operations {
         /** @description Creates the template (201), or replaces the whole template of that name (200): the id and created_at stay, every other field takes the new value, and a field left out is cleared. At most 25 templates per organization. */
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description Unique within the organization; posting an existing name replaces that template. */
-                    name: string;
-                    /** @description At most 50 files and 10 MiB decoded per request. */
-                    files?: {
-                        /** @description Relative to the workspace; may not leave it. */
-                        path: string;
-                        /** @description Base64; at most 5 MiB decoded. */
-                        content: string;
-                        /** @description Unix permission bits, e.g. 493 (0755). Default 420 (0644). */
-                        mode?: number;
-                    }[];
-                    repo?: {
-                        /** @description owner/name, cloned from {WARREN_GIT_BASE_URL}/{full_name}.git */
-                        full_name: string;
-                        branch?: string;
-                    };
-                    /** @description Shell script run once when the workspace first comes up. */
-                    setup?: string;
-                    /** @description Environment profile ids or names of the organization; stored as ids. */
-                    profiles?: string[];
-                };
+                "application/json": components["schemas"]["PutEnvironmentTemplateRequest"];
             };
         };
         responses: {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "environment.template";
-                        id: string;
-                        name: string;
-                        /** @description What the workspace is seeded with; the bytes are kept but not returned. */
-                        files: {
-                            path: string;
-                            size_bytes: number;
-                            /** @description Unix permission bits */
-                            mode: number;
-                        }[];
-                        repo: {
-                            /** @description owner/name */
-                            full_name: string;
-                            /** @description Absent: the default branch. */
-                            branch?: string;
-                        } | null;
-                        setup: string | null;
-                        /** @description Environment profile ids. */
-                        profiles: string[];
-                        /** @description Unix ms */
-                        created_at: number;
-                        /** @description Unix ms of the last replacement */
-                        updated_at: number;
-                    };
+                    "application/json": components["schemas"]["EnvironmentTemplate"];
                 };
             };
             /** @description Default Response */
             201: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "environment.template";
-                        id: string;
-                        name: string;
-                        /** @description What the workspace is seeded with; the bytes are kept but not returned. */
-                        files: {
-                            path: string;
-                            size_bytes: number;
-                            /** @description Unix permission bits */
-                            mode: number;
-                        }[];
-                        repo: {
-                            /** @description owner/name */
-                            full_name: string;
-                            /** @description Absent: the default branch. */
-                            branch?: string;
-                        } | null;
-                        setup: string | null;
-                        /** @description Environment profile ids. */
-                        profiles: string[];
-                        /** @description Unix ms */
-                        created_at: number;
-                        /** @description Unix ms of the last replacement */
-                        updated_at: number;
-                    };
+                    "application/json": components["schemas"]["EnvironmentTemplate"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -9083,175 +6286,87 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "environment.template";
-                        id: string;
-                        name: string;
-                        /** @description What the workspace is seeded with; the bytes are kept but not returned. */
-                        files: {
-                            path: string;
-                            size_bytes: number;
-                            /** @description Unix permission bits */
-                            mode: number;
-                        }[];
-                        repo: {
-                            /** @description owner/name */
-                            full_name: string;
-                            /** @description Absent: the default branch. */
-                            branch?: string;
-                        } | null;
-                        setup: string | null;
-                        /** @description Environment profile ids. */
-                        profiles: string[];
-                        /** @description Unix ms */
-                        created_at: number;
-                        /** @description Unix ms of the last replacement */
-                        updated_at: number;
-                    };
+                    "application/json": components["schemas"]["EnvironmentTemplate"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -9260,8 +6375,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
-                "idempotency-key"?: string;
+                /** @description 1 to 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
+                "Idempotency-Key"?: string;
             };
             path: {
                 template_id: string;
@@ -9273,155 +6388,87 @@ export interface operations {
             /** @description The template and its files are gone; sessions already started from it keep their copy. */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "environment.template.deleted";
-                        id: string;
-                        deleted: boolean;
-                    };
+                    "application/json": components["schemas"]["EnvironmentTemplateDeleted"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -9430,8 +6477,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
-                "idempotency-key"?: string;
+                /** @description 1 to 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
+                "Idempotency-Key"?: string;
             };
             path: {
                 session_id: string;
@@ -9440,197 +6487,94 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description The message. */
-                    text: string;
-                    /** @description On a busy session, deliver the text into the running turn at its next step instead of queueing a new turn; the response is the running turn. */
-                    steer?: boolean;
-                    /** @description At most 50 files and 10 MiB decoded per request. */
-                    files?: {
-                        /** @description Relative to the workspace; may not leave it. */
-                        path: string;
-                        /** @description Base64; at most 5 MiB decoded. */
-                        content: string;
-                        /** @description Unix permission bits, e.g. 493 (0755). Default 420 (0644). */
-                        mode?: number;
-                    }[];
-                };
+                "application/json": components["schemas"]["SendMessageRequest"];
             };
         };
         responses: {
             /** @description Default Response */
             202: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "turn";
-                        /** @description Quote it when reporting a problem. */
-                        id: string;
-                        session_id: string;
-                        /** @description A turn is working from the moment its input is accepted, including while it waits behind another; a settled turn never moves again. */
-                        status: "working" | "completed" | "failed" | "cancelled";
-                        /** @description Unix ms: when the input was accepted. */
-                        created_at: number;
-                        /** @description Unix ms: when the agent began; null while the turn waits. The only field that separates waiting from running. */
-                        started_at: number | null;
-                        /** @description Unix ms: when the turn settled. */
-                        completed_at: number | null;
-                        artifacts: "pending" | "ready" | "partial" | "failed" | null;
-                        artifacts_skipped: {
-                            path: string;
-                            reason: string;
-                        }[];
-                        /** @description Always null; reserved. */
-                        subagent_id: null;
-                        error: {
-                            /** @description Why the turn failed. */
-                            code: "provider_error" | "provider_unauthorized" | "context_length_exceeded" | "sandbox_error" | "sandbox_unavailable" | "workspace_recovery_failed" | "internal_error";
-                            message: string;
-                        } | null;
-                    };
+                    "application/json": components["schemas"]["Turn"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -9656,184 +6600,87 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "list";
-                        data: {
-                            /** @enum {string} */
-                            object: "turn";
-                            /** @description Quote it when reporting a problem. */
-                            id: string;
-                            session_id: string;
-                            /** @description A turn is working from the moment its input is accepted, including while it waits behind another; a settled turn never moves again. */
-                            status: "working" | "completed" | "failed" | "cancelled";
-                            /** @description Unix ms: when the input was accepted. */
-                            created_at: number;
-                            /** @description Unix ms: when the agent began; null while the turn waits. The only field that separates waiting from running. */
-                            started_at: number | null;
-                            /** @description Unix ms: when the turn settled. */
-                            completed_at: number | null;
-                            artifacts: "pending" | "ready" | "partial" | "failed" | null;
-                            artifacts_skipped: {
-                                path: string;
-                                reason: string;
-                            }[];
-                            /** @description Always null; reserved. */
-                            subagent_id: null;
-                            error: {
-                                /** @description Why the turn failed. */
-                                code: "provider_error" | "provider_unauthorized" | "context_length_exceeded" | "sandbox_error" | "sandbox_unavailable" | "workspace_recovery_failed" | "internal_error";
-                                message: string;
-                            } | null;
-                        }[];
-                        /** @description Decided by looking one row past the page. */
-                        has_more: boolean;
-                        /** @description Id of the last object on this page; empty when the page is empty. */
-                        last_id: string;
-                    };
+                    "application/json": components["schemas"]["TurnList"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -9853,176 +6700,87 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "turn";
-                        /** @description Quote it when reporting a problem. */
-                        id: string;
-                        session_id: string;
-                        /** @description A turn is working from the moment its input is accepted, including while it waits behind another; a settled turn never moves again. */
-                        status: "working" | "completed" | "failed" | "cancelled";
-                        /** @description Unix ms: when the input was accepted. */
-                        created_at: number;
-                        /** @description Unix ms: when the agent began; null while the turn waits. The only field that separates waiting from running. */
-                        started_at: number | null;
-                        /** @description Unix ms: when the turn settled. */
-                        completed_at: number | null;
-                        artifacts: "pending" | "ready" | "partial" | "failed" | null;
-                        artifacts_skipped: {
-                            path: string;
-                            reason: string;
-                        }[];
-                        /** @description Always null; reserved. */
-                        subagent_id: null;
-                        error: {
-                            /** @description Why the turn failed. */
-                            code: "provider_error" | "provider_unauthorized" | "context_length_exceeded" | "sandbox_error" | "sandbox_unavailable" | "workspace_recovery_failed" | "internal_error";
-                            message: string;
-                        } | null;
-                    };
+                    "application/json": components["schemas"]["Turn"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -10031,8 +6789,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
-                "idempotency-key"?: string;
+                /** @description 1 to 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
+                "Idempotency-Key"?: string;
             };
             path: {
                 session_id: string;
@@ -10045,196 +6803,97 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "turn";
-                        /** @description Quote it when reporting a problem. */
-                        id: string;
-                        session_id: string;
-                        /** @description A turn is working from the moment its input is accepted, including while it waits behind another; a settled turn never moves again. */
-                        status: "working" | "completed" | "failed" | "cancelled";
-                        /** @description Unix ms: when the input was accepted. */
-                        created_at: number;
-                        /** @description Unix ms: when the agent began; null while the turn waits. The only field that separates waiting from running. */
-                        started_at: number | null;
-                        /** @description Unix ms: when the turn settled. */
-                        completed_at: number | null;
-                        artifacts: "pending" | "ready" | "partial" | "failed" | null;
-                        artifacts_skipped: {
-                            path: string;
-                            reason: string;
-                        }[];
-                        /** @description Always null; reserved. */
-                        subagent_id: null;
-                        error: {
-                            /** @description Why the turn failed. */
-                            code: "provider_error" | "provider_unauthorized" | "context_length_exceeded" | "sandbox_error" | "sandbox_unavailable" | "workspace_recovery_failed" | "internal_error";
-                            message: string;
-                        } | null;
-                    };
+                    "application/json": components["schemas"]["Turn"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description conflict: the state does not allow the call */
             409: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "conflict";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ConflictError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -10243,8 +6902,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
-                "idempotency-key"?: string;
+                /** @description 1 to 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
+                "Idempotency-Key"?: string;
             };
             path: {
                 session_id: string;
@@ -10255,273 +6914,104 @@ export interface operations {
         /** @description Exactly one of output or error. */
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description The function's result, any JSON value. */
-                    output?: unknown;
-                    /** @description The function failed; the agent is told this message. */
-                    error?: string;
-                };
+                "application/json": components["schemas"]["AnswerRequiredActionRequest"];
             };
         };
         responses: {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "session";
-                        id: string;
-                        /** @description failed is the outcome of the last turn, not a dead session: it accepts input. */
-                        status: "idle" | "working" | "requires_action" | "failed";
-                        /** @description Unix ms */
-                        created_at: number;
-                        /** @description Unix ms; moves on any change */
-                        updated_at: number;
-                        agent: {
-                            /** @description The stored agent the session started from, or an id of its own. */
-                            id: string;
-                            model: string;
-                            /** @description Null when the connection was deleted and none remained. */
-                            model_credential_id: string | null;
-                            /** @description auto (default): tools run unless a rule says otherwise; ask: every writing tool asks first; read_only: writing tools are refused. */
-                            approval_mode: "auto" | "ask" | "read_only";
-                            instructions: string;
-                            permission_rules: {
-                                decision: "allow" | "deny" | "ask";
-                                /** @description Glob pattern (* and **), at most 500 characters. */
-                                tool?: string;
-                                /** @description Glob pattern (* and **), at most 500 characters. */
-                                path?: string;
-                                /** @description Glob pattern (* and **), at most 500 characters. */
-                                command?: string;
-                                /** @description Glob pattern (* and **), at most 500 characters. */
-                                domain?: string;
-                            }[];
-                            tools: {
-                                type: string;
-                                name?: string;
-                                url?: string;
-                                command?: string;
-                                args?: string[];
-                                allowed_tools?: string[];
-                                required?: boolean;
-                                /** @description Names of fields whose secret values were withheld. */
-                                redacted?: string[];
-                                description?: string;
-                                parameters?: {
-                                    [key: string]: unknown;
-                                };
-                                timeout_seconds?: number;
-                            }[];
-                        };
-                        environment: {
-                            /** @enum {string} */
-                            type: "sandbox";
-                            /** @description Workspace state: pending (owed, not up yet), running, paused, reclaimed, failed, deleted. */
-                            state: string;
-                            workspace_directory: string;
-                            repo: {
-                                full_name: string;
-                                /** @description Null until known when none was asked for. */
-                                branch: string | null;
-                                /** @description Why the clone failed; null while owed or done. */
-                                clone_error: string | null;
-                            } | null;
-                            /** @description Ids of the environment profiles applied. */
-                            profiles: string[];
-                            /** @description Name of the template it started from. */
-                            template: string | null;
-                        };
-                        preview: {
-                            /** @description Address that requires an access token; null when no preview is published. */
-                            url: string | null;
-                            /** @description The public address; null when none. */
-                            published_url: string | null;
-                            port: number | null;
-                        };
-                        title: string;
-                        source: "api" | "console" | "cli" | null;
-                        /** @description Id of the token that created the session; never the secret. */
-                        created_by_token: string;
-                        /** @description Everything the session waits on the caller for. Authoritative. */
-                        required_actions: {
-                            /** @enum {string} */
-                            type: "function_call";
-                            turn_id: string;
-                            call_id: string;
-                            name: string;
-                            arguments: unknown;
-                            created_at: number;
-                            /** @description Not a deadline: a required action never times out and a late answer is accepted. It is the latest moment the workspace's current run can last (its lifetime ceiling); after it the workspace is restored from its files on the answer, and processes the turn started are gone. */
-                            expires_at: number;
-                        }[];
-                        metadata: {
-                            [key: string]: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["Session"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description conflict: the state does not allow the call */
             409: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "conflict";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ConflictError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -10530,8 +7020,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
-                "idempotency-key"?: string;
+                /** @description 1 to 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
+                "Idempotency-Key"?: string;
             };
             path: {
                 session_id: string;
@@ -10541,194 +7031,104 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    approved: boolean;
-                    /** @description Told to the agent with a refusal. */
-                    reason?: string;
-                };
+                "application/json": components["schemas"]["AnswerApprovalRequest"];
             };
         };
         responses: {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "approval";
-                        tool_call_id: string;
-                        session_id: string;
-                        turn_id: string;
-                        /** @description The tool that asked. */
-                        name: string;
-                        args: unknown;
-                        approved: boolean;
-                        reason: string | null;
-                        created_at: number;
-                        resolved_at: number;
-                    };
+                    "application/json": components["schemas"]["Approval"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description conflict: the state does not allow the call */
             409: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "conflict";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ConflictError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -10737,8 +7137,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
-                "idempotency-key"?: string;
+                /** @description 1 to 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
+                "Idempotency-Key"?: string;
             };
             path: {
                 session_id: string;
@@ -10748,189 +7148,104 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    answer: string;
-                };
+                "application/json": components["schemas"]["AnswerQuestionRequest"];
             };
         };
         responses: {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "question";
-                        tool_call_id: string;
-                        session_id: string;
-                        turn_id: string;
-                        question: string;
-                        answer: string;
-                        created_at: number;
-                        resolved_at: number;
-                    };
+                    "application/json": components["schemas"]["Question"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description conflict: the state does not allow the call */
             409: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "conflict";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ConflictError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -10939,8 +7254,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
-                "idempotency-key"?: string;
+                /** @description 1 to 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
+                "Idempotency-Key"?: string;
             };
             path: {
                 session_id: string;
@@ -10949,193 +7264,104 @@ export interface operations {
         };
         requestBody?: {
             content: {
-                "application/json": {
-                    /** @description 2 to 63 characters of a-z, 0-9 and hyphen. Derived from the session when omitted. Taken by another session: 409. */
-                    subdomain?: string;
-                    /** @description An addition: the workspace port to serve. When omitted, the lowest port a process in the workspace listens on; none listening: 409. */
-                    port?: number;
-                };
+                "application/json": components["schemas"]["PublishPreviewRequest"];
             };
         };
         responses: {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "preview";
-                        /** @description The label the site is served under. */
-                        subdomain: string;
-                        /** @description The public address, on the service's own origin. */
-                        url: string;
-                        /** @description The same public address, under the session object's name for it. */
-                        published_url: string;
-                        /** @description The workspace port served. */
-                        port: number;
-                    };
+                    "application/json": components["schemas"]["Preview"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description conflict: the state does not allow the call */
             409: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "conflict";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ConflictError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -11144,8 +7370,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
-                "idempotency-key"?: string;
+                /** @description 1 to 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
+                "Idempotency-Key"?: string;
             };
             path: {
                 session_id: string;
@@ -11157,156 +7383,87 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "preview.deleted";
-                        /** @description The session's id: a session has at most one preview. */
-                        id: string;
-                        deleted: boolean;
-                    };
+                    "application/json": components["schemas"]["PreviewDeleted"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -11334,141 +7491,73 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -11496,141 +7585,73 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -11658,141 +7679,73 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -11820,141 +7773,73 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -11982,141 +7867,73 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -12127,7 +7944,8 @@ export interface operations {
             header?: never;
             path: {
                 session_id: string;
-                "*": string;
+                /** @description The rest of the site's path, slashes included. */
+                path: string;
             };
             cookie?: never;
         };
@@ -12145,141 +7963,73 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -12290,7 +8040,8 @@ export interface operations {
             header?: never;
             path: {
                 session_id: string;
-                "*": string;
+                /** @description The rest of the site's path, slashes included. */
+                path: string;
             };
             cookie?: never;
         };
@@ -12308,141 +8059,73 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -12453,7 +8136,8 @@ export interface operations {
             header?: never;
             path: {
                 session_id: string;
-                "*": string;
+                /** @description The rest of the site's path, slashes included. */
+                path: string;
             };
             cookie?: never;
         };
@@ -12471,141 +8155,73 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -12616,7 +8232,8 @@ export interface operations {
             header?: never;
             path: {
                 session_id: string;
-                "*": string;
+                /** @description The rest of the site's path, slashes included. */
+                path: string;
             };
             cookie?: never;
         };
@@ -12634,141 +8251,73 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -12779,7 +8328,8 @@ export interface operations {
             header?: never;
             path: {
                 session_id: string;
-                "*": string;
+                /** @description The rest of the site's path, slashes included. */
+                path: string;
             };
             cookie?: never;
         };
@@ -12797,141 +8347,73 @@ export interface operations {
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -12950,170 +8432,87 @@ export interface operations {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "session.tools";
-                        /** @description As sent; credentials of MCP servers withheld and named in each entry’s `redacted`. Without a configuration of its own, the default set: the network tools this deployment offers. */
-                        tools: {
-                            type: string;
-                            name?: string;
-                            url?: string;
-                            command?: string;
-                            args?: string[];
-                            allowed_tools?: string[];
-                            required?: boolean;
-                            /** @description Names of fields whose secret values were withheld. */
-                            redacted?: string[];
-                            description?: string;
-                            parameters?: {
-                                [key: string]: unknown;
-                            };
-                            timeout_seconds?: number;
-                        }[];
-                    };
+                    "application/json": components["schemas"]["SessionTools"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
             };
         };
@@ -13122,8 +8521,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description At most 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
-                "idempotency-key"?: string;
+                /** @description 1 to 255 characters. A retry with the same key returns the first answer; an identical request still in flight gets 409. */
+                "Idempotency-Key"?: string;
             };
             path: {
                 session_id: string;
@@ -13132,237 +8531,284 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description Replaces the whole configuration. Naming network tool types narrows the session to exactly those. Omitted: the default set, every network tool this deployment offers (start-up names the ones it does not); an empty array means none. Entries come back as sent: a type the deployment has turned off (WARREN_DISABLED_TOOLS) or cannot run (web_search and image_search without WARREN_SEARCH_URL, the browser tools without Chromium) is kept in the configuration but not offered to the model. */
-                    tools: ({
-                        /** @enum {string} */
-                        type: "mcp";
-                        /** @description What the model sees (MCP tools as mcp__{server}__{tool}). */
-                        name: string;
-                        /** @description Remote server address (streamable HTTP). */
-                        url?: string;
-                        /** @description Local server command, run inside the sandbox. */
-                        command?: string;
-                        args?: string[];
-                        allowed_tools?: string[];
-                        /** @description When false, a server that will not connect is skipped and mcp.unavailable is emitted. */
-                        required?: boolean;
-                        /** @description Write-only: sent as the Authorization header, never returned. */
-                        authorization?: string;
-                        /** @description Write-only header values, never returned. */
-                        headers?: {
-                            [key: string]: string;
-                        };
-                        /** @description Write-only environment of a local server, never returned. */
-                        env?: {
-                            [key: string]: string;
-                        };
-                        /** @description As a response shows it: the credentials named here are kept from the configuration being replaced (PUT back what GET returned, and they stay). Only where a configuration is replaced. */
-                        redacted?: string[];
-                        description?: string;
-                        timeout_seconds?: number;
-                    } | {
-                        /** @enum {string} */
-                        type: "function";
-                        /** @description What the model sees (MCP tools as mcp__{server}__{tool}). */
-                        name: string;
-                        description?: string;
-                        /** @description JSON Schema of the arguments. */
-                        parameters?: {
-                            [key: string]: unknown;
-                        };
-                        timeout_seconds?: number;
-                    } | {
-                        /** @enum {string} */
-                        type: "web_search";
-                    } | {
-                        /** @enum {string} */
-                        type: "web_fetch";
-                    } | {
-                        /** @enum {string} */
-                        type: "image_search";
-                    } | {
-                        /** @enum {string} */
-                        type: "browse";
-                    } | {
-                        /** @enum {string} */
-                        type: "browser_act";
-                    } | {
-                        /** @enum {string} */
-                        type: "screenshot";
-                    })[];
-                };
+                "application/json": components["schemas"]["PutSessionToolsRequest"];
             };
         };
         responses: {
             /** @description Default Response */
             200: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "x-ratelimit-limit": components["headers"]["x-ratelimit-limit"];
+                    "x-ratelimit-remaining": components["headers"]["x-ratelimit-remaining"];
+                    "x-ratelimit-reset": components["headers"]["x-ratelimit-reset"];
+                    "x-ratelimit-resource": components["headers"]["x-ratelimit-resource"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "session.tools";
-                        /** @description As sent; credentials of MCP servers withheld and named in each entry’s `redacted`. Without a configuration of its own, the default set: the network tools this deployment offers. */
-                        tools: {
-                            type: string;
-                            name?: string;
-                            url?: string;
-                            command?: string;
-                            args?: string[];
-                            allowed_tools?: string[];
-                            required?: boolean;
-                            /** @description Names of fields whose secret values were withheld. */
-                            redacted?: string[];
-                            description?: string;
-                            parameters?: {
-                                [key: string]: unknown;
-                            };
-                            timeout_seconds?: number;
-                        }[];
-                    };
+                    "application/json": components["schemas"]["SessionTools"];
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
             400: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "invalid_request" | "context_length_exceeded" | "provider_unauthorized" | "bridge_incompatible";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["BadRequestError"];
                 };
             };
             /** @description authentication_error: token missing, unrecognised, expired or revoked */
             401: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "authentication_error";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
             /** @description permission_denied: the message names the scope wanted */
             403: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "permission_denied";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ForbiddenError"];
                 };
             };
             /** @description not_found: no such endpoint, or no such object in the organization */
             404: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "not_found";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["NotFoundError"];
                 };
             };
             /** @description queue_full: already 5 messages wait behind the current turn; rate_limit_exceeded: past a bucket or a stream ceiling, with Retry-After; project_limit_exceeded: the organization is at its session ceiling; retrying never succeeds */
             429: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "queue_full" | "rate_limit_exceeded" | "project_limit_exceeded";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
             500: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "internal_error" | "sandbox_error" | "workspace_recovery_failed";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["InternalServerError"];
                 };
             };
             /** @description directory_unavailable: the token directory cannot be reached, with Retry-After; sandbox_unavailable: no sandbox can be had now */
             503: {
                 headers: {
+                    "x-request-id": components["headers"]["x-request-id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            /**
-                             * @description One of the codes listed under Errors; callers branch on it.
-                             * @enum {string}
-                             */
-                            code: "directory_unavailable" | "sandbox_unavailable";
-                            message: string;
-                            /** @description Equals the x-request-id response header. */
-                            request_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ServiceUnavailableError"];
                 };
+            };
+        };
+    };
+    deliver_session_created: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unix ms, as decimal digits. */
+                "x-service-timestamp": string;
+                /** @description Lowercase hex HMAC-SHA256, keyed with the subscription secret, over `{x-service-timestamp}.{raw body}`. */
+                "x-service-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookDelivery"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx ends the delivery; anything else, or no answer within 10 seconds, is retried (six attempts in all). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    deliver_session_action_required: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unix ms, as decimal digits. */
+                "x-service-timestamp": string;
+                /** @description Lowercase hex HMAC-SHA256, keyed with the subscription secret, over `{x-service-timestamp}.{raw body}`. */
+                "x-service-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookDelivery"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx ends the delivery; anything else, or no answer within 10 seconds, is retried (six attempts in all). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    deliver_session_working: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unix ms, as decimal digits. */
+                "x-service-timestamp": string;
+                /** @description Lowercase hex HMAC-SHA256, keyed with the subscription secret, over `{x-service-timestamp}.{raw body}`. */
+                "x-service-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookDelivery"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx ends the delivery; anything else, or no answer within 10 seconds, is retried (six attempts in all). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    deliver_session_idle: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unix ms, as decimal digits. */
+                "x-service-timestamp": string;
+                /** @description Lowercase hex HMAC-SHA256, keyed with the subscription secret, over `{x-service-timestamp}.{raw body}`. */
+                "x-service-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookDelivery"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx ends the delivery; anything else, or no answer within 10 seconds, is retried (six attempts in all). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    deliver_session_failed: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unix ms, as decimal digits. */
+                "x-service-timestamp": string;
+                /** @description Lowercase hex HMAC-SHA256, keyed with the subscription secret, over `{x-service-timestamp}.{raw body}`. */
+                "x-service-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookDelivery"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx ends the delivery; anything else, or no answer within 10 seconds, is retried (six attempts in all). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    deliver_turn_completed: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unix ms, as decimal digits. */
+                "x-service-timestamp": string;
+                /** @description Lowercase hex HMAC-SHA256, keyed with the subscription secret, over `{x-service-timestamp}.{raw body}`. */
+                "x-service-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookDelivery"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx ends the delivery; anything else, or no answer within 10 seconds, is retried (six attempts in all). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    deliver_turn_failed: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Unix ms, as decimal digits. */
+                "x-service-timestamp": string;
+                /** @description Lowercase hex HMAC-SHA256, keyed with the subscription secret, over `{x-service-timestamp}.{raw body}`. */
+                "x-service-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookDelivery"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx ends the delivery; anything else, or no answer within 10 seconds, is retried (six attempts in all). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };

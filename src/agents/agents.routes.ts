@@ -74,7 +74,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store,
 
   app.get(
     '/agents/:agent_id',
-    { config: { scope: 'agents:read' }, schema: { operationId: 'getAgent', tags, params: AgentParams, response: { 200: Agent, ...errorResponses(404) } } },
+    { config: { scope: 'agents:read' }, schema: { operationId: 'getAgent', summary: 'Read one stored agent', tags, params: AgentParams, response: { 200: Agent, ...errorResponses(404) } } },
     async (req) => {
       const agent = await getAgent(db, req.auth.orgId, req.params.agent_id)
       if (!agent) throw notFound('agent', req.params.agent_id)
@@ -125,7 +125,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store,
     '/agents/:agent_id',
     {
       config: { scope: 'agents:write', idempotent: true },
-      schema: { operationId: 'deleteAgent', tags, params: AgentParams, response: { 200: AgentDeleted, ...errorResponses(400, 404) } },
+      schema: { operationId: 'deleteAgent', summary: 'Delete a stored agent', tags, params: AgentParams, response: { 200: AgentDeleted, ...errorResponses(400, 404) } },
     },
     async (req) => {
       if (!(await deleteAgent(db, req.auth.orgId, req.params.agent_id))) throw notFound('agent', req.params.agent_id)

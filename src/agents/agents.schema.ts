@@ -22,7 +22,7 @@ export const Agent = Type.Object(
     text: Text,
     created_at: Type.Integer({ description: 'Unix ms' }),
   },
-  { additionalProperties: false },
+  { $id: 'Agent', additionalProperties: false },
 )
 export type Agent = Static<typeof Agent>
 
@@ -35,7 +35,7 @@ export const CreateAgentBody = Type.Object(
     tools: Type.Optional(Tools),
     text: Type.Optional(Text),
   },
-  { additionalProperties: false },
+  { $id: 'CreateAgentRequest', additionalProperties: false },
 )
 export type CreateAgentBody = Static<typeof CreateAgentBody>
 
@@ -48,7 +48,7 @@ export const UpdateAgentBody = Type.Object(
     tools: Type.Optional(Tools),
     text: Type.Optional(Text),
   },
-  { additionalProperties: false, description: 'Only the fields given change; tools and text are replaced whole.' },
+  { $id: 'UpdateAgentRequest', additionalProperties: false, description: 'Only the fields given change; tools and text are replaced whole.' },
 )
 export type UpdateAgentBody = Static<typeof UpdateAgentBody>
 
@@ -56,5 +56,5 @@ export const AgentParams = Type.Object({ agent_id: Type.String() }, { additional
 
 export const AgentDeleted = Type.Object(
   { object: Type.Literal('agent.deleted'), id: Type.String(), deleted: Type.Boolean() },
-  { additionalProperties: false },
+  { $id: 'AgentDeleted', additionalProperties: false },
 )

@@ -13,7 +13,7 @@ export const Artifact = Type.Object(
     content_type: Type.String({ description: 'From the file name; application/octet-stream when unknown.' }),
     created_at: Type.Integer(),
   },
-  { additionalProperties: false },
+  { $id: 'Artifact', additionalProperties: false },
 )
 
 export const ListArtifactsQuery = Type.Object({ ...OrderedListQuery, turn_id: Type.Optional(Type.String({ description: "Only that turn's artifacts." })) }, { additionalProperties: false })

@@ -16,7 +16,7 @@ export const CreateProfileBody = Type.Object(
       description: `Variables set in the workspace. Keys match ${ENV_KEY.source}; at most ${PROFILE_LIMITS.keys} keys; string values of at most 32 KiB (UTF-8). Values are write-only: no response ever returns them.`,
     }),
   },
-  { additionalProperties: false },
+  { $id: 'CreateEnvironmentProfileRequest', additionalProperties: false },
 )
 export type CreateProfileBody = Static<typeof CreateProfileBody>
 
@@ -28,13 +28,13 @@ export const Profile = Type.Object(
     keys: Type.Array(Type.String(), { description: 'The variable names, sorted; the values are never returned.' }),
     created_at: Type.Integer({ description: 'Unix ms' }),
   },
-  { additionalProperties: false },
+  { $id: 'EnvironmentProfile', additionalProperties: false },
 )
 export type Profile = Static<typeof Profile>
 
 export const ProfileDeleted = Type.Object(
   { object: Type.Literal('environment.profile.deleted'), id: Type.String(), deleted: Type.Boolean() },
-  { additionalProperties: false, description: 'The profile is gone and is taken out of every template that named it.' },
+  { $id: 'EnvironmentProfileDeleted', additionalProperties: false, description: 'The profile is gone and is taken out of every template that named it.' },
 )
 
 export const ProfileParams = Type.Object({ profile_id: Type.String() }, { additionalProperties: false })
@@ -49,6 +49,7 @@ export const CreateTemplateBody = Type.Object(
     profiles: Type.Optional(Type.Array(Type.String(), { maxItems: 25, description: 'Environment profile ids or names of the organization; stored as ids.' })),
   },
   {
+    $id: 'PutEnvironmentTemplateRequest',
     additionalProperties: false,
     description: `Creates the template (201), or replaces the whole template of that name (200): the id and created_at stay, every other field takes the new value, and a field left out is cleared. At most ${TEMPLATES_PER_ORG} templates per organization.`,
   },
@@ -79,13 +80,13 @@ export const Template = Type.Object(
     created_at: Type.Integer({ description: 'Unix ms' }),
     updated_at: Type.Integer({ description: 'Unix ms of the last replacement' }),
   },
-  { additionalProperties: false },
+  { $id: 'EnvironmentTemplate', additionalProperties: false },
 )
 export type Template = Static<typeof Template>
 
 export const TemplateDeleted = Type.Object(
   { object: Type.Literal('environment.template.deleted'), id: Type.String(), deleted: Type.Boolean() },
-  { additionalProperties: false, description: 'The template and its files are gone; sessions already started from it keep their copy.' },
+  { $id: 'EnvironmentTemplateDeleted', additionalProperties: false, description: 'The template and its files are gone; sessions already started from it keep their copy.' },
 )
 
 export const TemplateParams = Type.Object({ template_id: Type.String() }, { additionalProperties: false })

@@ -31,6 +31,7 @@ export const profileRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
       config: { scope: 'environments:read' },
       schema: {
         operationId: 'listEnvironmentProfiles',
+        summary: 'List environment profiles',
         tags: ['environments'],
         querystring: ListProfilesQuery,
         response: { 200: ListEnvelope(Profile), ...errorResponses(400) },
@@ -45,7 +46,7 @@ export const profileRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
     '/environment-profiles/:profile_id',
     {
       config: { scope: 'environments:read' },
-      schema: { operationId: 'getEnvironmentProfile', tags: ['environments'], params: ProfileParams, response: { 200: Profile, ...errorResponses(400, 404) } },
+      schema: { operationId: 'getEnvironmentProfile', summary: 'Read one environment profile', tags: ['environments'], params: ProfileParams, response: { 200: Profile, ...errorResponses(400, 404) } },
     },
     async (req) => {
       const row = await getProfileRow(store.db, req.auth.orgId, req.params.profile_id)

@@ -36,6 +36,7 @@ export const templateRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { sto
       config: { scope: 'environments:read' },
       schema: {
         operationId: 'listEnvironmentTemplates',
+        summary: 'List environment templates',
         tags: ['environments'],
         querystring: ListTemplatesQuery,
         response: { 200: ListEnvelope(Template), ...errorResponses(400) },
@@ -50,7 +51,7 @@ export const templateRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { sto
     '/environment-templates/:template_id',
     {
       config: { scope: 'environments:read' },
-      schema: { operationId: 'getEnvironmentTemplate', tags: ['environments'], params: TemplateParams, response: { 200: Template, ...errorResponses(400, 404) } },
+      schema: { operationId: 'getEnvironmentTemplate', summary: 'Read one environment template', tags: ['environments'], params: TemplateParams, response: { 200: Template, ...errorResponses(400, 404) } },
     },
     async (req) => {
       const row = await getTemplateRow(store.db, req.auth.orgId, req.params.template_id)

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { requireSession } from '../sessions/require-session.ts'
 import type { Deps } from '../deps.ts'
+import { nameRoots } from '../http/openapi.ts'
 import { errorResponses } from '../errors.ts'
 import { ListEnvelope, emptyList, toList } from '../http/pagination.ts'
 import { SessionParams } from '../sessions/sessions.schema.ts'
@@ -30,7 +31,7 @@ export const itemRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store }
     '/sessions/:session_id/items',
     {
       // Described with detail as a union; served with it open (see Item).
-      config: { scope: 'sessions:read', swaggerTransform: ({ schema, url }) => ({ url, schema: { ...schema, response: { ...(schema.response as object), 200: ListEnvelope(PublishedItem) } } }) },
+      config: { scope: 'sessions:read', swaggerTransform: ({ schema, url }) => ({ url, schema: nameRoots({ ...schema, response: { ...(schema.response as object), 200: ListEnvelope(PublishedItem) } }) as never }) },
       schema: {
         operationId: 'listItems',
         tags: ['sessions'],

@@ -1,7 +1,7 @@
 import { Type, type TSchema } from 'typebox'
 import { ItemDetail } from './published.schema.ts'
 
-const itemWith = <D extends TSchema>(detail: D) =>
+const itemWith = <D extends TSchema>(detail: D, name?: string) =>
   Type.Object(
     {
       object: Type.Literal('item'),
@@ -11,7 +11,7 @@ const itemWith = <D extends TSchema>(detail: D) =>
       created_at: Type.Integer(),
       detail,
     },
-    { additionalProperties: false },
+    { additionalProperties: false, ...(name ? { $id: name } : {}) },
   )
 
 /**
@@ -23,7 +23,7 @@ const itemWith = <D extends TSchema>(detail: D) =>
 export const Item = itemWith(Type.Record(Type.String(), Type.Unknown(), { description: 'detail.event is the event name; the rest is that event’s payload.' }))
 
 /** The item as the OpenAPI description shows it: `detail` a union on `detail.event`. */
-export const PublishedItem = itemWith(ItemDetail)
+export const PublishedItem = itemWith(ItemDetail, 'Item')
 
 export const ListItemsQuery = Type.Object(
   {

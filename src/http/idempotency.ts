@@ -2,12 +2,18 @@ import { createHash } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Store } from '../db/database.ts'
 import type { SecretBox } from '../shared/secret-box.ts'
+import { Type } from 'typebox'
 import { ApiError } from '../errors.ts'
 import './context.ts'
 
 /** Keys are kept at least this long; older ones are forgotten and may be reused. */
 export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000
 const MAX_KEY_LENGTH = 255
+
+/** The header as routes that honour it describe it; claimKey enforces its rules (and says so in its own words). */
+export const IdempotencyKeyHeader = Type.Optional(
+  Type.String({ description: `1 to ${MAX_KEY_LENGTH} characters. A retry with the same key returns the first answer; an identical request still in flight gets 409.` }),
+)
 /**
  * A claim older than this whose answer never came belonged to a process that died mid-request:
  * it is released rather than answering 409 for a day. No request here runs anywhere near as long.

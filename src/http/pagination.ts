@@ -12,16 +12,19 @@ export const PlainListQuery = { limit: Type.Optional(limit), after: Type.Optiona
 
 export type ListParams = { limit?: number; order?: 'asc' | 'desc'; after?: string }
 
-export const ListEnvelope = <T extends TSchema>(item: T) =>
-  Type.Object(
+export const ListEnvelope = <T extends TSchema>(item: T) => {
+  const name = (item as { $id?: unknown }).$id
+  return Type.Object(
     {
       object: Type.Literal('list'),
       data: Type.Array(item),
       has_more: Type.Boolean({ description: 'Decided by looking one row past the page.' }),
       last_id: Type.String({ description: 'Id of the last object on this page; empty when the page is empty.' }),
     },
-    { additionalProperties: false },
+    // Named after its item: SessionList, TurnList …
+    { additionalProperties: false, ...(typeof name === 'string' ? { $id: `${name}List` } : {}) },
   )
+}
 
 export type List<T> = { object: 'list'; data: T[]; has_more: boolean; last_id: string }
 

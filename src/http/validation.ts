@@ -17,7 +17,18 @@ const textAjv = makeAjv(true)
 
 export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) => {
   const ajv = httpPart === 'body' ? bodyAjv : textAjv
-  return ajv.compile(schema as object) as never
+  return ajv.compile(withoutIds(schema) as object) as never
+}
+
+/**
+ * A shape's `$id` names it in the OpenAPI description (http/openapi.ts); nothing refers to it by
+ * that id. Ajv would register it, and refuse a schema holding one shape twice (a session's tools
+ * and its agent's) or two routes holding the same one, so the validators are built without ids.
+ */
+function withoutIds(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(withoutIds)
+  if (typeof schema !== 'object' || schema === null) return schema
+  return Object.fromEntries(Object.entries(schema).flatMap(([k, v]) => (k === '$id' ? [] : [[k, withoutIds(v)]])))
 }
 
 /**

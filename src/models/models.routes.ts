@@ -62,7 +62,7 @@ export const modelCredentialRoutes: FastifyPluginAsyncTypebox<Deps> = async (app
     '/model-credentials/:credential_id',
     {
       config: { scope: 'models:read' },
-      schema: { operationId: 'getModelCredential', tags, params: CredentialParams, response: { 200: ModelCredential, ...errorResponses(404) } },
+      schema: { operationId: 'getModelCredential', summary: 'Read one model connection', tags, params: CredentialParams, response: { 200: ModelCredential, ...errorResponses(404) } },
     },
     async (req) => {
       const c = await getCredentialView(store.db, req.auth.orgId, req.params.credential_id)

@@ -31,7 +31,7 @@ export const ModelCredential = Type.Object(
     key_hint: Type.String({ description: 'The key’s prefix and last four characters; the key itself is never returned.' }),
     created_at: Type.Integer({ description: 'Unix ms' }),
   },
-  { additionalProperties: false },
+  { $id: 'ModelCredential', additionalProperties: false },
 )
 export type ModelCredential = Static<typeof ModelCredential>
 
@@ -59,7 +59,7 @@ export const CreateModelCredentialBody = Type.Object(
       Type.Boolean({ description: 'true makes this the organization’s default connection. The first connection is the default whatever this says.' }),
     ),
   },
-  { additionalProperties: false },
+  { $id: 'CreateModelCredentialRequest', additionalProperties: false },
 )
 export type CreateModelCredentialBody = Static<typeof CreateModelCredentialBody>
 
@@ -73,6 +73,6 @@ export const ModelCredentialDeleted = Type.Object(
     sessions_moved: Type.Integer({ description: 'Sessions that ran on the connection and were moved to another or left with none.' }),
     moved_to: Type.Union([Type.String(), Type.Null()], { description: 'The connection they moved to; null when none was left.' }),
   },
-  { additionalProperties: false },
+  { $id: 'ModelCredentialDeleted', additionalProperties: false },
 )
 export type ModelCredentialDeleted = Static<typeof ModelCredentialDeleted>

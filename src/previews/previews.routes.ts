@@ -1,7 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { SwaggerTransform } from '@fastify/swagger'
 import { onOwnersNode } from '../http/forward-to-owner.ts'
 import { Type } from 'typebox'
 import type { Deps } from '../deps.ts'
+import { nameRoots } from '../http/openapi.ts'
 import { ApiError, errorResponses } from '../errors.ts'
 import { requireSession } from '../sessions/require-session.ts'
 import { SessionParams } from '../sessions/sessions.schema.ts'
@@ -10,6 +12,15 @@ import { previewOfSession } from './previews.store.ts'
 import { publishPreview, unpublishPreview } from './publish-preview.ts'
 
 const PROXY_PREFIX = '/preview/proxy'
+
+/**
+ * The router calls the rest of the path `*`, a name no OpenAPI path template can hold: the
+ * description calls it `path` (one segment or many), and the router keeps its wildcard.
+ */
+const describeWildcard: SwaggerTransform = ({ schema, url }) => ({
+  url: url.replace(/\/\*$/, '/:path'),
+  schema: nameRoots({ ...schema, params: Type.Object({ session_id: Type.String(), path: Type.String({ description: "The rest of the site's path, slashes included." }) }) }) as never,
+})
 
 export const previewRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => {
   const { store, previews } = deps
@@ -78,7 +89,7 @@ export const previewRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
       raw.route({
         method,
         url: `/sessions/:session_id${PROXY_PREFIX}${path}`,
-        config: { scope, passThrough: true },
+        config: { scope, passThrough: true, ...(path ? { swaggerTransform: describeWildcard } : {}) },
         schema: {
           operationId: `${method.toLowerCase()}Preview${path ? 'Path' : 'Root'}WithToken`,
           tags: ['previews'],

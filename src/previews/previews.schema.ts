@@ -17,7 +17,7 @@ export const PublishPreviewBody = Type.Object(
       }),
     ),
   },
-  { additionalProperties: false },
+  { $id: 'PublishPreviewRequest', additionalProperties: false },
 )
 export type PublishPreviewBody = Static<typeof PublishPreviewBody>
 
@@ -29,11 +29,11 @@ export const Preview = Type.Object(
     published_url: Type.String({ description: "The same public address, under the session object's name for it." }),
     port: Type.Integer({ description: 'The workspace port served.' }),
   },
-  { additionalProperties: false },
+  { $id: 'Preview', additionalProperties: false },
 )
 export type Preview = Static<typeof Preview>
 
 export const PreviewDeleted = Type.Object(
   { object: Type.Literal('preview.deleted'), id: Type.String({ description: "The session's id: a session has at most one preview." }), deleted: Type.Boolean() },
-  { additionalProperties: false },
+  { $id: 'PreviewDeleted', additionalProperties: false },
 )

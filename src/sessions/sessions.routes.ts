@@ -9,7 +9,7 @@ import { defaultToolEntries } from '../tools/default-tools.ts'
 import { createSession } from './create-session.ts'
 import { deleteSession } from './delete-session.ts'
 import { sessionReader } from './read-session.ts'
-import { CreateSessionBody, ListSessionsQuery, Session, SessionDeleted, SessionParams, UpdateSessionBody } from './sessions.schema.ts'
+import { CreateSessionBody, CreateSessionHeaders, ListSessionsQuery, Session, SessionDeleted, SessionParams, UpdateSessionBody } from './sessions.schema.ts'
 import { getSessionRow, listSessionRows, toSessions, updateSessionRow, type SessionRow } from './sessions.store.ts'
 
 const sourceOf = (header: unknown): Session['source'] => (header === 'cli' ? 'cli' : header === 'console' ? 'console' : 'api')
@@ -32,6 +32,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
         tags: ['sessions'],
         summary: 'Create a session; its workspace comes up in the background',
         body: CreateSessionBody,
+        headers: CreateSessionHeaders,
         response: { 201: Session, ...errorResponses(400) },
       },
     },
@@ -49,7 +50,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
     '/sessions',
     {
       config: { scope: 'sessions:read' },
-      schema: { operationId: 'listSessions', tags: ['sessions'], querystring: ListSessionsQuery, response: { 200: ListEnvelope(Session), ...errorResponses(400) } },
+      schema: { operationId: 'listSessions', summary: "List the organization's sessions, with filters", tags: ['sessions'], querystring: ListSessionsQuery, response: { 200: ListEnvelope(Session), ...errorResponses(400) } },
     },
     async (req) => {
       const q = req.query
@@ -71,7 +72,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
 
   app.get(
     '/sessions/:session_id',
-    { config: { scope: 'sessions:read' }, schema: { operationId: 'getSession', tags: ['sessions'], params: SessionParams, response: { 200: Session, ...errorResponses(404) } } },
+    { config: { scope: 'sessions:read' }, schema: { operationId: 'getSession', summary: 'Read one session', tags: ['sessions'], params: SessionParams, response: { 200: Session, ...errorResponses(404) } } },
     // The read clients poll: a session kept in memory is answered within this call, with text
     // serialized once for as long as it is kept; only a store read waits.
     (req, reply) => {

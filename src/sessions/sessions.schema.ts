@@ -29,9 +29,10 @@ export const PermissionRules = Type.Array(PermissionRule, { maxItems: 50 })
 // PostgreSQL cannot hold NUL (U+0000) in text, so neither a label nor a filter may carry it.
 const NO_NUL = '^[^\\u0000]*$'
 export const Metadata = Type.Record(Type.String(), Type.String({ maxLength: 512, pattern: NO_NUL, 'x-must-be': 'at most 512 characters, with no NUL (U+0000)' }), {
+  $id: 'Metadata',
   maxProperties: 16,
   propertyNames: { minLength: 1, maxLength: 64, pattern: NO_NUL, 'x-must-be': '1 to 64 characters, with no NUL (U+0000)' },
-  description: "The caller's own labels: at most 16 keys of at most 64 characters, string values of at most 512, no NUL (U+0000) in either. Returned unchanged.",
+  description: "The caller's own labels: at most 16 keys of at most 64 characters, string values of at most 512, no NUL (U+0000) in either. Returned unchanged; an update replaces them as a whole.",
 })
 
 export const AgentInput = Type.Object(
@@ -66,6 +67,13 @@ export const EnvironmentInput = Type.Object(
   { additionalProperties: false },
 )
 
+/** Headers a creation reads besides the token (written as the specification spells them). */
+export const CreateSessionHeaders = Type.Object({
+  'X-Warren-Source': Type.Optional(
+    Type.String({ description: "Where the request comes from: `cli` or `console` become the session's `source`; any other value, or none, makes it `api`." }),
+  ),
+})
+
 export const CreateSessionBody = Type.Object(
   {
     agent: Type.Optional(AgentInput),
@@ -75,16 +83,16 @@ export const CreateSessionBody = Type.Object(
     title: Type.Optional(Type.String({ maxLength: 1000 })),
     tools: Type.Optional(ToolEntries),
   },
-  { additionalProperties: false },
+  { $id: 'CreateSessionRequest', additionalProperties: false },
 )
 export type CreateSessionBody = Static<typeof CreateSessionBody>
 
 export const UpdateSessionBody = Type.Object(
   {
     title: Type.Optional(Type.String({ maxLength: 1000 })),
-    metadata: Type.Optional(Type.Union([Metadata], { description: 'Replaces the labels as a whole.' })),
+    metadata: Type.Optional(Metadata),
   },
-  { additionalProperties: false },
+  { $id: 'UpdateSessionRequest', additionalProperties: false },
 )
 
 export const SessionAgent = Type.Object(
@@ -97,7 +105,7 @@ export const SessionAgent = Type.Object(
     permission_rules: Type.Array(PermissionRule),
     tools: Type.Array(ToolEntryOut),
   },
-  { additionalProperties: false },
+  { $id: 'SessionAgent', additionalProperties: false },
 )
 export type SessionAgent = Static<typeof SessionAgent>
 
@@ -120,7 +128,7 @@ export const SessionEnvironment = Type.Object(
     profiles: Type.Array(Type.String(), { description: 'Ids of the environment profiles applied.' }),
     template: Type.Union([Type.String(), Type.Null()], { description: 'Name of the template it started from.' }),
   },
-  { additionalProperties: false },
+  { $id: 'SessionEnvironment', additionalProperties: false },
 )
 export type SessionEnvironment = Static<typeof SessionEnvironment>
 
@@ -130,7 +138,7 @@ export const SessionPreview = Type.Object(
     published_url: Type.Union([Type.String(), Type.Null()], { description: 'The public address; null when none.' }),
     port: Type.Union([Type.Integer(), Type.Null()]),
   },
-  { additionalProperties: false },
+  { $id: 'SessionPreview', additionalProperties: false },
 )
 export type SessionPreview = Static<typeof SessionPreview>
 
@@ -147,7 +155,7 @@ export const RequiredAction = Type.Object(
         "Not a deadline: a required action never times out and a late answer is accepted. It is the latest moment the workspace's current run can last (its lifetime ceiling); after it the workspace is restored from its files on the answer, and processes the turn started are gone.",
     }),
   },
-  { additionalProperties: false },
+  { $id: 'RequiredAction', additionalProperties: false },
 )
 export type RequiredAction = Static<typeof RequiredAction>
 
@@ -167,7 +175,7 @@ export const Session = Type.Object(
     required_actions: Type.Array(RequiredAction, { description: 'Everything the session waits on the caller for. Authoritative.' }),
     metadata: Type.Record(Type.String(), Type.String()),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, $id: 'Session' },
 )
 export type Session = Static<typeof Session>
 
@@ -194,7 +202,7 @@ export const ListSessionsQuery = Type.Object(
 
 export const SessionDeleted = Type.Object(
   { object: Type.Literal('session.deleted'), id: Type.String(), deleted: Type.Boolean() },
-  { additionalProperties: false },
+  { $id: 'SessionDeleted', additionalProperties: false },
 )
 
 export const SessionParams = Type.Object({ session_id: Type.String() }, { additionalProperties: false })

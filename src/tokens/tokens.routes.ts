@@ -48,7 +48,7 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store 
     '/tokens/:token_id',
     {
       config: { scope: 'tokens:write', idempotent: true },
-      schema: { operationId: 'revokeToken', tags: ['tokens'], params: Type.Object({ token_id: Type.String() }), response: { 200: TokenDeleted, ...errorResponses(404) } },
+      schema: { operationId: 'revokeToken', summary: 'Revoke a token', tags: ['tokens'], params: Type.Object({ token_id: Type.String() }), response: { 200: TokenDeleted, ...errorResponses(404) } },
     },
     async (req) => {
       const t = await getToken(store.db, req.auth.orgId, req.params.token_id)

@@ -14,7 +14,7 @@ export const Token = Type.Object(
     expires_at: Type.Integer({ description: 'Unix ms' }),
     token: Type.Optional(Type.String({ description: 'The secret, svc_pat_…: returned by the mint call only, once.' })),
   },
-  { additionalProperties: false },
+  { $id: 'Token', additionalProperties: false },
 )
 export type Token = Static<typeof Token>
 
@@ -24,12 +24,12 @@ export const CreateTokenBody = Type.Object(
     scopes: Type.Array(ScopeName, { minItems: 1, uniqueItems: true, description: 'Must be a subset of the calling token’s scopes.' }),
     expires_in_days: Type.Union([Type.Literal(7), Type.Literal(30), Type.Literal(90)]),
   },
-  { additionalProperties: false },
+  { $id: 'CreateTokenRequest', additionalProperties: false },
 )
 
 export const TokenDeleted = Type.Object(
   { object: Type.Literal('token.deleted'), id: Type.String(), deleted: Type.Boolean() },
-  { additionalProperties: false },
+  { $id: 'TokenDeleted', additionalProperties: false },
 )
 
 export const Health = Type.Object(
@@ -58,5 +58,5 @@ export const Health = Type.Object(
       { additionalProperties: false },
     ),
   },
-  { additionalProperties: false },
+  { $id: 'Health', additionalProperties: false },
 )

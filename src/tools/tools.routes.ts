@@ -15,11 +15,11 @@ const SessionTools = Type.Object(
     object: Type.Literal('session.tools'),
     tools: Type.Array(ToolEntryOut, { description: 'As sent; credentials of MCP servers withheld and named in each entry’s `redacted`. Without a configuration of its own, the default set: the network tools this deployment offers.' }),
   },
-  { additionalProperties: false },
+  { $id: 'SessionTools', additionalProperties: false },
 )
 const PutToolsBody = Type.Object(
   { tools: Type.Array(ToolEntry, { maxItems: 100, description: `Replaces the whole configuration. Naming network tool types narrows the session to exactly those. ${TOOLS_MEANING}` }) },
-  { additionalProperties: false },
+  { $id: 'PutSessionToolsRequest', additionalProperties: false },
 )
 
 export const toolRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => {

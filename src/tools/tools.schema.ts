@@ -29,7 +29,7 @@ export const McpToolEntry = Type.Object(
     description: Type.Optional(Type.String({ maxLength: 4000 })),
     timeout_seconds: Type.Optional(Timeout),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, $id: 'McpToolEntry' },
 )
 
 export const FunctionToolEntry = Type.Object(
@@ -40,10 +40,12 @@ export const FunctionToolEntry = Type.Object(
     parameters: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: 'JSON Schema of the arguments.' })),
     timeout_seconds: Type.Optional(Timeout),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, $id: 'FunctionToolEntry' },
 )
 
-const networkEntry = (t: NetworkToolType) => Type.Object({ type: Type.Literal(t) }, { additionalProperties: false })
+/** web_search → WebSearchToolEntry: the name each network entry has in the OpenAPI description. */
+const entryName = (t: NetworkToolType) => `${t.replace(/(^|_)([a-z])/g, (_, _u: string, c: string) => c.toUpperCase())}ToolEntry`
+const networkEntry = (t: NetworkToolType) => Type.Object({ type: Type.Literal(t) }, { additionalProperties: false, $id: entryName(t) })
 
 const variants: TObject[] = [McpToolEntry, FunctionToolEntry, ...NETWORK_TOOL_TYPES.map(networkEntry)]
 for (const v of variants) {
@@ -59,6 +61,7 @@ export const ToolEntry = Type.Unsafe<ToolEntryIn>({
   oneOf: variants,
   discriminator: { propertyName: 'type' },
   required: ['type'],
+  $id: 'ToolEntry',
   description: `A tool entry: mcp, function, or a sandbox network tool (${NETWORK_TOOL_TYPES.join(', ')}).`,
 })
 export type ToolEntry = ToolEntryIn
@@ -84,6 +87,6 @@ export const ToolEntryOut = Type.Object(
     parameters: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
     timeout_seconds: Type.Optional(Type.Integer()),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, $id: 'ToolEntryOut' },
 )
 export type ToolEntryOut = Static<typeof ToolEntryOut>

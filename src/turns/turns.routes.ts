@@ -41,7 +41,7 @@ export const turnRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => 
     '/sessions/:session_id/turns',
     {
       config: { scope: 'sessions:read' },
-      schema: { operationId: 'listTurns', tags: ['turns'], params: SessionParams, querystring: ListTurnsQuery, response: { 200: ListEnvelope(Turn), ...errorResponses(400, 404) } },
+      schema: { operationId: 'listTurns', summary: "List a session's turns", tags: ['turns'], params: SessionParams, querystring: ListTurnsQuery, response: { 200: ListEnvelope(Turn), ...errorResponses(400, 404) } },
     },
     async (req) => {
       const s = await requireSession(store.db, req.auth.orgId, req.params.session_id)
@@ -51,7 +51,7 @@ export const turnRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => 
 
   app.get(
     '/sessions/:session_id/turns/:turn_id',
-    { config: { scope: 'sessions:read' }, schema: { operationId: 'getTurn', tags: ['turns'], params: TurnParams, response: { 200: Turn, ...errorResponses(404) } } },
+    { config: { scope: 'sessions:read' }, schema: { operationId: 'getTurn', summary: 'Read one turn', tags: ['turns'], params: TurnParams, response: { 200: Turn, ...errorResponses(404) } } },
     async (req) => {
       const s = await requireSession(store.db, req.auth.orgId, req.params.session_id)
       const turn = await getTurnRow(store.db, s.id, req.params.turn_id)

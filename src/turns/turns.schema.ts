@@ -20,7 +20,7 @@ export const TurnErrorCode = Type.Union(
   { description: 'Why the turn failed.' },
 )
 export type TurnErrorCode = Static<typeof TurnErrorCode>
-export const TurnError = Type.Object({ code: TurnErrorCode, message: Type.String() }, { additionalProperties: false })
+export const TurnError = Type.Object({ code: TurnErrorCode, message: Type.String() }, { $id: 'TurnError', additionalProperties: false })
 export type TurnError = Static<typeof TurnError>
 
 export const ArtifactsState = Type.Union([Type.Literal('pending'), Type.Literal('ready'), Type.Literal('partial'), Type.Literal('failed'), Type.Null()])
@@ -39,7 +39,7 @@ export const Turn = Type.Object(
     subagent_id: Type.Null({ description: 'Always null; reserved.' }),
     error: Type.Union([TurnError, Type.Null()]),
   },
-  { additionalProperties: false },
+  { $id: 'Turn', additionalProperties: false },
 )
 export type Turn = Static<typeof Turn>
 
@@ -53,7 +53,7 @@ export const SendMessageBody = Type.Object(
     ),
     files: Type.Optional(FileInputs),
   },
-  { additionalProperties: false },
+  { $id: 'SendMessageRequest', additionalProperties: false },
 )
 export type SendMessageBody = Static<typeof SendMessageBody>
 
@@ -68,7 +68,7 @@ export const AnswerRequiredActionBody = Type.Object(
     output: Type.Optional(Type.Unknown({ description: "The function's result, any JSON value." })),
     error: Type.Optional(Type.String({ minLength: 1, description: 'The function failed; the agent is told this message.' })),
   },
-  { additionalProperties: false, minProperties: 1, description: 'Exactly one of output or error.' },
+  { $id: 'AnswerRequiredActionRequest', additionalProperties: false, minProperties: 1, description: 'Exactly one of output or error.' },
 )
 export type AnswerRequiredActionBody = Static<typeof AnswerRequiredActionBody>
 
@@ -77,7 +77,7 @@ export const AnswerApprovalBody = Type.Object(
     approved: Type.Boolean(),
     reason: Type.Optional(Type.String({ maxLength: 2000, description: 'Told to the agent with a refusal.' })),
   },
-  { additionalProperties: false },
+  { $id: 'AnswerApprovalRequest', additionalProperties: false },
 )
 export type AnswerApprovalBody = Static<typeof AnswerApprovalBody>
 
@@ -94,11 +94,11 @@ export const Approval = Type.Object(
     created_at: Type.Integer(),
     resolved_at: Type.Integer(),
   },
-  { additionalProperties: false },
+  { $id: 'Approval', additionalProperties: false },
 )
 export type Approval = Static<typeof Approval>
 
-export const AnswerQuestionBody = Type.Object({ answer: Type.String({ minLength: 1, maxLength: 100_000 }) }, { additionalProperties: false })
+export const AnswerQuestionBody = Type.Object({ answer: Type.String({ minLength: 1, maxLength: 100_000 }) }, { $id: 'AnswerQuestionRequest', additionalProperties: false })
 export type AnswerQuestionBody = Static<typeof AnswerQuestionBody>
 
 export const Question = Type.Object(
@@ -112,6 +112,6 @@ export const Question = Type.Object(
     created_at: Type.Integer(),
     resolved_at: Type.Integer(),
   },
-  { additionalProperties: false },
+  { $id: 'Question', additionalProperties: false },
 )
 export type Question = Static<typeof Question>

@@ -12,7 +12,7 @@ export const Usage = Type.Object(
     sessions: Type.Integer(),
     intervals: Type.Integer({ description: 'Intervals that went in, excluding those marked not billable.' }),
   },
-  { additionalProperties: false },
+  { $id: 'Usage', additionalProperties: false },
 )
 
 export const UsageQuery = Type.Object(

@@ -52,7 +52,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
     '/webhooks/:webhook_id',
     {
       config: { scope: 'webhooks:read' },
-      schema: { operationId: 'getWebhook', tags: ['webhooks'], params: WebhookParams, response: { 200: WebhookSubscription, ...errorResponses(400, 404) } },
+      schema: { operationId: 'getWebhook', summary: 'Read one webhook subscription', tags: ['webhooks'], params: WebhookParams, response: { 200: WebhookSubscription, ...errorResponses(400, 404) } },
     },
     async (req) => {
       const row = await getSubscriptionRow(store.db, req.auth.orgId, req.params.webhook_id)

@@ -18,7 +18,7 @@ export const CreateWebhookBody = Type.Object(
       description: 'The event types to deliver, each at most once. Order does not matter: the same url with the same set is a duplicate.',
     }),
   },
-  { additionalProperties: false },
+  { $id: 'CreateWebhookRequest', additionalProperties: false },
 )
 export type CreateWebhookBody = Static<typeof CreateWebhookBody>
 
@@ -29,7 +29,7 @@ export const DeliveryStats = Type.Object(
     last_error: Type.Union([Type.String(), Type.Null()], { description: 'Why the most recent failed attempt failed; null when no attempt has failed.' }),
     last_failed_at: Type.Union([Type.Integer(), Type.Null()], { description: 'Unix ms of the most recent failed attempt; null when no attempt has failed.' }),
   },
-  { additionalProperties: false, description: 'Counts over the deliveries still recorded for this subscription. Both last_* fields are always present and null together.' },
+  { $id: 'WebhookDeliveryStats', additionalProperties: false, description: 'Counts over the deliveries still recorded for this subscription. Both last_* fields are always present and null together.' },
 )
 export type DeliveryStats = Static<typeof DeliveryStats>
 
@@ -46,15 +46,37 @@ export const WebhookSubscription = Type.Object(
     ),
     delivery: DeliveryStats,
   },
-  { additionalProperties: false },
+  { $id: 'Webhook', additionalProperties: false },
 )
 export type WebhookSubscription = Static<typeof WebhookSubscription>
 
 export const WebhookDeleted = Type.Object(
   { object: Type.Literal('webhook.subscription.deleted'), id: Type.String(), deleted: Type.Boolean() },
-  { additionalProperties: false, description: 'The subscription is gone, and so are its deliveries: nothing more is sent to it.' },
+  { $id: 'WebhookDeleted', additionalProperties: false, description: 'The subscription is gone, and so are its deliveries: nothing more is sent to it.' },
 )
 
 export const WebhookParams = Type.Object({ webhook_id: Type.String() }, { additionalProperties: false })
 
 export const ListWebhooksQuery = Type.Object(PlainListQuery, { additionalProperties: false })
+
+/**
+ * The body of a delivery (delivery-body.ts writes it): `data` names the objects concerned and
+ * never embeds them; the receiver reads them afterwards.
+ */
+export const WebhookDelivery = Type.Object(
+  {
+    object: Type.Literal('event'),
+    type: WebhookEventType,
+    created_at: Type.Integer({ description: 'Unix ms' }),
+    data: Type.Object(
+      {
+        session_id: Type.String(),
+        turn_id: Type.Optional(Type.String({ description: 'When the event concerns a turn.' })),
+        required_action: Type.Optional(Type.Object({ type: Type.Literal('function_call') }, { additionalProperties: false, description: 'session.action_required only: the kind of action; read the session for the rest.' })),
+      },
+      { additionalProperties: false },
+    ),
+  },
+  { additionalProperties: false, $id: 'WebhookDelivery', description: 'A signed POST to the subscription url, one per event and subscription.' },
+)
+export type WebhookDelivery = Static<typeof WebhookDelivery>
