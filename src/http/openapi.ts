@@ -28,7 +28,9 @@ export function openApiOptions(config: Config): SwaggerOptions {
         securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'A personal access token, svc_pat_…' } },
         // In no route's schema: what the service sends besides its answers (a route declares its
         // stream a string and refers to Event; see event-streams.routes.ts).
-        schemas: { WebhookDelivery, Event: EventFrameData } as never,
+        // A copy: the document is rewritten in place once built (unwrap, mapDiscriminators), and the
+        // schemas themselves must stay as they are for the next app built in this process.
+        schemas: JSON.parse(JSON.stringify({ WebhookDelivery, Event: EventFrameData })),
       },
       security: [{ bearer: [] }],
       webhooks: Object.fromEntries(WEBHOOK_EVENT_TYPES.map((type) => [type, webhookDelivery(type)])) as never,
