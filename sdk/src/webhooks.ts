@@ -1,12 +1,8 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
+import type { components } from './schema.ts'
 
-/** A webhook delivery's body (the specification's shape): the object is named in `data`, never embedded. */
-export type WebhookDelivery = {
-  object: 'event'
-  type: 'session.created' | 'session.action_required' | 'session.working' | 'session.idle' | 'session.failed' | 'turn.completed' | 'turn.failed' | (string & {})
-  created_at: number
-  data: { session_id: string; turn_id?: string; required_action?: { type: 'function_call' }; [field: string]: unknown }
-}
+/** A webhook delivery's body (the description's WebhookDelivery): the object is named in `data`, never embedded. */
+export type WebhookDelivery = components['schemas']['WebhookDelivery']
 
 export type VerifyOptions = {
   /** The subscription's secret, as shown once when it was created. */
