@@ -60,7 +60,7 @@ export function fold(t: Transcript, e: WarrenEvent): Transcript {
     case 'approval.resolved':
       return update('approval', (x) => x.id === e.payload.toolCallId, (x) => ({ ...x, resolved: { approved: e.payload.approved, code: e.payload.code } })) ?? t
     case 'question.asked':
-      return push({ kind: 'question', key, id: e.payload.toolCallId, question: e.payload.question, options: e.payload.options, freeform: e.payload.allowFreeform ?? !e.payload.options?.length })
+      return push({ kind: 'question', key, id: e.payload.toolCallId, question: e.payload.question, options: e.payload.options, freeform: e.payload.allowFreeform ?? true })
     case 'question.answered':
       return update('question', (x) => x.id === e.payload.toolCallId, (x) => ({ ...x, answer: e.payload.answer })) ?? t
     case 'tool.required':

@@ -151,7 +151,8 @@ function Turns({ sessionId, version }: { sessionId: string; version: number }) {
   const sdk = useSdk()
   const turns = useLoad(() => ok(sdk.api.GET('/v1/sessions/{session_id}/turns', { params: { path: { session_id: sessionId }, query: { limit: 10 } } })), [sessionId, version])
   const action = useAction()
-  const open = turns.data?.data.filter((t) => t.status === 'working') ?? []
+  // Newest first from the API; the queue reads in the order it runs: the running turn, then the waiting ones.
+  const open = turns.data?.data.filter((t) => t.status === 'working').reverse() ?? []
   const recent = turns.data?.data.filter((t) => t.status !== 'working').slice(0, 3) ?? []
   return (
     <div class="panel">

@@ -13,6 +13,7 @@ export function SessionsPage() {
   const sdk = useSdk()
   const [status, setStatus] = useState<SessionStatus | ''>('')
   const [labels, setLabels] = useState('')
+  const [draft, setDraft] = useState('')
   const [creating, setCreating] = useState(false)
   const metadata = labels.split(',').map((l) => l.trim()).filter((l) => l.includes(':'))
   const list = useLoad(
@@ -25,7 +26,10 @@ export function SessionsPage() {
         <button class="primary" onClick={() => setCreating(!creating)}>{creating ? 'Close' : 'New session'}</button>
       </Header>
       {creating && <NewSession />}
-      <div class="filters">
+      <form class="filters" onSubmit={(e) => {
+        e.preventDefault()
+        setLabels(draft)
+      }}>
         <label>
           Status
           <select name="status" value={status} onChange={(e) => setStatus(e.currentTarget.value as SessionStatus | '')}>
@@ -35,10 +39,10 @@ export function SessionsPage() {
         </label>
         <label class="grow">
           Metadata
-          <input name="metadata-filter" placeholder="team:core, env:staging" value={labels} onChange={(e) => setLabels(e.currentTarget.value)} />
+          <input name="metadata-filter" placeholder="team:core, env:staging" value={draft} onInput={(e) => setDraft(e.currentTarget.value)} onBlur={() => setLabels(draft)} />
         </label>
-        <button class="ghost" onClick={list.reload}>Refresh</button>
-      </div>
+        <button type="submit" class="ghost" onClick={() => (draft === labels ? list.reload() : undefined)}>Apply</button>
+      </form>
       <ErrorLine error={list.error} />
       {list.data && list.data.data.length === 0 && <Empty>No sessions match.</Empty>}
       {list.data && list.data.data.length > 0 && (
