@@ -174,7 +174,7 @@ describe('the web console', () => {
 
     it('approves a tool call and answers a question in place; the file change shows with its diff', async () => {
       fake.script(
-        { toolCalls: [{ id: 'call_sh', name: 'bash', args: { command: `echo hello > hello.txt && ${startSiteCommand(3000, '127.0.0.1', 'workspace-site')}` } }] },
+        { toolCalls: [{ id: 'call_sh', name: 'bash', args: { command: 'echo hello > hello.txt' } }] },
         { toolCalls: [{ id: 'call_q', name: 'ask_question', args: { question: 'Which colour?', options: ['red', 'blue'], allow_freeform: false } }] },
         { text: 'Painted it blue, all done.' },
       )
@@ -194,6 +194,9 @@ describe('the web console', () => {
       await page.locator('.entry.file', { hasText: 'hello.txt' }).locator('.diff .add', { hasText: '+hello' }).waitFor()
       await page.locator('.entry.tool', { hasText: 'bash' }).locator('.tool-state', { hasText: '✓' }).waitFor()
       await waitFor('the session is idle', async () => (await w.inject({ method: 'GET', url: `/v1/sessions/${sessionId}` })).json().status === 'idle', 60_000)
+      await page.locator('.page-header .status-idle').waitFor({ timeout: 30_000 })
+      await page.locator('.panel', { hasText: 'Artifacts' }).locator('li', { hasText: 'hello.txt' }).waitFor({ timeout: 60_000 })
+      await shot('session')
     })
 
     it('downloads an artifact and the archive', async () => {
@@ -208,6 +211,12 @@ describe('the web console', () => {
     })
 
     it('publishes the preview and opens it in a new tab', async () => {
+      // The agent starts a small site in its workspace (approved like any command in ask mode).
+      fake.script({ toolCalls: [{ id: 'call_site', name: 'bash', args: { command: startSiteCommand(3000, '127.0.0.1', 'workspace-site') } }] }, { text: 'The site is up on port 3000.' })
+      await page.locator('textarea[name=message]').fill('Start the site')
+      await page.getByRole('button', { name: 'Send' }).click()
+      await page.locator('[data-testid=approval]', { hasText: 'site.cjs' }).getByRole('button', { name: 'Approve' }).click({ timeout: 60_000 })
+      await page.locator('.entry.agent', { hasText: 'The site is up on port 3000.' }).waitFor({ timeout: 60_000 })
       const panel = page.locator('.panel', { hasText: 'Preview' })
       await panel.locator('input[name=port]').fill('3000')
       await panel.getByRole('button', { name: 'Publish' }).click()
@@ -220,7 +229,6 @@ describe('the web console', () => {
       assert.equal(tab.url(), published)
       assert.equal(await tab.title(), 'workspace-site')
       assert.equal(await tab.evaluate(() => window.opener), null, 'the preview cannot reach back into the console')
-      await shot('session')
       await tab.close()
     })
 

@@ -19,13 +19,14 @@ export function EntryView({ entry, sessionId }: { entry: Entry; sessionId: strin
             <span class="tool-name">{entry.name}</span> <span class="mono small args">{argsLine(entry.args)}</span>
             <span class="tool-state">{!entry.result ? 'running…' : entry.result.cancelled ? 'cancelled' : entry.result.isError ? 'failed' : '✓'}</span>
           </summary>
-          {entry.args !== undefined && <pre class="code">{json(entry.args)}</pre>}
+          {entry.args !== undefined && <Args args={entry.args} />}
           {entry.result && <pre class="code result">{entry.result.summary}</pre>}
         </details>
       )
     case 'file':
       return (
-        <details class="entry file" open>
+        // A short diff is shown; a long one (a generated file, a lockfile) waits to be opened.
+        <details class="entry file" open={!entry.diff || entry.diff.split('\n').length <= 40}>
           <summary><span class={`change change-${entry.change}`}>{entry.change}</span> <span class="mono">{entry.path}</span></summary>
           {entry.diff ? <Diff text={entry.diff} /> : null}
         </details>
@@ -73,7 +74,7 @@ function Approval({ entry, sessionId }: { entry: Extract<Entry, { kind: 'approva
   return (
     <div class={`entry ask approval${entry.resolved ? ' done' : ''}`} data-testid="approval">
       <div class="ask-head">Allow <span class="tool-name">{entry.name}</span>?</div>
-      <pre class="code">{json(entry.args)}</pre>
+      <Args args={entry.args} />
       {entry.resolved ? (
         <div class="ask-result">{entry.resolved.approved ? 'Approved' : `Refused${entry.resolved.code ? ` (${entry.resolved.code.replace(/_/g, ' ')})` : ''}`}</div>
       ) : (
@@ -148,6 +149,15 @@ function FunctionCall({ entry, sessionId }: { entry: Extract<Entry, { kind: 'fun
     </div>
   )
 }
+
+/** A tool's arguments: a shell command as the command line it is, anything else as JSON. */
+function Args({ args }: { args: unknown }) {
+  const command = commandOf(args)
+  return command !== null ? <pre class="code args-block">$ {command}</pre> : <pre class="code args-block">{json(args)}</pre>
+}
+
+const commandOf = (args: unknown): string | null =>
+  args && typeof args === 'object' && Object.keys(args).length === 1 && typeof (args as { command?: unknown }).command === 'string' ? (args as { command: string }).command : null
 
 /** A tool's arguments on one line: a shell command as itself, anything else as compact JSON. */
 function argsLine(args: unknown): string {
