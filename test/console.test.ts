@@ -144,7 +144,7 @@ describe('the web console', () => {
       assert.equal(await page.evaluate(() => JSON.stringify(localStorage).includes('svc_pat_')), false)
     })
 
-    it('creates a session, recorded as from the console, and lists it with its labels', async () => {
+    it('creates a session, recorded as from the console with its labels and approval mode', async () => {
       await page.getByRole('button', { name: 'New session' }).click()
       await page.locator('input[name=title]').fill('Paint the fence')
       await page.locator('input[name=metadata]').fill('team=core')
@@ -248,6 +248,21 @@ describe('the web console', () => {
       await page.locator('[data-testid=open-turn]').first().waitFor({ state: 'detached', timeout: 30_000 })
       const turns = (await w.inject({ method: 'GET', url: `/v1/sessions/${sessionId}/turns` })).json().data as { status: string }[]
       assert.deepEqual(turns.slice(0, 2).map((t) => t.status), ['cancelled', 'cancelled'])
+    })
+
+    it("shows a caller function's arguments and sends its output", async () => {
+      const put = await w.inject({ method: 'PUT', url: `/v1/sessions/${sessionId}/tools`, payload: { tools: [{ type: 'function', name: 'lookup', description: 'Look up.', parameters: { type: 'object', properties: { key: { type: 'string' } } } }] } })
+      assert.equal(put.statusCode, 200, put.body)
+      fake.script({ toolCalls: [{ id: 'call_fn', name: 'lookup', args: { key: 'fence-colour' } }] }, { text: 'Looked it up.' })
+      await page.locator('textarea[name=message]').fill('Look it up')
+      await page.getByRole('button', { name: 'Send' }).click()
+      const fn = page.locator('[data-testid=required-action]', { hasText: 'lookup' })
+      await fn.locator('pre', { hasText: 'fence-colour' }).waitFor({ timeout: 60_000 })
+      await fn.locator('textarea[name=output]').fill('{"colour": "blue"}')
+      await fn.getByRole('button', { name: 'Send output' }).click()
+      await fn.locator('.ask-result', { hasText: 'Output given' }).waitFor({ timeout: 60_000 })
+      await page.locator('.entry.agent', { hasText: 'Looked it up.' }).waitFor({ timeout: 60_000 })
+      assert.ok(JSON.stringify(fake.modelRequests.at(-1)).includes('colour'), 'the output reached the model')
     })
 
     it('shows the sessions list with filters, and the management pages', async () => {
