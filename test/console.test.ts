@@ -265,6 +265,20 @@ describe('the web console', () => {
       assert.ok(JSON.stringify(fake.modelRequests.at(-1)).includes('colour'), 'the output reached the model')
     })
 
+    it('reconnects its stream by itself after a cut and misses nothing said meanwhile', async () => {
+      await page.locator('.stream-live').waitFor()
+      // Every connection to the service is cut; the message goes in while the page has none.
+      w.app.server.closeAllConnections()
+      await page.locator('.stream-reconnecting').waitFor({ timeout: 30_000 })
+      fake.script({ text: 'Written while you were away.' })
+      const sent = await w.inject({ method: 'POST', url: `/v1/sessions/${sessionId}/messages`, payload: { text: 'Are you there?' } })
+      assert.equal(sent.statusCode, 202, sent.body)
+      await page.locator('.entry.user', { hasText: 'Are you there?' }).waitFor({ timeout: 60_000 })
+      await page.locator('.entry.agent', { hasText: 'Written while you were away.' }).waitFor({ timeout: 60_000 })
+      await page.locator('.stream-live').waitFor()
+      assert.equal(await page.locator('.entry.user', { hasText: 'Are you there?' }).count(), 1, 'nothing shown twice')
+    })
+
     it('shows the sessions list with filters, and the management pages', async () => {
       await page.getByRole('link', { name: 'Sessions' }).click()
       await page.getByRole('link', { name: 'Paint the fence' }).waitFor()
