@@ -317,6 +317,20 @@ describe('the web console', () => {
       await shot('session-dark')
     })
 
+    it('goes back to sign-in when the service refuses the kept token (revoked)', async () => {
+      const mint = await w.inject({ method: 'POST', url: '/v1/tokens', payload: { scopes: ['sessions:read', 'sessions:write', 'webhooks:read', 'usage:read'], expires_in_days: 7 } })
+      assert.equal(mint.statusCode, 201, mint.body)
+      const minted = mint.json() as { id: string; token: string }
+      await page.evaluate((t) => sessionStorage.setItem('warren.token', t), minted.token)
+      await page.reload()
+      await page.getByRole('heading', { name: 'Paint the fence' }).waitFor()
+      const revoked = await w.inject({ method: 'DELETE', url: `/v1/tokens/${minted.id}` })
+      assert.equal(revoked.statusCode, 200, revoked.body)
+      await page.getByRole('link', { name: 'Webhooks' }).click()
+      await page.getByRole('alert').filter({ hasText: 'refused the token' }).waitFor({ timeout: 30_000 })
+      assert.equal(await page.evaluate(() => sessionStorage.getItem('warren.token')), null, 'the refused token is forgotten')
+    })
+
     it('called nothing but its own files and the public /v1 API', () => {
       const outside = requested.filter((u) => {
         const url = new URL(u)

@@ -10,8 +10,16 @@ const TOKEN_KEY = 'warren.token'
 
 export const storedToken = (): string | null => sessionStorage.getItem(TOKEN_KEY)
 
+/** Dispatched on window when the service refuses the kept token (revoked, expired): the shell signs out. */
+export const REFUSED_EVENT = 'warren:token-refused'
+
 export function connect(token: string): Warren {
-  return createWarren({ baseUrl: location.origin, token, source: 'console' })
+  const send: typeof fetch = async (input, init) => {
+    const res = await fetch(input, init)
+    if (res.status === 401) dispatchEvent(new Event(REFUSED_EVENT))
+    return res
+  }
+  return createWarren({ baseUrl: location.origin, token, source: 'console', fetch: send })
 }
 
 /** Checks the token against the service, keeps it for this tab, and returns the client. */

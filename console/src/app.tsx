@@ -2,7 +2,7 @@
 import { createContext } from 'preact'
 import { useContext, useEffect, useState } from 'preact/hooks'
 import type { Warren } from '../../sdk/src/client.ts'
-import { connect, describeError, signIn, signOut, storedToken } from './api.ts'
+import { connect, describeError, REFUSED_EVENT, signIn, signOut, storedToken } from './api.ts'
 import { href, onLinkClick, useRoute, type Route } from './router.ts'
 import { SessionsPage } from './pages/sessions.tsx'
 import { SessionPage } from './pages/session.tsx'
@@ -24,7 +24,18 @@ export function App() {
     const token = storedToken()
     return token ? connect(token) : null
   })
-  if (!sdk) return <SignIn onSignedIn={setSdk} />
+  const [refused, setRefused] = useState(false)
+  useEffect(() => {
+    const onRefused = () => {
+      if (!storedToken()) return
+      signOut()
+      setSdk(null)
+      setRefused(true)
+    }
+    addEventListener(REFUSED_EVENT, onRefused)
+    return () => removeEventListener(REFUSED_EVENT, onRefused)
+  }, [])
+  if (!sdk) return <SignIn refused={refused} onSignedIn={(s) => (setRefused(false), setSdk(s))} />
   return (
     <SdkContext.Provider value={sdk}>
       <Shell onSignOut={() => (signOut(), setSdk(null))} />
@@ -32,7 +43,7 @@ export function App() {
   )
 }
 
-function SignIn({ onSignedIn }: { onSignedIn: (sdk: Warren) => void }) {
+function SignIn({ onSignedIn, refused }: { onSignedIn: (sdk: Warren) => void; refused: boolean }) {
   const [token, setToken] = useState('')
   const [error, setError] = useState<string | null>(null)
   const [busy, setBusy] = useState(false)
@@ -59,6 +70,7 @@ function SignIn({ onSignedIn }: { onSignedIn: (sdk: Warren) => void }) {
           Token
           <input name="token" type="password" autocomplete="off" placeholder="svc_pat_…" value={token} onInput={(e) => setToken(e.currentTarget.value)} required />
         </label>
+        {refused && !error && <p class="error" role="alert">The service refused the token this tab kept (revoked or expired): sign in again.</p>}
         {error && <p class="error" role="alert">{error}</p>}
         <button type="submit" class="primary" disabled={busy}>{busy ? 'Checking…' : 'Sign in'}</button>
       </form>
