@@ -15,6 +15,16 @@ if [ ! -d sdk/node_modules ] || [ sdk/package-lock.json -nt sdk/node_modules/.pa
   echo "warren setup: installing the SDK's npm packages from its lockfile" >&2
   npm ci --prefix sdk --ignore-scripts --no-audit --no-fund --loglevel=error
 fi
+# The web console (console/, its own package): built into console/dist, which the service serves at
+# /console. Built again when its sources, its lockfile or the SDK it bundles are newer than the build.
+if [ ! -d console/node_modules ] || [ console/package-lock.json -nt console/node_modules/.package-lock.json ]; then
+  echo "warren setup: installing the console's npm packages from its lockfile" >&2
+  npm ci --prefix console --ignore-scripts --no-audit --no-fund --loglevel=error
+fi
+if [ ! -f console/dist/index.html ] || [ -n "$(find console/src console/index.html console/vite.config.ts console/tsconfig.json console/package-lock.json sdk/src -newer console/dist/index.html -print -quit)" ]; then
+  echo "warren setup: building the web console" >&2
+  npm --prefix console run build --silent >/dev/null
+fi
 [ "${1:-}" = "--deps-only" ] && exit 0
 
 # System packages: sandboxes (bubblewrap; perl-base loads their syscall filter), their networks (iproute2, nftables), repositories (git),

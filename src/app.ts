@@ -33,6 +33,7 @@ import { previewGateway } from './previews/preview-gateway.ts'
 import { NODE_HEADER } from './nodes/node.ts'
 import { metricsRoutes } from './http/metrics.routes.ts'
 import { countPreviewRequest } from './http/request-metrics.ts'
+import { consoleRoutes } from './console/console.routes.ts'
 
 export type AppDeps = Omit<Deps, 'previews'> & { logger?: FastifyServerOptions['logger'] }
 
@@ -148,6 +149,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   )
   // On a listener of its own when WARREN_METRICS_PORT is set (assemble.ts), and then not here.
   if (deps.config.metricsPort === undefined) await app.register(metricsRoutes, { metrics: deps.metrics })
+
+  // The web console's static files (console/): a page for people, on the public API below.
+  await app.register(consoleRoutes)
 
   app.addHook('preClose', async () => previews.close())
   const opts = { store: deps.store, bus: deps.bus, config: deps.config, box: deps.box, workspaces: deps.workspaces, runner: deps.runner, node: deps.node, blobs: deps.blobs, previews, metrics: deps.metrics }

@@ -51,6 +51,8 @@ function routeTable(w: Warren): Set<string> {
     stack.length = depth
     const full = (stack[depth - 1] ?? '') + m[2]!
     stack[depth] = full
+    // The web console's static files are a page for people, not an API operation: not described.
+    if (full.startsWith('/console')) continue
     for (const method of (m[3] ?? '').split(',').map((s) => s.trim()).filter((s) => s && s !== 'HEAD')) {
       out.add(`${method} ${full.replace(/:([A-Za-z_]+)/g, '{$1}')}`)
     }

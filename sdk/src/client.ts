@@ -31,7 +31,8 @@ export function createWarren(opts: WarrenOptions): Warren {
   return {
     api: createClient<paths>({ baseUrl, headers, fetch: send }),
     // Streams reconnect on their own, so they are sent once a connection, not through the retries.
-    events: (o) => streamEvents({ baseUrl, headers, fetch: opts.fetch ?? globalThis.fetch }, o),
+    // The global fetch is called unbound (a browser refuses it as a method of another object: "Illegal invocation").
+    events: (o) => streamEvents({ baseUrl, headers, fetch: opts.fetch ?? ((input, init) => globalThis.fetch(input, init)) }, o),
   }
 }
 
