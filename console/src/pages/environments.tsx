@@ -1,19 +1,39 @@
 // Environment profiles (write-only variables) and templates (files, a repository, a setup script).
+import { useState } from 'preact/hooks'
 import { ok, when } from '../api.ts'
 import { useSdk } from '../app.tsx'
 import { useAction, useLoad } from '../hooks.ts'
-import { Empty, ErrorLine, Header } from '../ui.tsx'
+import { Empty, ErrorLine, Header, parsePairs } from '../ui.tsx'
 
 export function EnvironmentsPage() {
   const sdk = useSdk()
   const profiles = useLoad(() => ok(sdk.api.GET('/v1/environment-profiles', { params: { query: { limit: 100 } } })))
   const templates = useLoad(() => ok(sdk.api.GET('/v1/environment-templates', { params: { query: { limit: 100 } } })))
   const action = useAction()
+  const [profileName, setProfileName] = useState('')
+  const [variables, setVariables] = useState('')
+  const [templateName, setTemplateName] = useState('')
+  const [templateProfiles, setTemplateProfiles] = useState('')
+  const [setup, setSetup] = useState('')
   return (
     <section>
       <Header title="Environments" />
       <ErrorLine error={action.error} />
       <h2>Profiles</h2>
+      <form class="card form" onSubmit={(e) => {
+        e.preventDefault()
+        void action.run(async () => {
+          await ok(sdk.api.POST('/v1/environment-profiles', { body: { name: profileName, env: parsePairs(variables, '=') } }))
+          // Values are write-only: once sent they are never shown again, here or anywhere.
+          setProfileName('')
+          setVariables('')
+          profiles.reload()
+        })
+      }}>
+        <label>Name<input name="profile-name" value={profileName} onInput={(e) => setProfileName(e.currentTarget.value)} required /></label>
+        <label class="wide">Variables (KEY=value, one a line; the values are never shown again)<textarea name="profile-env" rows={3} autocomplete="off" value={variables} onInput={(e) => setVariables(e.currentTarget.value)} /></label>
+        <div class="wide"><button type="submit" class="primary" disabled={action.busy}>Create profile</button></div>
+      </form>
       <ErrorLine error={profiles.error} />
       {profiles.data?.data.length === 0 && <Empty>No profile.</Empty>}
       {!!profiles.data?.data.length && (
@@ -32,6 +52,22 @@ export function EnvironmentsPage() {
         </table>
       )}
       <h2>Templates</h2>
+      <form class="card form" onSubmit={(e) => {
+        e.preventDefault()
+        void action.run(async () => {
+          const names = templateProfiles.split(',').map((p) => p.trim()).filter(Boolean)
+          await ok(sdk.api.POST('/v1/environment-templates', { body: { name: templateName, ...(names.length ? { profiles: names } : {}), ...(setup ? { setup } : {}) } }))
+          setTemplateName('')
+          setTemplateProfiles('')
+          setSetup('')
+          templates.reload()
+        })
+      }}>
+        <label>Name (an existing name is replaced)<input name="template-name" value={templateName} onInput={(e) => setTemplateName(e.currentTarget.value)} required /></label>
+        <label>Profiles (names or ids, comma-separated)<input name="template-profiles" value={templateProfiles} onInput={(e) => setTemplateProfiles(e.currentTarget.value)} /></label>
+        <label class="wide">Setup script (run once when a workspace first comes up)<textarea name="template-setup" rows={3} value={setup} onInput={(e) => setSetup(e.currentTarget.value)} /></label>
+        <div class="wide"><button type="submit" class="primary" disabled={action.busy}>Save template</button></div>
+      </form>
       <ErrorLine error={templates.error} />
       {templates.data?.data.length === 0 && <Empty>No template.</Empty>}
       {!!templates.data?.data.length && (
