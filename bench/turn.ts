@@ -67,7 +67,9 @@ const modelUrl = `http://127.0.0.1:${(model.address() as AddressInfo).port}/v1`
 // --- the baseline: the same command through a sandbox of the same provider --------------------
 const rawDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-raw-'))
 fs.chmodSync(rawDir, 0o777)
-const provider = await createLocalProvider({ workspaceRoot: rawDir, prefix: 'bt', uidBase: 395_000, uidCount: 1000 })
+// Prefixes of this run alone: a service starting on a prefix removes what others left under it.
+const runTag = (process.pid % 36 ** 4).toString(36)
+const provider = await createLocalProvider({ workspaceRoot: rawDir, prefix: `bt${runTag}`, uidBase: 395_000, uidCount: 1000 })
 const sandbox = await provider.create({
   id: 'bench-raw',
   workspaceMount: '/workspace',
@@ -86,7 +88,7 @@ await provider.close()
 
 // --- the service ---------------------------------------------------------------------------
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-turn-'))
-const env = { ...process.env, WARREN_DATA_DIR: dataDir, PORT: '0', WARREN_LOG_LEVEL: 'warn', WARREN_SANDBOX_PREFIX: 'bw' }
+const env = { ...process.env, WARREN_DATA_DIR: dataDir, PORT: '0', WARREN_LOG_LEVEL: 'warn', WARREN_SANDBOX_PREFIX: `bw${runTag}` }
 const minted = JSON.parse(execFileSync(node, ['src/main.ts', 'tokens', 'create', '--org', 'bench'], { cwd: root, env }).toString())
 const headers = { authorization: `Bearer ${minted.token}`, 'content-type': 'application/json' }
 child = spawn(node, ['src/main.ts', 'serve'], { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] })
@@ -100,8 +102,11 @@ try {
   await post('/v1/model-credentials', { provider: 'openai', api_key: KEY, base_url: modelUrl, models: ['m'] })
   const session = await post('/v1/sessions', {})
   const turn = await post(`/v1/sessions/${session.id}/messages`, { text: 'go' })
-  // Polled only once the model gave its last answer: a long turn must not meet the API's rate limit.
-  while (served <= steps) await new Promise((r) => setTimeout(r, 200))
+  // Polled seldom until the model gave its last answer: a long turn must not meet the API's rate limit.
+  for (let i = 0; served <= steps; i++) {
+    await new Promise((r) => setTimeout(r, 200))
+    if (i % 10 === 9 && ((await (await fetch(`${url}/v1/sessions/${session.id}/turns/${turn.id}`, { headers })).json()) as { status: string }).status !== 'working') break
+  }
   for (;;) {
     const t = (await (await fetch(`${url}/v1/sessions/${session.id}/turns/${turn.id}`, { headers })).json()) as { status: string; error: unknown }
     if (t.status !== 'working') {
