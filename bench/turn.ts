@@ -33,6 +33,17 @@ const outputBytes = Number(arg('--output-bytes')) || 0
 const COMMAND = outputBytes > 0 ? `yes 0123456789abcdefghijklmnopqrstuvwxyz | head -c ${outputBytes}; echo step >> log.txt` : 'echo step >> log.txt'
 /** The service's resident memory (MiB) when the model receives request `n`, for the points asked. */
 const rssAt = new Map<number, number>()
+/**
+ * The service's CPU time (ms, user + system) when the model receives request `n`: less shaken
+ * than wall time by a busy machine, it says whether the service's own work per step grows.
+ */
+const cpuAt = new Map<number, number>()
+const cpuMarks = new Set([5, steps, ...points.flatMap((p) => [Math.max(5, p - 10), Math.min(steps, p + 10)])])
+const readCpu = (pid: number | undefined) => {
+  const f = pid ? fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ') : null
+  return f ? ((Number(f[11]) + Number(f[12])) * 1000) / 100 : NaN
+}
+const cpuPerStep = (from: number, to: number) => (cpuAt.get(to)! - cpuAt.get(from)!) / (to - from)
 const readRss = (pid: number | undefined) => {
   const m = pid ? /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8')) : null
   return m ? Number(m[1]) / 1024 : NaN
@@ -52,6 +63,7 @@ const chunk = chatChunk
 const model = http.createServer((req, res) => {
   arrived.push(performance.now())
   if (points.includes(served)) rssAt.set(served, readRss(child?.pid))
+  if (cpuMarks.has(served)) cpuAt.set(served, readCpu(child?.pid))
   req.resume()
   req.on('end', () => {
     if (req.url?.endsWith('/models')) return res.end(JSON.stringify({ object: 'list', data: [{ id: 'm', object: 'model' }] }))
@@ -124,6 +136,7 @@ try {
   console.log(`response end → next request p50 ${ms(pct(gaps, 0.5))}  p90 ${ms(pct(gaps, 0.9))}`)
   console.log(`service overhead per step   p50 ${ms(pct(overhead, 0.5))}  p90 ${ms(pct(overhead, 0.9))} (target p50 < 5 ms)`)
   console.log(`ratio step gap / raw command: ${(pct(gaps, 0.5) / rawP50).toFixed(2)}`)
+  console.log(`service CPU per step        ${ms(cpuPerStep(5, steps))} (user + system, steps 5 to ${steps})`)
   if (points.length > 1) {
     // The gap after response i (0-based) is step i+1's; around step p: steps p-10 … p+10 within the run.
     const around = (p: number) => {
@@ -132,10 +145,14 @@ try {
       return ended.slice(from - 1, to).map((e, i) => arrived[from + i]! - e - rawP50)
     }
     console.log(`long conversation, ${outputBytes} bytes of output a step:`)
-    for (const p of points) console.log(`  around step ${String(p).padStart(5)}: overhead p50 ${ms(pct(around(p), 0.5))}  p90 ${ms(pct(around(p), 0.9))}  service RSS ${rssAt.get(p)?.toFixed(0)} MiB`)
-    const first = pct(around(points[0]!), 0.5)
-    const last = pct(around(points.at(-1)!), 0.5)
-    console.log(`ratio overhead step ${points.at(-1)} / step ${points[0]}: ${(last / first).toFixed(2)} (target ≤ 1.2)`)
+    const cpuAround = (p: number) => cpuPerStep(Math.max(5, p - 10), Math.min(steps, p + 10))
+    for (const p of points) {
+      console.log(`  around step ${String(p).padStart(5)}: overhead p50 ${ms(pct(around(p), 0.5))}  p90 ${ms(pct(around(p), 0.9))}  service CPU ${ms(cpuAround(p))} a step  RSS ${rssAt.get(p)?.toFixed(0)} MiB`)
+    }
+    const first = points[0]!
+    const last = points.at(-1)!
+    console.log(`ratio overhead step ${last} / step ${first}: ${(pct(around(last), 0.5) / pct(around(first), 0.5)).toFixed(2)} (target ≤ 1.2)`)
+    console.log(`ratio service CPU a step, step ${last} / step ${first}: ${(cpuAround(last) / cpuAround(first)).toFixed(2)}`)
   }
 } finally {
   child?.kill()
