@@ -1,13 +1,18 @@
 // bench/turn: the service's own overhead per agent step with one `bash` call, beside the raw
 // command run through a sandbox in the same run.
-// Usage: node_modules/.bin/node bench/turn.ts [--steps N]
+// Usage: node_modules/.bin/node bench/turn.ts [--steps N | --steps 10,100,1000] [--output-bytes N]
 //
 // The service runs as its own process (SQLite, a real bubblewrap workspace). A minimal model
 // server in this process answers every request with one `bash` tool call of the same command,
 // and stamps when each response ended and when the next request arrived: that gap holds the
 // service's work (persist the step, decide, run the tool, persist its result, load the
 // conversation, build the next request) plus the command's own run. The command's own run is
-// measured beside it, through a sandbox of the same provider. Target: p50 overhead < 20 ms.
+// measured beside it, through a sandbox of the same provider. Target: p50 overhead < 5 ms.
+//
+// Long conversations: `--steps 10,100,1000` runs one turn of 1,000 steps and prints the overhead
+// around each point (the steps either side of it) with the service's RSS there, and the ratio of
+// the last point to the first (target ≤ 1.2×); `--output-bytes N` makes each command print N bytes,
+// which the conversation carries (truncated as the bash tool does) until compaction takes it out.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs'
 import http from 'node:http'
@@ -20,8 +25,29 @@ import { chatChunk, chatStream } from './chat-sse.ts'
 
 const root = path.resolve(import.meta.dirname, '..')
 const node = path.join(root, 'node_modules/.bin/node')
-const steps = Number(process.argv[process.argv.indexOf('--steps') + 1]) || 60
-const COMMAND = 'echo step >> log.txt'
+const arg = (name: string) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : undefined)
+// --- long conversations: the points to report and the output each step prints ---------------
+const points = (arg('--steps') ?? '60').split(',').map(Number).filter((n) => n > 0)
+const steps = Math.max(...points, 1)
+const outputBytes = Number(arg('--output-bytes')) || 0
+const COMMAND = outputBytes > 0 ? `yes 0123456789abcdefghijklmnopqrstuvwxyz | head -c ${outputBytes}; echo step >> log.txt` : 'echo step >> log.txt'
+/** The service's resident memory (MiB) when the model receives request `n`, for the points asked. */
+const rssAt = new Map<number, number>()
+/**
+ * The service's CPU time (ms, user + system) when the model receives request `n`: less shaken
+ * than wall time by a busy machine, it says whether the service's own work per step grows.
+ */
+const cpuAt = new Map<number, number>()
+const cpuMarks = new Set([5, steps, ...points.flatMap((p) => [Math.max(5, p - 10), Math.min(steps, p + 10)])])
+const readCpu = (pid: number | undefined) => {
+  const f = pid ? fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ') : null
+  return f ? ((Number(f[11]) + Number(f[12])) * 1000) / 100 : NaN
+}
+const cpuPerStep = (from: number, to: number) => (cpuAt.get(to)! - cpuAt.get(from)!) / (to - from)
+const readRss = (pid: number | undefined) => {
+  const m = pid ? /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8')) : null
+  return m ? Number(m[1]) / 1024 : NaN
+}
 const KEY = 'sk-bench-turn-0123456789'
 
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]!
@@ -31,10 +57,13 @@ const ms = (x: number) => `${x.toFixed(2)} ms`
 const ended: number[] = []
 const arrived: number[] = []
 let served = 0
+let child: ChildProcess | undefined
 const sse = (res: http.ServerResponse, chunks: unknown[]) => chatStream(res, chunks, () => ended.push(performance.now()))
 const chunk = chatChunk
 const model = http.createServer((req, res) => {
   arrived.push(performance.now())
+  if (points.includes(served)) rssAt.set(served, readRss(child?.pid))
+  if (cpuMarks.has(served)) cpuAt.set(served, readCpu(child?.pid))
   req.resume()
   req.on('end', () => {
     if (req.url?.endsWith('/models')) return res.end(JSON.stringify({ object: 'list', data: [{ id: 'm', object: 'model' }] }))
@@ -50,7 +79,9 @@ const modelUrl = `http://127.0.0.1:${(model.address() as AddressInfo).port}/v1`
 // --- the baseline: the same command through a sandbox of the same provider --------------------
 const rawDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-raw-'))
 fs.chmodSync(rawDir, 0o777)
-const provider = await createLocalProvider({ workspaceRoot: rawDir, prefix: 'bt', uidBase: 395_000, uidCount: 1000 })
+// Prefixes of this run alone: a service starting on a prefix removes what others left under it.
+const runTag = (process.pid % 36 ** 4).toString(36)
+const provider = await createLocalProvider({ workspaceRoot: rawDir, prefix: `bt${runTag}`, uidBase: 395_000, uidCount: 1000 })
 const sandbox = await provider.create({
   id: 'bench-raw',
   workspaceMount: '/workspace',
@@ -59,7 +90,7 @@ const sandbox = await provider.create({
   limits: { memoryBytes: 512 * 1024 * 1024, pids: 128, cpus: 1 },
 })
 const raw: number[] = []
-for (let i = 0; i < steps + 10; i++) {
+for (let i = 0; i < Math.min(steps, 200) + 10; i++) {
   const t = performance.now()
   await sandbox.exec({ command: COMMAND })
   if (i >= 10) raw.push(performance.now() - t)
@@ -69,10 +100,10 @@ await provider.close()
 
 // --- the service ---------------------------------------------------------------------------
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-turn-'))
-const env = { ...process.env, WARREN_DATA_DIR: dataDir, PORT: '0', WARREN_LOG_LEVEL: 'warn', WARREN_SANDBOX_PREFIX: 'bw' }
+const env = { ...process.env, WARREN_DATA_DIR: dataDir, PORT: '0', WARREN_LOG_LEVEL: 'warn', WARREN_SANDBOX_PREFIX: `bw${runTag}` }
 const minted = JSON.parse(execFileSync(node, ['src/main.ts', 'tokens', 'create', '--org', 'bench'], { cwd: root, env }).toString())
 const headers = { authorization: `Bearer ${minted.token}`, 'content-type': 'application/json' }
-const child: ChildProcess = spawn(node, ['src/main.ts', 'serve'], { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] })
+child = spawn(node, ['src/main.ts', 'serve'], { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] })
 try {
   const url = await listeningUrl(child, 'warren')
   const post = async (p: string, body: unknown) => {
@@ -83,13 +114,18 @@ try {
   await post('/v1/model-credentials', { provider: 'openai', api_key: KEY, base_url: modelUrl, models: ['m'] })
   const session = await post('/v1/sessions', {})
   const turn = await post(`/v1/sessions/${session.id}/messages`, { text: 'go' })
+  // Polled seldom until the model gave its last answer: a long turn must not meet the API's rate limit.
+  for (let i = 0; served <= steps; i++) {
+    await new Promise((r) => setTimeout(r, 200))
+    if (i % 10 === 9 && ((await (await fetch(`${url}/v1/sessions/${session.id}/turns/${turn.id}`, { headers })).json()) as { status: string }).status !== 'working') break
+  }
   for (;;) {
     const t = (await (await fetch(`${url}/v1/sessions/${session.id}/turns/${turn.id}`, { headers })).json()) as { status: string; error: unknown }
     if (t.status !== 'working') {
       if (t.status !== 'completed') throw new Error(`the turn ended ${t.status}: ${JSON.stringify(t.error)}`)
       break
     }
-    await new Promise((r) => setTimeout(r, 50))
+    await new Promise((r) => setTimeout(r, 200))
   }
   // The first gap includes the workspace's first start and the JIT warming up: skip a few.
   const gaps = ended.slice(5, steps).map((e, i) => arrived[i + 6]! - e)
@@ -98,10 +134,28 @@ try {
   console.log(`bench/turn on SQLite: ${gaps.length} agent steps, each one bash call (\`${COMMAND}\`)`)
   console.log(`raw command in a sandbox   p50 ${ms(rawP50)}  p90 ${ms(pct(raw, 0.9))}`)
   console.log(`response end → next request p50 ${ms(pct(gaps, 0.5))}  p90 ${ms(pct(gaps, 0.9))}`)
-  console.log(`service overhead per step   p50 ${ms(pct(overhead, 0.5))}  p90 ${ms(pct(overhead, 0.9))} (target p50 < 20 ms)`)
+  console.log(`service overhead per step   p50 ${ms(pct(overhead, 0.5))}  p90 ${ms(pct(overhead, 0.9))} (target p50 < 5 ms)`)
   console.log(`ratio step gap / raw command: ${(pct(gaps, 0.5) / rawP50).toFixed(2)}`)
+  console.log(`service CPU per step        ${ms(cpuPerStep(5, steps))} (user + system, steps 5 to ${steps})`)
+  if (points.length > 1) {
+    // The gap after response i (0-based) is step i+1's; around step p: steps p-10 … p+10 within the run.
+    const around = (p: number) => {
+      const from = Math.max(6, p - 10)
+      const to = Math.min(steps, p + 10)
+      return ended.slice(from - 1, to).map((e, i) => arrived[from + i]! - e - rawP50)
+    }
+    console.log(`long conversation, ${outputBytes} bytes of output a step:`)
+    const cpuAround = (p: number) => cpuPerStep(Math.max(5, p - 10), Math.min(steps, p + 10))
+    for (const p of points) {
+      console.log(`  around step ${String(p).padStart(5)}: overhead p50 ${ms(pct(around(p), 0.5))}  p90 ${ms(pct(around(p), 0.9))}  service CPU ${ms(cpuAround(p))} a step  RSS ${rssAt.get(p)?.toFixed(0)} MiB`)
+    }
+    const first = points[0]!
+    const last = points.at(-1)!
+    console.log(`ratio overhead step ${last} / step ${first}: ${(pct(around(last), 0.5) / pct(around(first), 0.5)).toFixed(2)} (target ≤ 1.2)`)
+    console.log(`ratio service CPU a step, step ${last} / step ${first}: ${(cpuAround(last) / cpuAround(first)).toFixed(2)}`)
+  }
 } finally {
-  child.kill()
+  child?.kill()
   model.close()
   fs.rmSync(dataDir, { recursive: true, force: true })
   fs.rmSync(rawDir, { recursive: true, force: true })

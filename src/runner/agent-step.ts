@@ -4,7 +4,7 @@ import type { LiveEventName } from '../events/events.schema.ts'
 import { withEvents } from '../events/record-event.ts'
 import { getCredential, getCredentialKey } from '../models/models.store.ts'
 import type { ModelMessage } from 'ai'
-import { appendConversation, compactConversation, estimateTokens, loadConversation } from '../turns/conversation.store.ts'
+import { appendConversation, compactConversation, estimateTokens } from '../turns/conversation.store.ts'
 import { markSteersDelivered, undeliveredSteers } from '../turns/steers.store.ts'
 import type { TurnError } from '../turns/turns.schema.ts'
 import { turnEventScope } from '../turns/turns.store.ts'
@@ -66,7 +66,7 @@ export async function agentStep(ctx: Ctx, scope: TurnScope): Promise<StepResult>
 
   /** The conversation to send, compacted first when it nears the window (or when `force`d). */
   const compact = async (budget: number, force: boolean): Promise<ModelMessage[]> => {
-    const convo = await loadConversation(db, turn.session_id)
+    const convo = await scope.conversation.read()
     const total = convo.reduce((n, e) => n + e.tokens, 0)
     const asIs = () => convo.map((e) => e.message)
     if (!force && total + overhead <= window * 0.8) return asIs()
@@ -79,7 +79,8 @@ export async function agentStep(ctx: Ctx, scope: TurnScope): Promise<StepResult>
       await compactConversation(trx, turn.session_id, plan.upTo, plan.summary, Date.now())
       await record({ ...turnEventScope(turn), type: 'agent.compaction', payload: { before: plan.before + overhead, after: plan.after + overhead } })
     })
-    return (await loadConversation(db, turn.session_id)).map((e) => e.message)
+    scope.conversation.compacted(plan.upTo, plan.summary)
+    return (await scope.conversation.read()).map((e) => e.message)
   }
 
   let messages = await compact(Math.floor(window * 0.5), false)

@@ -15,6 +15,7 @@ import { decide, type ApprovalMode } from './permissions.ts'
 import { recordCallResult, type CallResult } from './record-step.ts'
 import { moveSession } from '../sessions/session-status.ts'
 import type { StoredAgent } from '../sessions/sessions.store.ts'
+import type { ConversationView } from './conversation-view.ts'
 
 type Ctx = Pick<Deps, 'store' | 'bus' | 'config' | 'workspaces' | 'metrics'> & { mcp: McpHub; browser: BrowserHub }
 
@@ -24,6 +25,8 @@ export type TurnScope = {
   signal: AbortSignal
   /** Text of files the turn has read or written, so that later changes carry diffs. */
   seen: Map<string, string>
+  /** The session's conversation, read through its driver (only what is new each time). */
+  conversation: ConversationView
 }
 
 const asObject = (v: unknown): Record<string, unknown> => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {})

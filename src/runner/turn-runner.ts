@@ -3,7 +3,7 @@ import type { Log } from '../shared/log.ts'
 import { ApiError } from '../errors.ts'
 import { withEvents } from '../events/record-event.ts'
 import { getSessionRowById, storedAgentOf } from '../sessions/sessions.store.ts'
-import { loadConversation } from '../turns/conversation.store.ts'
+import { ConversationView } from './conversation-view.ts'
 import { expiredApprovals, resolvePendingCall } from '../turns/pending-calls.store.ts'
 import { undeliveredSteers } from '../turns/steers.store.ts'
 import { requestCancel, workingTurns, type TurnRow } from '../turns/turns.store.ts'
@@ -90,7 +90,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
 
   /** One move of the turn: its open tool calls, or else a model step. */
   async function advance(scope: TurnScope): Promise<'parked' | 'continue' | 'done'> {
-    const convo = await loadConversation(store.db, scope.turn.session_id)
+    const convo = await scope.conversation.read()
     const open = openToolCalls(convo, scope.turn.id)
     if (open.length) return handleOpenCalls(deps, scope, open)
     const last = convo.at(-1)
@@ -103,6 +103,8 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
 
   async function drive(sessionId: string, d: Driver): Promise<void> {
     const release = workspaces.hold(sessionId)
+    // Read whole once per driver, then only what each move added.
+    const conversation = new ConversationView(store.db, sessionId)
     try {
       for (;;) {
         d.again = false
@@ -126,7 +128,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
         const agent = storedAgentOf(session)
         if (!seen.has(turn.id)) (seen.set(turn.id, new Map()), seenBy.set(turn.id, sessionId))
         d.current = turn.id
-        const scope: TurnScope = { turn, agent, signal: d.controller.signal, seen: seen.get(turn.id)! }
+        const scope: TurnScope = { turn, agent, signal: d.controller.signal, seen: seen.get(turn.id)!, conversation }
         let outcome: 'parked' | 'continue' | 'done'
         try {
           outcome = await advance(scope)

@@ -29,12 +29,13 @@ export async function appendConversation(db: Db, sessionId: string, turnId: stri
     .execute()
 }
 
-/** What the model sees: every message not compacted away, in order. */
-export async function loadConversation(db: Db, sessionId: string): Promise<ConversationEntry[]> {
+/** What the model sees: every message not compacted away, in order (only those after `after` when given). */
+export async function loadConversation(db: Db, sessionId: string, after = 0): Promise<ConversationEntry[]> {
   const rows = await db
     .selectFrom('conversation')
     .select(['ordinal', 'turn_id', 'message', 'tokens'])
     .where('session_id', '=', sessionId)
+    .where('ordinal', '>', after)
     .where('compacted', '=', 0)
     .orderBy('ordinal')
     .execute()
