@@ -97,6 +97,8 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
   /** Claimed, ready to go, not yet attempted (no lane was free), per subscription in claim order. */
   const ready = new Map<string, Ready[]>()
   let readyTotal = 0
+  /** How long each subscription's last attempt took: a slow receiver gets fewer claimed ahead. */
+  const took = new Map<string, number>()
   /** Subscriptions with a claim ahead under way: one at a time each. */
   const claiming = new Set<string>()
   /**
@@ -230,7 +232,9 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
   function refill(subscriptionId: string): void {
     const queued = ready.get(subscriptionId)?.length ?? 0
     if (closing || claiming.has(subscriptionId) || queued >= limits.perSubscription) return
-    const n = Math.min(limits.perSubscription - held(subscriptionId) + AHEAD - queued, AHEAD_TOTAL - readyTotal)
+    // As many as its lanes get through in half the time a claimed one may wait: the rest would go back.
+    const ahead = Math.min(AHEAD, Math.floor((limits.perSubscription * (LEASE_MARGIN_MS - LEASE_GUARD_MS)) / (2 * Math.max(1, took.get(subscriptionId) ?? 0))))
+    const n = Math.min(limits.perSubscription - held(subscriptionId) + ahead - queued, AHEAD_TOTAL - readyTotal)
     if (n <= 0) return
     claiming.add(subscriptionId)
     const now = Date.now()
@@ -332,8 +336,11 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
         'x-warren-delivery': row.id,
       }
       // Done before the claim runs out, so that no other process takes it while it is on the wire.
+      const sent = Date.now()
       const result = await sender.send({ url: target.url, headers, body }, abort.signal, lease - LEASE_GUARD_MS)
       const at = Date.now()
+      if (took.size > 10_000) took.clear()
+      took.set(row.subscriptionId, at - sent)
       const k = row.attempts + 1
       if ('aborted' in result) outcome = { id: row.id, kind: 'rescheduled', lease, at }
       else if (result.ok) outcome = { id: row.id, kind: 'delivered', attempts: k }
