@@ -40,7 +40,8 @@ const duration = (ms: number) => (ms < 1000 ? `${ms} ms` : `${Math.round(ms / 10
 
 /**
  * `current`: the started turn being driven now, which an abort is aimed at. `ending`: aborted when
- * the driver lets go of the session altogether (close, forget), a publication in progress included.
+ * this node lets go of the session for another to take up (close, abandon), a publication in
+ * progress included.
  */
 type Driver = { controller: AbortController; ending: AbortController; again: boolean; done: Promise<void>; current: string | null }
 
@@ -241,9 +242,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
       d.again = true
     },
     forget(sessionId) {
-      const d = drivers.get(sessionId)
-      d?.controller.abort({ stop: 'forget' } satisfies Stop)
-      d?.ending.abort()
+      drivers.get(sessionId)?.controller.abort({ stop: 'forget' } satisfies Stop)
       for (const [t, s] of seenBy) if (s === sessionId) (seen.delete(t), seenBy.delete(t))
       void mcp.forget(sessionId)
       void browser.close(sessionId)
@@ -256,6 +255,8 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
       while (drivers.has(sessionId)) await drivers.get(sessionId)!.done
     },
     abandon() {
+      // Another node takes the sessions up, and publishes what is left pending.
+      for (const d of drivers.values()) d.ending.abort()
       for (const id of [...drivers.keys()]) this.forget(id)
     },
     async close() {
