@@ -123,8 +123,8 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
   const workspaces = workspaceManager({ store, bus, config, box, provider: countedProvider(provider, metrics), log, ...(config.databaseUrl ? { snapshots } : {}) })
   const publishing = { store, bus, workspaces, blobs, limits: overrides.artifactLimits }
   let node: ServiceNode | undefined
-  const runner = turnRunner({ store, bus, config, box, workspaces, metrics, log, publish: async (turn) => {
-      await publishTurn(publishing, turn)
+  const runner = turnRunner({ store, bus, config, box, workspaces, metrics, log, publish: async (turn, signal) => {
+      await publishTurn(publishing, turn, signal)
       // A settled turn's files are what another node would restore, were this one to die.
       workspaces.snapshot(turn.session_id)
     },

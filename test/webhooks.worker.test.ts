@@ -304,6 +304,34 @@ forEachDialect('webhook delivery worker', (dialect) => {
     await w().inject({ method: 'DELETE', url: `/v1/webhooks/${sub.id}`, token: sub.token })
   })
 
+  it('claims a fast receiver\'s next deliveries ahead as leases, and gives them back uncounted and due at once when it closes', async () => {
+    const path = `/ahead-${dialect}`
+    const sub = await subscribe(path, ['session.created'])
+    const N = 40
+    await withEvents(w().store, w().bus, async (_trx, record) => {
+      for (let i = 0; i < N; i++) await record({ orgId: sub.orgId, sessionId: `ses_ahead_${i}`, type: 'session.created', payload: { session_id: `ses_ahead_${i}` } })
+    })
+    // The first answers come at once; the rest hang, so the lanes fill and what was claimed ahead waits.
+    receiver.script(path, [200, 200, 200, 200, 'hang'])
+    const first = startWorker()
+    await receiver.waitFor(path, 8)
+    const rows = () => w().store.db.selectFrom('webhook_deliveries').selectAll().where('subscription_id', '=', sub.id).execute()
+    await waitFor('the answered four recorded', async () => (await rows()).filter((r) => r.status === 'delivered').length === 4)
+    const leased = (await rows()).filter((r) => r.status === 'pending' && Number(r.next_attempt_at) > Date.now())
+    assert.ok(leased.length > 4, `more claimed than its four lanes hold (${leased.length})`)
+    await first.close()
+    const closedAt = Date.now()
+    const after = await rows()
+    const left = after.filter((r) => r.status !== 'delivered')
+    assert.equal(left.length, N - 4)
+    assert.deepEqual(left.filter((r) => r.status !== 'pending' || Number(r.attempts) !== 0 || Number(r.next_attempt_at) > closedAt), [], 'given back uncounted and due at once')
+    receiver.release(path)
+    const second = startWorker()
+    await waitFor('every delivery delivered', async () => (await rows()).every((r) => r.status === 'delivered'))
+    assert.deepEqual([...new Set((await rows()).map((r) => Number(r.attempts)))], [1], 'one counted attempt each')
+    await second.close()
+  })
+
   it('two workers on one store deliver every event exactly once', async () => {
     const path = `/pair-${dialect}`
     const sub = await subscribe(path, ['session.created'])

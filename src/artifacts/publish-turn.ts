@@ -31,17 +31,25 @@ type Turn = { id: string; session_id: string; org_id: string }
  * published). Over a ceiling a file is skipped with the reason, and the turn's `artifacts` ends
  * `partial`. The records, their `artifact.created` events and the turn's final state are written
  * in one transaction. Never throws: a failure of the stores ends the publication `failed`.
+ *
+ * `signal` ends it early (the service stops): between two files, nothing recorded, the turn's
+ * `artifacts` left `pending` as after a crash, for whoever takes the session up next to publish
+ * from the start (publishPending); the blobs already copied are content-addressed, so that
+ * publication finds them in place.
  */
-export async function publishTurn(deps: PublishDeps, turn: Turn): Promise<void> {
+export async function publishTurn(deps: PublishDeps, turn: Turn, signal?: AbortSignal): Promise<void> {
   try {
-    await publish(deps, turn)
-  } catch {
+    await publish(deps, turn, signal)
+  } catch (err) {
+    if (err instanceof Interrupted) return
     // The store or the blob store failed: the turn's publication failed, and says so.
     await finishPublication(deps.store.db, turn.id, 'failed', []).catch(() => {})
   }
 }
 
-async function publish(deps: PublishDeps, turn: Turn): Promise<void> {
+class Interrupted extends Error {}
+
+async function publish(deps: PublishDeps, turn: Turn, signal?: AbortSignal): Promise<void> {
   const { store, bus } = deps
   const limits = deps.limits ?? ARTIFACT_LIMITS
   if (await isSessionDeleted(store.db, turn.session_id)) {
@@ -55,6 +63,7 @@ async function publish(deps: PublishDeps, turn: Turn): Promise<void> {
   let unreadable = 0
   let ceiling = ''
   for (const path of await changedPaths(store.db, turn.id)) {
+    if (signal?.aborted) throw new Interrupted()
     if (excluded(path)) continue
     let opened
     try {

@@ -38,8 +38,12 @@ const isStop = (v: unknown): v is Stop => typeof v === 'object' && v !== null &&
 
 const duration = (ms: number) => (ms < 1000 ? `${ms} ms` : `${Math.round(ms / 1000)} s`)
 
-/** `current`: the started turn being driven now, which an abort is aimed at. */
-type Driver = { controller: AbortController; again: boolean; done: Promise<void>; current: string | null }
+/**
+ * `current`: the started turn being driven now, which an abort is aimed at. `ending`: aborted when
+ * this node lets go of the session for another to take up (close, abandon), a publication in
+ * progress included.
+ */
+type Driver = { controller: AbortController; ending: AbortController; again: boolean; done: Promise<void>; current: string | null }
 
 /**
  * Drives turns. One driver per session at a time runs its working turns in order, one model step
@@ -48,8 +52,12 @@ type Driver = { controller: AbortController; again: boolean; done: Promise<void>
  * is in the store, so a restarted service continues where the last one stopped.
  */
 export type RunnerDeps = Pick<Deps, 'store' | 'bus' | 'config' | 'box' | 'workspaces' | 'metrics'> & {
-  /** Publishes a settled turn's files; the driver waits for it before the session's next turn. */
-  publish(turn: { id: string; session_id: string; org_id: string }): Promise<void>
+  /**
+   * Publishes a settled turn's files; the driver waits for it before the session's next turn.
+   * `signal`: the driver lets go of the session (the service stops): the publication ends where
+   * it is and stays pending, for whoever takes the session up next.
+   */
+  publish(turn: { id: string; session_id: string; org_id: string }, signal: AbortSignal): Promise<void>
   /** The service's logger. */
   log: Log
   /** This node's id: approvals time out here only for the sessions it owns. */
@@ -114,7 +122,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
         const pending = d.controller.signal.reason as Stop | undefined
         if (d.controller.signal.aborted && pending?.turnId !== turn.id && pending?.stop !== 'forget' && pending?.stop !== 'close') d.controller = new AbortController()
         if (turn.cancel_requested) {
-          await settle(turn, { status: 'cancelled' })
+          await settle(turn, { status: 'cancelled' }, d.ending.signal)
           continue
         }
         if (turn.started_at === null) {
@@ -138,7 +146,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
             if (reason.stop === 'forget' || reason.stop === 'close') return
             d.controller = new AbortController()
             if (reason.stop === 'lifetime') {
-              await settle(turn, { status: 'failed', error: { code: 'sandbox_error', message: `The workspace reached its lifetime ceiling of ${duration(config.workspaceLifetimeMs)} and was reclaimed while the turn ran.` } })
+              await settle(turn, { status: 'failed', error: { code: 'sandbox_error', message: `The workspace reached its lifetime ceiling of ${duration(config.workspaceLifetimeMs)} and was reclaimed while the turn ran.` } }, d.ending.signal)
             }
             continue // a cancel is settled at the top of the loop
           }
@@ -146,7 +154,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
           // A turn's own failure is never that, whatever its message quotes (a refused connection
           // to a provider or a tool server reads much like one to the store).
           if (!(err instanceof TurnFailure) && isStoreUnreachable(err)) throw err
-          await settle(turn, failureOf(err))
+          await settle(turn, failureOf(err), d.ending.signal)
           continue
         }
         if (outcome === 'parked') {
@@ -154,20 +162,21 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
           continue
         }
         // A steer that arrived meanwhile keeps the turn open (settleTurn checks, in its transaction).
-        if (outcome === 'done') await settle(turn, { status: 'completed' })
+        if (outcome === 'done') await settle(turn, { status: 'completed' }, d.ending.signal)
       }
     } finally {
       release()
     }
   }
 
-  async function settle(turn: TurnRow, s: Settlement): Promise<void> {
+  /** `ending`: the settling driver lets go of the session (see RunnerDeps.publish). */
+  async function settle(turn: TurnRow, s: Settlement, ending: AbortSignal): Promise<void> {
     if (await settleTurn(deps, turn, s)) {
       runnerDeps.metrics.turnsSettled.inc({ outcome: s.status })
       seen.delete(turn.id)
       seenBy.delete(turn.id)
       // The files are the ones the turn left: the next turn of the session starts only after.
-      await deps.publish(turn)
+      await deps.publish(turn, ending)
     }
   }
 
@@ -178,7 +187,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
       running.again = true
       return
     }
-    const d: Driver = { controller: new AbortController(), again: false, done: Promise.resolve(), current: null }
+    const d: Driver = { controller: new AbortController(), ending: new AbortController(), again: false, done: Promise.resolve(), current: null }
     drivers.set(sessionId, d)
     runnerDeps.metrics.turnsWorking.inc()
     d.done = drive(sessionId, d)
@@ -225,7 +234,8 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
       if (!target) return
       // A waiting turn never starts: it settles now, and the running one is left alone.
       if (target !== working[0]) {
-        await settle(target, { status: 'cancelled' })
+        // Outside any driver: the turn never ran, and leaves nothing to publish but what it finds.
+        await settle(target, { status: 'cancelled' }, new AbortController().signal)
         return
       }
       const d = drivers.get(sessionId)
@@ -247,13 +257,18 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
       while (drivers.has(sessionId)) await drivers.get(sessionId)!.done
     },
     abandon() {
+      // Another node takes the sessions up, and publishes what is left pending.
+      for (const d of drivers.values()) d.ending.abort()
       for (const id of [...drivers.keys()]) this.forget(id)
     },
     async close() {
       closing = true
       clearInterval(sweeper)
       workspaces.reclaimed.off('reclaimed', onReclaimed)
-      for (const d of drivers.values()) d.controller.abort({ stop: 'close' } satisfies Stop)
+      for (const d of drivers.values()) {
+        d.controller.abort({ stop: 'close' } satisfies Stop)
+        d.ending.abort()
+      }
       await Promise.allSettled([...drivers.values()].map((d) => d.done))
       await mcp.close()
       await browser.closeAll()

@@ -70,9 +70,30 @@ export async function turnsPublishing(db: Db, turnIds: string[]): Promise<Set<st
   return new Set(rows.map((r) => r.id))
 }
 
-/** A 2xx answer: final, whoever holds the lease now. */
-export async function markDelivered(db: Db, id: string, attempts: number): Promise<void> {
-  await db.updateTable('webhook_deliveries').set({ status: 'delivered', attempts, next_attempt_at: null }).where('id', '=', id).where('status', '=', 'pending').execute()
+/** What an attempt (or a claim given back) leaves on its delivery; `lease` is the claim it was made under. */
+export type DeliveryOutcome =
+  | { id: string; kind: 'delivered'; attempts: number }
+  | { id: string; kind: 'failed'; lease: number; attempts: number; error: string; at: number; nextAttemptAt: number | null }
+  | { id: string; kind: 'rescheduled'; lease: number; at: number }
+
+/**
+ * Writes many attempts' outcomes in one transaction (one commit instead of one per attempt), each
+ * with the same conditions as on its own: a 2xx answer is final whoever holds the lease now (those
+ * sharing an attempt count go in one statement), a failure or a give-back counts only under its claim.
+ */
+export async function recordOutcomes(db: Db, outcomes: DeliveryOutcome[]): Promise<void> {
+  if (outcomes.length === 0) return
+  await db.transaction().execute(async (trx) => {
+    const delivered = new Map<number, string[]>()
+    for (const o of outcomes) {
+      if (o.kind === 'delivered') delivered.set(o.attempts, [...(delivered.get(o.attempts) ?? []), o.id])
+      else if (o.kind === 'failed') await markFailed(trx, o.id, o.lease, o)
+      else await rescheduleDelivery(trx, o.id, o.lease, o.at)
+    }
+    for (const [attempts, ids] of delivered) {
+      await trx.updateTable('webhook_deliveries').set({ status: 'delivered', attempts, next_attempt_at: null }).where('id', 'in', ids).where('status', '=', 'pending').execute()
+    }
+  })
 }
 
 /**

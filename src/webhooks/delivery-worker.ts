@@ -10,12 +10,13 @@ import {
   claimDeliveries,
   deliveryEvents,
   deliveryTargets,
-  markDelivered,
   markFailed,
   pendingDeliveries,
+  recordOutcomes,
   rescheduleDelivery,
   turnsPublishing,
   type ClaimedDelivery,
+  type DeliveryOutcome,
   type DeliveryTarget,
 } from './deliveries.store.ts'
 import { deliverySender } from './send-delivery.ts'
@@ -51,6 +52,14 @@ const HOLD_RECHECK_MS = 250
 const LEASE_MARGIN_MS = 15_000
 /** An attempt ends at least this long before its claim's lease, leaving time to record it. */
 const LEASE_GUARD_MS = 5_000
+/**
+ * Deliveries of one subscription claimed ahead of its free lanes, and of all subscriptions: a
+ * fast receiver's next attempts start as soon as lanes free up, from one claim and one read of
+ * their events instead of one of each per attempt. Still leases: another process does not take
+ * them, and one that waited so long that a whole attempt no longer fits in its lease goes back.
+ */
+const AHEAD = 32
+const AHEAD_TOTAL = 1024
 const CANDIDATES = 256
 const MAX_ROUNDS = 32
 const CLOSE_GRACE_MS = 1000
@@ -85,6 +94,20 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
   let again = false
   /** The last pump stopped at the overall cap: a freed slot goes to whatever is due first, not back to its subscription. */
   let crowded = false
+  /** Claimed, ready to go, not yet attempted (no lane was free), per subscription in claim order. */
+  const ready = new Map<string, Ready[]>()
+  let readyTotal = 0
+  /** How long each subscription's last attempt took: a slow receiver gets fewer claimed ahead. */
+  const took = new Map<string, number>()
+  /** Subscriptions with a claim ahead under way: one at a time each. */
+  const claiming = new Set<string>()
+  /**
+   * The last look found nothing due of the subscriptions without deliveries claimed ahead: until
+   * something may have changed that (a committed event, a timer), freed lanes go to what was
+   * claimed ahead without looking again, a look that would read every claimed-ahead backlog.
+   */
+  let othersQuiet = false
+  const recorder = outcomeRecorder(db)
 
   const hold = (subscriptionId: string, n: number) => {
     inFlight += n
@@ -132,6 +155,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
     timer = setTimeout(() => {
       timer = null
       timerAt = Infinity
+      othersQuiet = false
       kick()
     }, Math.max(0, when - now))
     timer.unref()
@@ -139,7 +163,17 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
 
   const dueAt = (c: { attempts: number; nextAttemptAt: number }) => c.nextAttemptAt + (c.attempts === 0 ? delays[0]! : 0)
 
-  /** Claims what is due, earliest first, up to the caps; then sleeps until the next due delivery. */
+  /** Freed lanes go to deliveries claimed ahead. */
+  const serveReady = () => {
+    for (const sub of [...ready.keys()]) startReady(sub)
+    crowded = inFlight >= limits.total
+  }
+
+  /**
+   * Claims what is due, earliest first, up to the caps, before what was claimed ahead (so that a
+   * subscription without lanes is not kept waiting by others' backlogs); then sleeps until the
+   * next due delivery.
+   */
   async function pump(): Promise<void> {
     for (let round = 0; round < MAX_ROUNDS; round++) {
       if (closing) return
@@ -147,7 +181,9 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
       crowded = free <= 0
       // A finishing attempt pumps again; the poll is a backstop.
       if (crowded) return arm(Infinity)
-      const full = [...bySubscription].filter(([, n]) => n >= limits.perSubscription).map(([id]) => id)
+      if (othersQuiet) return serveReady()
+      // Subscriptions at their cap, or served from what is claimed ahead for them, are left out.
+      const full = [...new Set([...[...bySubscription].filter(([, n]) => n >= limits.perSubscription).map(([id]) => id), ...ready.keys(), ...claiming])]
       const now = Date.now()
       const window = Math.min(CANDIDATES, free + 4 * limits.perSubscription)
       const candidates = await pendingDeliveries(db, full, window)
@@ -165,7 +201,11 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
         picked.set(c.subscriptionId, [...mine, c.id])
         count++
       }
-      if (count === 0) return arm(next)
+      if (count === 0) {
+        othersQuiet = true
+        serveReady()
+        return arm(next)
+      }
       for (const [sub, ids] of picked) hold(sub, ids.length)
       const lease = leaseFrom(now)
       const claimed = await claimDeliveries(db, store.dialect, { ids: [...picked.values()].flat() }, now, lease).catch((err: unknown) => {
@@ -177,36 +217,65 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
       await launch(claimed, lease)
       // Another look when the window may have hidden more, or another process took some: the
       // subscriptions that just filled up are left out of it, so others get their turn.
-      if (candidates.length < window && claimed.length === count) return arm(next)
+      if (candidates.length < window && claimed.length === count) {
+        serveReady()
+        return arm(next)
+      }
     }
     arm(Date.now())
   }
 
-  /** After an attempt: the subscription's next due deliveries take its free slots, found through its index. */
+  /**
+   * After an attempt: the subscription's next due deliveries, found through its index, are claimed
+   * for its free lanes and AHEAD more, once what was claimed before runs low.
+   */
   function refill(subscriptionId: string): void {
-    const n = Math.min(limits.perSubscription - held(subscriptionId), limits.total - inFlight)
-    if (closing || n <= 0) return
-    hold(subscriptionId, n)
+    const queued = ready.get(subscriptionId)?.length ?? 0
+    if (closing || claiming.has(subscriptionId) || queued >= limits.perSubscription) return
+    // As many as its lanes get through in half the time a claimed one may wait: the rest would go back.
+    const ahead = Math.min(AHEAD, Math.floor((limits.perSubscription * (LEASE_MARGIN_MS - LEASE_GUARD_MS)) / (2 * Math.max(1, took.get(subscriptionId) ?? 0))))
+    const n = Math.min(limits.perSubscription - held(subscriptionId) + ahead - queued, AHEAD_TOTAL - readyTotal)
+    if (n <= 0) return
+    claiming.add(subscriptionId)
     const now = Date.now()
     const lease = leaseFrom(now)
     track(
       claimDeliveries(db, store.dialect, { subscriptionId, limit: n }, now, lease)
-        .then(
-          (claimed) => {
-            hold(subscriptionId, claimed.length - n)
-            return launch(claimed, lease)
-          },
-          (err: unknown) => {
-            hold(subscriptionId, -n)
-            throw err
-          },
-        )
-        .catch(failed('claiming deliveries failed; the next look finds them')),
+        .then((claimed) => launch(claimed, lease, false))
+        .catch(failed('claiming deliveries failed; the next look finds them'))
+        .finally(() => claiming.delete(subscriptionId)),
     )
   }
 
-  /** Starts an attempt for each claimed delivery (already counted in flight), or gives it back. */
-  async function launch(claimed: ClaimedDelivery[], lease: number): Promise<void> {
+  /** Starts the subscription's ready deliveries while it has free lanes; one whose lease no longer holds a whole attempt goes back. */
+  function startReady(subscriptionId: string): void {
+    const queue = ready.get(subscriptionId)
+    while (queue && queue.length > 0 && !closing && held(subscriptionId) < limits.perSubscription && inFlight < limits.total) {
+      const r = queue.shift()!
+      readyTotal--
+      if (Date.now() + config.webhookTimeoutMs > r.lease - LEASE_GUARD_MS) {
+        track(recorder.record({ id: r.row.id, kind: 'rescheduled', lease: r.lease, at: Date.now() }).catch(failed(`giving delivery ${r.row.id} back failed; it is claimed again once its claim runs out`)))
+        continue
+      }
+      hold(subscriptionId, 1)
+      track(attempt(r.row, r.event, r.target, r.lease))
+    }
+    if (queue?.length === 0) ready.delete(subscriptionId)
+  }
+
+  /** Gives back what was claimed ahead and not started: the service stops. */
+  function dropReady(): void {
+    const at = Date.now()
+    for (const queue of ready.values()) for (const r of queue) track(recorder.record({ id: r.row.id, kind: 'rescheduled', lease: r.lease, at }).catch(failed(`giving delivery ${r.row.id} back failed; it is claimed again once its claim runs out`)))
+    ready.clear()
+    readyTotal = 0
+  }
+
+  /**
+   * Queues each claimed delivery to be attempted and starts what free lanes allow, or gives it
+   * back. `counted`: the claimer counted them in flight beforehand (the pump), to be let go here.
+   */
+  async function launch(claimed: ClaimedDelivery[], lease: number, counted = true): Promise<void> {
     if (claimed.length === 0) return
     let events: Map<number, StoredEvent>
     let publishing: Set<string>
@@ -219,21 +288,28 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
       publishing = await turnsPublishing(db, waiting.map(turnOf).filter((t): t is string => t !== null))
     } catch (err) {
       // Their leases run out and they are claimed again.
-      for (const row of claimed) hold(row.subscriptionId, -1)
+      if (counted) for (const row of claimed) hold(row.subscriptionId, -1)
       throw err
     }
+    const touched = new Set<string>()
     for (const row of claimed) {
+      if (counted) hold(row.subscriptionId, -1)
       const event = events.get(row.eventSeq)
       const target = where.get(row.subscriptionId)
       if (event && target && !closing && !isHeld(event, publishing)) {
-        track(attempt(row, event, target, lease))
+        const queue = ready.get(row.subscriptionId) ?? []
+        if (queue.length === 0) ready.set(row.subscriptionId, queue)
+        queue.push({ row, event, target, lease })
+        readyTotal++
+        touched.add(row.subscriptionId)
         continue
       }
-      hold(row.subscriptionId, -1)
       // Not attempted now: held (turn.completed), the worker is closing, or its event is gone. A
       // delivery without a target went with its subscription (deleted in the same transaction).
       if (target) await giveBack(row, event, lease).catch(failed(`giving delivery ${row.id} back failed; it is claimed again once its claim runs out`))
     }
+    for (const sub of touched) startReady(sub)
+    if (closing) dropReady()
   }
 
   /** A claimed delivery that is not attempted now: its event is gone (dead), or it is given back uncounted. */
@@ -248,6 +324,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
   async function attempt(row: ClaimedDelivery, event: StoredEvent, target: DeliveryTarget, lease: number): Promise<void> {
     const abort = new AbortController()
     aborts.add(abort)
+    let outcome: DeliveryOutcome
     try {
       const body = deliveryBody(event)
       const timestamp = String(Date.now())
@@ -259,26 +336,35 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
         'x-warren-delivery': row.id,
       }
       // Done before the claim runs out, so that no other process takes it while it is on the wire.
+      const sent = Date.now()
       const result = await sender.send({ url: target.url, headers, body }, abort.signal, lease - LEASE_GUARD_MS)
       const at = Date.now()
+      if (took.size > 10_000) took.clear()
+      took.set(row.subscriptionId, at - sent)
       const k = row.attempts + 1
-      if ('aborted' in result) await rescheduleDelivery(db, row.id, lease, at)
-      else if (result.ok) await markDelivered(db, row.id, k)
-      else {
-        const next = k >= delays.length ? null : at + delays[k]!
-        await markFailed(db, row.id, lease, { attempts: k, error: result.reason, at, nextAttemptAt: next })
-        if (next !== null) arm(next)
-      }
+      if ('aborted' in result) outcome = { id: row.id, kind: 'rescheduled', lease, at }
+      else if (result.ok) outcome = { id: row.id, kind: 'delivered', attempts: k }
+      else outcome = { id: row.id, kind: 'failed', lease, attempts: k, error: result.reason, at, nextAttemptAt: k >= delays.length ? null : at + delays[k]! }
     } catch (err) {
-      failed(`recording delivery ${row.id} failed; it is tried again once its claim runs out`)(err)
+      return failed(`attempting delivery ${row.id} failed; it is tried again once its claim runs out`)(err)
     } finally {
       aborts.delete(abort)
+      // The lane is free once the answer is in: the outcome is written with others' (the
+      // delivery stays claimed until then, so no one sends it again meanwhile).
       hold(row.subscriptionId, -1)
+      // At the overall cap the pump decides who gets the lane: whatever is due first.
       if (crowded) kick()
+      else startReady(row.subscriptionId)
       // A subscription's next deliveries are claimed straight away only when first attempts are
       // due at once; with a first delay the pump, which applies it, decides.
-      else if (delays[0] === 0) refill(row.subscriptionId)
-      else kick()
+      if (delays[0] === 0) refill(row.subscriptionId)
+      else if (!crowded) kick()
+    }
+    try {
+      await recorder.record(outcome)
+      if (outcome.kind === 'failed' && outcome.nextAttemptAt !== null) arm(outcome.nextAttemptAt)
+    } catch (err) {
+      failed(`recording delivery ${row.id} failed; it is tried again once its claim runs out`)(err)
     }
   }
 
@@ -288,7 +374,9 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
       started = true
       // Committed webhook events are due at once; record-event notifies after the commit.
       unsubscribe = bus.subscribe((n) => {
-        if (webhookTypes.has(n.type) || n.type === RESYNC) kick()
+        if (!webhookTypes.has(n.type) && n.type !== RESYNC) return
+        othersQuiet = false
+        kick()
       })
       kick()
     },
@@ -302,9 +390,63 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
         await Promise.race([Promise.allSettled([...running]), new Promise((r) => (grace = setTimeout(r, Math.min(CLOSE_GRACE_MS, config.webhookTimeoutMs))))])
         clearTimeout(grace)
       }
+      dropReady()
       for (const a of aborts) a.abort()
       while (running.size > 0) await Promise.allSettled([...running])
       sender.close()
+    },
+  }
+}
+
+type Ready = { row: ClaimedDelivery; event: StoredEvent; target: DeliveryTarget; lease: number }
+
+/** Outcomes gathered for one write: a write waits this long for more, unless this many are in. */
+const RECORD_GATHER_MS = 5
+const RECORD_BATCH = 64
+
+/**
+ * Attempts' outcomes written together, up to RECORD_BATCH gathered over RECORD_GATHER_MS, and
+ * those that come in while one write runs go in the next: at high rates many attempts share a
+ * commit (on SQLite a commit, and the WAL pages it writes, cost far more than the rows). Until its
+ * outcome is written a delivery stays claimed, so nothing sends it again meanwhile; a crash before
+ * then sends it again once its claim runs out, as deliveries are at least once. Each record()
+ * resolves once its outcome is committed.
+ */
+function outcomeRecorder(db: Db) {
+  let batch: { outcomes: DeliveryOutcome[]; written: Promise<void>; settle: (err?: unknown) => void } | null = null
+  let writing = false
+  let full: (() => void) | null = null
+  async function write(): Promise<void> {
+    while (batch) {
+      if (batch.outcomes.length < RECORD_BATCH) {
+        let timer: NodeJS.Timeout | undefined
+        await new Promise<void>((r) => {
+          full = r
+          timer = setTimeout(r, RECORD_GATHER_MS)
+        })
+        clearTimeout(timer)
+        full = null
+      }
+      const b = batch
+      batch = null
+      await recordOutcomes(db, b.outcomes).then(() => b.settle(), b.settle)
+    }
+    writing = false
+  }
+  return {
+    record(o: DeliveryOutcome): Promise<void> {
+      if (!batch) {
+        let settle!: (err?: unknown) => void
+        const written = new Promise<void>((resolve, reject) => (settle = (err) => (err === undefined ? resolve() : reject(err))))
+        batch = { outcomes: [], written, settle }
+      }
+      batch.outcomes.push(o)
+      if (batch.outcomes.length >= RECORD_BATCH) full?.()
+      if (!writing) {
+        writing = true
+        void write()
+      }
+      return batch.written
     },
   }
 }

@@ -21,6 +21,11 @@ type Entry = {
   usedMs: number
   runningSince: number | null
   lastActivity: number
+  /**
+   * When its sandbox was last asked for (commands, file writes): what may have changed its files.
+   * A driver's hold is not, so a turn's end alone does not make the snapshot taken after it stale.
+   */
+  usedAt: number
   holds: number
   /** Operations on one workspace run one after another. */
   queue: Promise<unknown>
@@ -94,7 +99,7 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
 
   const entryOf = (id: string): Entry => {
     let e = entries.get(id)
-    if (!e) entries.set(id, (e = { sandbox: null, usedMs: 0, runningSince: null, lastActivity: Date.now(), holds: 0, queue: Promise.resolve(), gone: new AbortController(), snapshotAt: 0 }))
+    if (!e) entries.set(id, (e = { sandbox: null, usedMs: 0, runningSince: null, lastActivity: Date.now(), usedAt: Date.now(), holds: 0, queue: Promise.resolve(), gone: new AbortController(), snapshotAt: 0 }))
     return e
   }
   const serial = <T>(id: string, op: () => Promise<T>): Promise<T> => {
@@ -183,7 +188,7 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
   /** Saves a snapshot when the workspace was used since the last one; a failure keeps the one before. */
   async function save(id: string): Promise<void> {
     const e = entries.get(id)
-    if (!snapshots || !e?.sandbox || e.sandbox.state === 'destroyed' || e.lastActivity < e.snapshotAt) return
+    if (!snapshots || !e?.sandbox || e.sandbox.state === 'destroyed' || e.usedAt < e.snapshotAt) return
     const at = Date.now()
     try {
       await snapshots.save(id)
@@ -195,7 +200,7 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
 
   async function ensureRunning(id: string): Promise<Sandbox> {
     const e = entryOf(id)
-    e.lastActivity = Date.now()
+    e.lastActivity = e.usedAt = Date.now()
     if (e.sandbox?.state === 'running') return e.sandbox
     if (e.sandbox?.state === 'paused') {
       const ws = await getWorkspace(store.db, id)
@@ -266,7 +271,7 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
       if (!e?.sandbox || e.sandbox.state === 'destroyed') return Promise.resolve(null)
       // The common case (a running sandbox) answers without joining the queue of operations.
       if (e.sandbox.state === 'running') {
-        e.lastActivity = Date.now()
+        e.lastActivity = e.usedAt = Date.now()
         return Promise.resolve(e.sandbox)
       }
       return serial(id, async () => (entries.get(id)?.sandbox ? ensureRunning(id) : null))
@@ -284,7 +289,8 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
       }
     },
     touch(id) {
-      entryOf(id).lastActivity = Date.now()
+      const e = entryOf(id)
+      e.lastActivity = e.usedAt = Date.now()
     },
     onPause: (fn) => void pauseHooks.push(fn),
     reclaimed,

@@ -43,11 +43,15 @@ export async function packFolder(root: string): Promise<Readable | null> {
   const pack = new Pack({ portable: true })
   const tar = new PassThrough()
   pack.on('error', (err) => void tar.destroy(err as Error))
-  pack.pipe(tar)
+  // node-tar's Pack, paused by a slow reader, can stall for good on entries handed to it
+  // (ReadEntry): 20,000 empty files into gzip never finished. So it is never paused: everything it
+  // makes goes straight on, and the walk waits instead while the reader is behind (Walk.room).
+  pack.on('data', (chunk: Buffer) => void tar.write(chunk))
+  pack.on('end', () => void tar.end())
   // Finished, failed, or its reader gone (a refused put): the walk stops at its next wait.
   const stop = new AbortController()
   tar.once('close', () => stop.abort())
-  feed(pack, top, stop.signal).then(
+  feed(pack, tar, top, stop.signal).then(
     () => void pack.end(),
     (err) => {
       // Not end(): the entry the walk was writing would never end, and the archive would wait on it.
@@ -79,11 +83,15 @@ async function* gathered(source: Readable): AsyncGenerator<Buffer> {
   if (size) yield Buffer.concat(pieces)
 }
 
-type Walk = { pack: Pack; signal: AbortSignal; entries: number }
+/** `room`: resolves once the archive's reader has caught up (at once when it is not behind). */
+type Walk = { pack: Pack; signal: AbortSignal; entries: number; room: () => Promise<void> }
 
-async function feed(pack: Pack, top: number, signal: AbortSignal): Promise<void> {
+async function feed(pack: Pack, tar: PassThrough, top: number, signal: AbortSignal): Promise<void> {
   try {
-    const walk = { pack, signal, entries: 0 }
+    const room = async () => {
+      if (tar.writableNeedDrain) await once(tar, 'drain', { signal })
+    }
+    const walk = { pack, signal, entries: 0, room }
     // The folder itself first: an empty workspace still makes an archive, and one with its mode.
     const st = fs.fstatSync(top)
     await add(walk, { path: './', type: 'Directory', mode: st.mode & 0o7777, size: 0, mtime: st.mtime }, null)
@@ -168,10 +176,12 @@ type EntryHead = { path: string; type: 'File' | 'Directory' | 'SymbolicLink'; mo
  * whole), one that grew is cut at that size. Waits while the archive's reader is behind.
  */
 async function add(walk: Walk, head: EntryHead, fd: number | null): Promise<void> {
+  await walk.room()
   const entry = new ReadEntry(new Header(head))
   walk.pack.add(entry)
   const put = async (piece: Buffer) => {
     if (!entry.write(piece)) await once(entry, 'drain', { signal: walk.signal })
+    await walk.room()
   }
   // Read through the fd that was checked, in pieces that block the event loop a millisecond or
   // so each; zero-filled, so what the file no longer holds stays zeros.
