@@ -8,6 +8,7 @@ import { PAGES, rawPage, sendPage } from './preview-page.ts'
 import { previewSubdomainMatcher } from './preview-address.ts'
 import { hopByHop } from '../shared/hop-by-hop.ts'
 import { previewBySubdomain, type PreviewRow } from './previews.store.ts'
+import { markedCache } from '../db/marked-cache.ts'
 
 /**
  * Serves previews: a request whose Host is `{subdomain}.{preview domain}` goes to the port its
@@ -52,6 +53,11 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
   // What a preview has open: an exchange in flight (its cut ends that exchange only, never the
   // client's connection as a whole, which may carry other hosts' requests) or an upgraded socket.
   const open = new Map<string, Set<() => void>>()
+  // Whose site a subdomain is, read once while the store is quiet (SQLite): any write, an
+  // unpublish, a move, a session deleted (here or in another process), moves the mark and the
+  // next request reads again. Without a write mark (PostgreSQL) every request reads the store.
+  const routes = markedCache<PreviewRow>(store)
+  const route = (sub: string): PreviewRow | Promise<PreviewRow | null> => routes.kept(sub, undefined) ?? routes(sub, () => previewBySubdomain(store.db, sub))
 
   /** Registers `cut` under the session until `until` closes. */
   const track = (sessionId: string, until: { once(event: 'close', fn: () => void): unknown }, cut: () => void) => {
@@ -184,9 +190,13 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
     handleRequest(req, res) {
       const sub = previewSubdomainOf(req.headers.host)
       if (sub === null) return false
-      void previewBySubdomain(store.db, sub)
-        .then((row) => (row ? proxy(row, req, res, req.url ?? '/', false) : sendPage(res, PAGES.unknown())))
-        .catch(failed(res))
+      const kept = route(sub)
+      if (!(kept instanceof Promise)) {
+        // The common case, answered without waiting for a read.
+        proxy(kept, req, res, req.url ?? '/', false).catch(failed(res))
+        return true
+      }
+      kept.then((row) => (row ? proxy(row, req, res, req.url ?? '/', false) : sendPage(res, PAGES.unknown()))).catch(failed(res))
       return true
     },
     handleUpgrade(req, socket, head) {
@@ -195,7 +205,7 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
       socket.on('error', () => socket.destroy())
       const sub = previewSubdomainOf(req.headers.host)
       if (sub === null) return void socket.end(rawPage(PAGES.unknown(), 'Not Found'))
-      void previewBySubdomain(store.db, sub)
+      void Promise.resolve(route(sub))
         .then((row) => (row ? upgrade(row, req, socket, head) : void socket.end(rawPage(PAGES.unknown(), 'Not Found'))))
         .catch(() => socket.destroy())
     },
