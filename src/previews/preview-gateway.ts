@@ -9,6 +9,7 @@ import { previewSubdomainMatcher } from './preview-address.ts'
 import { hopByHop } from '../shared/hop-by-hop.ts'
 import { previewBySubdomain, type PreviewRow } from './previews.store.ts'
 import { markedCache } from '../db/marked-cache.ts'
+import { Agent, type Dispatcher } from 'undici'
 
 /**
  * Serves previews: a request whose Host is `{subdomain}.{preview domain}` goes to the port its
@@ -29,6 +30,13 @@ export type PreviewGateway = {
   close(): void
 }
 
+// On the API's own origin the caller's token is not passed on (and the page runs sandboxed, an
+// opaque origin: a site served there must not act as the API's origin in a browser). An Expect
+// was answered by this server already; the pool would refuse it.
+const UPSTREAM_DROP = new Set(['expect'])
+const API_ORIGIN_DROP = new Set(['expect', 'authorization'])
+const NOTHING = new Set<string>()
+
 /** `headers`: set on the request to it (a peer node's secret). */
 type Target = { host: string; port: number; release: () => void; headers?: Record<string, string> }
 
@@ -48,8 +56,10 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
   const never = new Set(deps.owners ? [deps.owners.header] : [])
   // Made once: only the domain's port changes once the service listens, and ports are ignored.
   const previewSubdomainOf = previewSubdomainMatcher(config.previewDomain)
-  // Keep-alive towards the sandboxes: a page's many requests reuse a few connections.
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64 })
+  // Keep-alive towards the sandboxes, a pool for each address (a workspace's, or a peer node's):
+  // a page's many requests reuse a few connections, whatever Host each names. No time limits: a
+  // development server may take long to build a page, and a stream may idle between events.
+  const upstreams = new Agent({ connections: 256, headersTimeout: 0, bodyTimeout: 0 })
   // What a preview has open: an exchange in flight (its cut ends that exchange only, never the
   // client's connection as a whole, which may carry other hosts' requests) or an upgraded socket.
   const open = new Map<string, Set<() => void>>()
@@ -107,9 +117,6 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
   }
 
   async function proxy(row: PreviewRow, req: IncomingMessage, res: ServerResponse, path: string, onApiOrigin: boolean): Promise<void> {
-    // On the API's own origin the caller's token is not passed on, and the page runs sandboxed
-    // (an opaque origin): a site served there must not act as the API's origin in a browser.
-    const drop = onApiOrigin ? new Set(['authorization']) : new Set<string>()
     track(row.session_id, res, () => res.destroy())
     // A preview host's request goes to a peer as it came; the API origin's path would not mean
     // the same there.
@@ -121,31 +128,52 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
     const release = () => {
       if (!released) (released = true), target.release()
     }
-    res.once('close', release)
-    const upstream = http.request({ host: target.host, port: target.port, method: req.method, path, headers: { ...forwardedHeaders(req, drop), ...target.headers }, agent })
-    upstream.on('response', (answer) => {
-      const headers: http.OutgoingHttpHeaders = {}
-      const hop = hopByHop(answer.headers)
-      for (const [name, value] of Object.entries(answer.headers)) {
-        if (hop.has(name) || value === undefined) continue
-        headers[name] = name === 'set-cookie' ? hostOnlyCookies(value as string[]) : value
-      }
-      if (onApiOrigin) headers['content-security-policy'] = 'sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads'
-      res.writeHead(answer.statusCode ?? 502, answer.statusMessage, headers)
-      // Streamed as it comes (server-sent events, chunked pages): each chunk is written at once.
-      answer.pipe(res)
-      answer.once('error', () => res.destroy())
-    })
-    upstream.on('error', (err: NodeJS.ErrnoException) => {
-      release()
-      if (res.headersSent || res.destroyed) return void res.destroy()
-      sendPage(res, err.code === 'ECONNREFUSED' ? PAGES.nothingListening(row.port) : PAGES.failed(row.port, err.code ?? 'connection error'))
-    })
-    // A client that goes away takes its upstream request with it.
+    let controller: Dispatcher.DispatchController | null = null
+    // A client that goes away takes its upstream request with it (and the workspace's hold).
     res.once('close', () => {
-      if (!res.writableFinished) upstream.destroy()
+      release()
+      if (!res.writableFinished) controller?.abort(new Error('the client went away'))
     })
-    req.pipe(upstream)
+    const headers = forwardedHeaders(req, onApiOrigin ? API_ORIGIN_DROP : UPSTREAM_DROP)
+    if (target.headers) Object.assign(headers, target.headers)
+    // A request without a length or chunks has no body: nothing is read from it.
+    const body = req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined ? null : req
+    upstreams.dispatch(
+      { origin: `http://${target.host}:${target.port}`, method: req.method ?? 'GET', path, headers: headers as Record<string, string | string[]>, body },
+      {
+        onRequestStart(c) {
+          if (res.destroyed) return c.abort(new Error('the client went away'))
+          controller = c
+        },
+        onResponseStart(c, status, answer, statusMessage) {
+          const out: http.OutgoingHttpHeaders = {}
+          const hop = hopByHop(answer)
+          for (const name in answer) {
+            const value = answer[name]
+            if (value === undefined || hop.has(name)) continue
+            out[name] = name === 'set-cookie' ? hostOnlyCookies([value].flat()) : value
+          }
+          if (onApiOrigin) out['content-security-policy'] = 'sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads'
+          res.writeHead(status, statusMessage, out)
+        },
+        // Streamed as it comes (server-sent events, chunked pages): each chunk is written at once,
+        // and the workspace is read no faster than the client takes it.
+        onResponseData(c, chunk) {
+          if (!res.write(chunk)) {
+            c.pause()
+            res.once('drain', () => c.resume())
+          }
+        },
+        onResponseEnd() {
+          res.end()
+        },
+        onResponseError(_c, err: Error & { code?: string }) {
+          release()
+          if (res.headersSent || res.destroyed) return void res.destroy()
+          sendPage(res, err.code === 'ECONNREFUSED' ? PAGES.nothingListening(row.port) : PAGES.failed(row.port, err.code ?? 'connection error'))
+        },
+      },
+    )
   }
 
   async function upgrade(row: PreviewRow, req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
@@ -171,7 +199,7 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
     upstream.once('connect', () => {
       // The request goes on as the client wrote it (upgrade headers included), then both ways raw.
       const lines = [`${req.method} ${req.url} HTTP/1.1`]
-      const headers = { ...forwardedHeaders(req, new Set()), ...target.headers }
+      const headers = { ...forwardedHeaders(req, NOTHING), ...target.headers }
       for (let i = 0; i < req.rawHeaders.length; i += 2) {
         const name = req.rawHeaders[i]!.toLowerCase()
         if (name === 'connection' || name === 'upgrade') lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`)
@@ -217,7 +245,7 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
     },
     close() {
       for (const id of [...open.keys()]) this.cut(id)
-      agent.destroy()
+      void upstreams.destroy()
     },
   }
 }
