@@ -77,6 +77,32 @@ forEachDialect('previews', (dialect) => {
     assert.equal(big.body.length, 3_000_000)
   })
 
+  it('passes a chunked upload on whole, also one that waited for 100 Continue', async () => {
+    const u = new URL(base)
+    const upload = (headers: Record<string, string>) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = http.request({ host: u.hostname, port: u.port, method: 'POST', path: '/upload', headers: { host: hostOf(sid.replace(/_/g, '-')), ...headers } }, (res) => {
+          let body = ''
+          res.setEncoding('utf8').on('data', (d: string) => (body += d))
+          res.on('end', () => resolve({ status: res.statusCode!, body }))
+        })
+        req.on('error', reject)
+        const send = () => {
+          req.write('first chunk, ')
+          setImmediate(() => req.end('second chunk'))
+        }
+        if (headers.expect) req.once('continue', send)
+        else send()
+      })
+    for (const headers of [{}, { expect: '100-continue' }] as Record<string, string>[]) {
+      const answer = await upload(headers)
+      assert.equal(answer.status, 200, answer.body)
+      const got = JSON.parse(answer.body)
+      assert.equal(got.body, 'first chunk, second chunk')
+      assert.equal(got.headers.expect, undefined)
+    }
+  })
+
   it('streams a response as the workspace writes it', async () => {
     const sub = sid.replace(/_/g, '-')
     const u = new URL(base)
