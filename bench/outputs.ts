@@ -15,10 +15,12 @@
 //      (nginx, Caddy) pools connections across Hosts, and a relay would send one preview's (or the
 //      API's, token included) requests into another's workspace.
 // Usage: node_modules/.bin/node bench/outputs.ts [--only publication|preview] [--mib N] [--files N]
-//          [--requests N] [--seconds N]
+//          [--requests N] [--seconds N] [--paths direct,proxy]
 //   --mib, --files: publication size (default 256 MiB in 16 files);
 //   --requests: sequential requests per path for the latency (default 2000);
-//   --seconds: measured seconds per path for the throughput (default 6).
+//   --seconds: measured seconds per path for the throughput (default 6);
+//   --paths: only these of direct, relay, bare and proxy (direct is always measured), for a
+//     profile of one path: node --cpu-prof bench/outputs.ts --only preview --paths proxy.
 //
 // The preview half needs root (the sandboxes' network namespaces). The service runs in this
 // process (the test harness: SQLite, the real app, real sandboxes); the requests come from a child
@@ -212,7 +214,8 @@ async function preview() {
     }
 
     type Path = keyof typeof targets
-    const paths: Path[] = ['direct', 'relay', 'bare', 'proxy']
+    const asked = process.argv.includes('--paths') ? process.argv[process.argv.indexOf('--paths') + 1]!.split(',') : null
+    const paths = (['direct', 'relay', 'bare', 'proxy'] as Path[]).filter((p) => p === 'direct' || !asked || asked.includes(p))
     const fig = () => ({ latencies: [] as number[], requests: 0, ms: 0, cpuUs: 0, cpuRequests: 0 })
     const figs: Record<Path, ReturnType<typeof fig>> = { direct: fig(), relay: fig(), bare: fig(), proxy: fig() }
     const WARMUP = 200
@@ -247,9 +250,10 @@ async function preview() {
     console.log(`  latency: ${figs.direct.latencies.length} sequential requests a path, one keep-alive connection; throughput: ${CONNECTIONS} keep-alive connections, ${SECONDS} s a path`)
     console.log(`${''.padEnd(42)}${'p50'.padEnd(12)}${'p99'.padEnd(12)}${'req/s'.padEnd(9)}service CPU/req`)
     row('direct to the workspace port', 'direct')
-    row('through the preview proxy', 'proxy')
-    row('(reference) bare Node proxy, same process', 'bare')
-    row('(reference) TCP relay, no HTTP at all', 'relay')
+    if (paths.includes('proxy')) row('through the preview proxy', 'proxy')
+    if (paths.includes('bare')) row('(reference) bare Node proxy, same process', 'bare')
+    if (paths.includes('relay')) row('(reference) TCP relay, no HTTP at all', 'relay')
+    if (paths.length < 4) return
     console.log(`proxy / direct    p50 ${(p50('proxy') / p50('direct')).toFixed(2)} (target ≤ 1.5)  p99 ${(p99('proxy') / p99('direct')).toFixed(2)}  throughput ${(rps('proxy') / rps('direct')).toFixed(2)}`)
     console.log(`relay / direct    p50 ${(p50('relay') / p50('direct')).toFixed(2)}  (the floor of a proxy in user space on this machine)`)
     console.log(`proxy / bare      p50 ${(p50('proxy') / p50('bare')).toFixed(2)}  p99 ${(p99('proxy') / p99('bare')).toFixed(2)}  throughput ${(rps('proxy') / rps('bare')).toFixed(2)}`)

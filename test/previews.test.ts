@@ -77,6 +77,32 @@ forEachDialect('previews', (dialect) => {
     assert.equal(big.body.length, 3_000_000)
   })
 
+  it('passes a chunked upload on whole, also one that waited for 100 Continue', async () => {
+    const u = new URL(base)
+    const upload = (headers: Record<string, string>) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = http.request({ host: u.hostname, port: u.port, method: 'POST', path: '/upload', headers: { host: hostOf(sid.replace(/_/g, '-')), ...headers } }, (res) => {
+          let body = ''
+          res.setEncoding('utf8').on('data', (d: string) => (body += d))
+          res.on('end', () => resolve({ status: res.statusCode!, body }))
+        })
+        req.on('error', reject)
+        const send = () => {
+          req.write('first chunk, ')
+          setImmediate(() => req.end('second chunk'))
+        }
+        if (headers.expect) req.once('continue', send)
+        else send()
+      })
+    for (const headers of [{}, { expect: '100-continue' }] as Record<string, string>[]) {
+      const answer = await upload(headers)
+      assert.equal(answer.status, 200, answer.body)
+      const got = JSON.parse(answer.body)
+      assert.equal(got.body, 'first chunk, second chunk')
+      assert.equal(got.headers.expect, undefined)
+    }
+  })
+
   it('streams a response as the workspace writes it', async () => {
     const sub = sid.replace(/_/g, '-')
     const u = new URL(base)
@@ -274,5 +300,40 @@ forEachDialect('previews', (dialect) => {
     assert.equal((await c.call('DELETE', `/v1/sessions/${doomed}`)).statusCode, 200)
     assert.equal((await hostRequest(base, hostOf('doomed-site'), '/')).status, 404)
     assert.equal((await c.call('POST', `/v1/sessions/${sid}/preview`, { subdomain: 'doomed-site', port: 3000 })).statusCode, 200)
+  })
+
+  // The gateway keeps a subdomain's route in memory while the store is quiet: whatever it kept
+  // must go with the preview, and a name taken over by another organization's session must lead
+  // only there, also on a connection kept alive across the change.
+  it('a route served from memory never outlives an unpublish or a deletion, nor leads to another organization\'s workspace', async () => {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+    const get = (sub: string) => hostRequest(base, hostOf(sub), '/small-echo', { agent })
+    assert.equal((await c.call('POST', `/v1/sessions/${sid}/preview`, { subdomain: 'kept-route', port: 3000 })).statusCode, 200)
+    for (let i = 0; i < 3; i++) assert.equal(JSON.parse((await get('kept-route')).body).name, 'site')
+    assert.equal((await c.call('DELETE', `/v1/sessions/${sid}/preview`)).statusCode, 200)
+    assert.equal((await get('kept-route')).status, 404)
+
+    // A session deleted: its (here unserved, so 502) route goes with it.
+    const doomed = await c.session()
+    assert.equal((await c.call('POST', `/v1/sessions/${doomed}/preview`, { subdomain: 'kept-route', port: 3000 })).statusCode, 200)
+    for (let i = 0; i < 2; i++) assert.equal((await get('kept-route')).status, 502)
+    assert.equal((await c.call('DELETE', `/v1/sessions/${doomed}`)).statusCode, 200)
+    assert.equal((await get('kept-route')).status, 404)
+
+    // The name goes to another organization's session (its own site): only that site answers.
+    const other = client(w(), await newOrg(w()))
+    await other.connect(fake, 'openai')
+    const theirs = await other.session()
+    assert.equal((await agentRuns(other, fake, theirs, startSiteCommand(3000, '127.0.0.1', 'theirs'))).status, 'completed')
+    assert.equal((await c.call('POST', `/v1/sessions/${sid}/preview`, { subdomain: 'kept-route', port: 3000 })).statusCode, 200)
+    for (let i = 0; i < 3; i++) assert.equal(JSON.parse((await get('kept-route')).body).name, 'site')
+    assert.equal((await c.call('DELETE', `/v1/sessions/${sid}/preview`)).statusCode, 200)
+    assert.equal((await other.call('POST', `/v1/sessions/${theirs}/preview`, { subdomain: 'kept-route', port: 3000 })).statusCode, 200)
+    for (let i = 0; i < 3; i++) assert.equal(JSON.parse((await get('kept-route')).body).name, 'theirs')
+    // And back: the first organization's site again, never the other's.
+    assert.equal((await other.call('DELETE', `/v1/sessions/${theirs}/preview`)).statusCode, 200)
+    assert.equal((await c.call('POST', `/v1/sessions/${sid}/preview`, { subdomain: 'kept-route', port: 3000 })).statusCode, 200)
+    for (let i = 0; i < 3; i++) assert.equal(JSON.parse((await get('kept-route')).body).name, 'site')
+    agent.destroy()
   })
 })

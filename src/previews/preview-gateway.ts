@@ -8,6 +8,8 @@ import { PAGES, rawPage, sendPage } from './preview-page.ts'
 import { previewSubdomainMatcher } from './preview-address.ts'
 import { hopByHop } from '../shared/hop-by-hop.ts'
 import { previewBySubdomain, type PreviewRow } from './previews.store.ts'
+import { markedCache } from '../db/marked-cache.ts'
+import { Agent, type Dispatcher } from 'undici'
 
 /**
  * Serves previews: a request whose Host is `{subdomain}.{preview domain}` goes to the port its
@@ -28,6 +30,13 @@ export type PreviewGateway = {
   close(): void
 }
 
+// On the API's own origin the caller's token is not passed on (and the page runs sandboxed, an
+// opaque origin: a site served there must not act as the API's origin in a browser). An Expect
+// was answered by this server already; the pool would refuse it.
+const UPSTREAM_DROP = new Set(['expect'])
+const API_ORIGIN_DROP = new Set(['expect', 'authorization'])
+const NOTHING = new Set<string>()
+
 /** `headers`: set on the request to it (a peer node's secret). */
 type Target = { host: string; port: number; release: () => void; headers?: Record<string, string> }
 
@@ -47,11 +56,18 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
   const never = new Set(deps.owners ? [deps.owners.header] : [])
   // Made once: only the domain's port changes once the service listens, and ports are ignored.
   const previewSubdomainOf = previewSubdomainMatcher(config.previewDomain)
-  // Keep-alive towards the sandboxes: a page's many requests reuse a few connections.
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64 })
+  // Keep-alive towards the sandboxes, a pool for each address (a workspace's, or a peer node's):
+  // a page's many requests reuse a few connections, whatever Host each names. No time limits: a
+  // development server may take long to build a page, and a stream may idle between events.
+  const upstreams = new Agent({ connections: 256, headersTimeout: 0, bodyTimeout: 0 })
   // What a preview has open: an exchange in flight (its cut ends that exchange only, never the
   // client's connection as a whole, which may carry other hosts' requests) or an upgraded socket.
   const open = new Map<string, Set<() => void>>()
+  // Whose site a subdomain is, read once while the store is quiet (SQLite): any write, an
+  // unpublish, a move, a session deleted (here or in another process), moves the mark and the
+  // next request reads again. Without a write mark (PostgreSQL) every request reads the store.
+  const routes = markedCache<PreviewRow>(store)
+  const route = (sub: string): PreviewRow | Promise<PreviewRow | null> => routes.kept(sub, undefined) ?? routes(sub, () => previewBySubdomain(store.db, sub))
 
   /** Registers `cut` under the session until `until` closes. */
   const track = (sessionId: string, until: { once(event: 'close', fn: () => void): unknown }, cut: () => void) => {
@@ -110,38 +126,58 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
     // host's unchanged, and the API origin's with its API path and the caller's token, since the
     // owner serves it through the same route, checks the token again and drops it there.
     const toPeer = target.headers !== undefined
-    const drop = onApiOrigin && !toPeer ? new Set(['authorization']) : new Set<string>()
     // The client may have gone while the workspace woke: nothing is started for nobody.
     if (res.destroyed) return target.release()
     let released = false
     const release = () => {
       if (!released) (released = true), target.release()
     }
-    res.once('close', release)
-    const upstream = http.request({ host: target.host, port: target.port, method: req.method, path: toPeer ? (req.url ?? path) : path, headers: { ...forwardedHeaders(req, drop), ...target.headers }, agent })
-    upstream.on('response', (answer) => {
-      const headers: http.OutgoingHttpHeaders = {}
-      const hop = hopByHop(answer.headers)
-      for (const [name, value] of Object.entries(answer.headers)) {
-        if (hop.has(name) || value === undefined) continue
-        headers[name] = name === 'set-cookie' ? hostOnlyCookies(value as string[]) : value
-      }
-      if (onApiOrigin) headers['content-security-policy'] = 'sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads'
-      res.writeHead(answer.statusCode ?? 502, answer.statusMessage, headers)
-      // Streamed as it comes (server-sent events, chunked pages): each chunk is written at once.
-      answer.pipe(res)
-      answer.once('error', () => res.destroy())
-    })
-    upstream.on('error', (err: NodeJS.ErrnoException) => {
-      release()
-      if (res.headersSent || res.destroyed) return void res.destroy()
-      sendPage(res, err.code === 'ECONNREFUSED' ? PAGES.nothingListening(row.port) : PAGES.failed(row.port, err.code ?? 'connection error'))
-    })
-    // A client that goes away takes its upstream request with it.
+    let controller: Dispatcher.DispatchController | null = null
+    // A client that goes away takes its upstream request with it (and the workspace's hold).
     res.once('close', () => {
-      if (!res.writableFinished) upstream.destroy()
+      release()
+      if (!res.writableFinished) controller?.abort(new Error('the client went away'))
     })
-    req.pipe(upstream)
+    const headers = forwardedHeaders(req, onApiOrigin && !toPeer ? API_ORIGIN_DROP : UPSTREAM_DROP)
+    if (target.headers) Object.assign(headers, target.headers)
+    // A request without a length or chunks has no body: nothing is read from it.
+    const body = req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined ? null : req
+    upstreams.dispatch(
+      { origin: `http://${target.host}:${target.port}`, method: req.method ?? 'GET', path: toPeer ? (req.url ?? path) : path, headers: headers as Record<string, string | string[]>, body },
+      {
+        onRequestStart(c) {
+          if (res.destroyed) return c.abort(new Error('the client went away'))
+          controller = c
+        },
+        onResponseStart(c, status, answer, statusMessage) {
+          const out: http.OutgoingHttpHeaders = {}
+          const hop = hopByHop(answer)
+          for (const name in answer) {
+            const value = answer[name]
+            if (value === undefined || hop.has(name)) continue
+            out[name] = name === 'set-cookie' ? hostOnlyCookies([value].flat()) : value
+          }
+          if (onApiOrigin) out['content-security-policy'] = 'sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads'
+          res.writeHead(status, statusMessage, out)
+        },
+        // Streamed as it comes (server-sent events, chunked pages): each chunk is written at once,
+        // and the workspace is read no faster than the client takes it.
+        onResponseData(c, chunk) {
+          if (!res.write(chunk)) {
+            c.pause()
+            res.once('drain', () => c.resume())
+          }
+        },
+        onResponseEnd() {
+          res.end()
+        },
+        onResponseError(_c, err: Error & { code?: string }) {
+          release()
+          if (res.headersSent || res.destroyed) return void res.destroy()
+          sendPage(res, err.code === 'ECONNREFUSED' ? PAGES.nothingListening(row.port) : PAGES.failed(row.port, err.code ?? 'connection error'))
+        },
+      },
+    )
   }
 
   async function upgrade(row: PreviewRow, req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
@@ -167,7 +203,7 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
     upstream.once('connect', () => {
       // The request goes on as the client wrote it (upgrade headers included), then both ways raw.
       const lines = [`${req.method} ${req.url} HTTP/1.1`]
-      const headers = { ...forwardedHeaders(req, new Set()), ...target.headers }
+      const headers = { ...forwardedHeaders(req, NOTHING), ...target.headers }
       for (let i = 0; i < req.rawHeaders.length; i += 2) {
         const name = req.rawHeaders[i]!.toLowerCase()
         if (name === 'connection' || name === 'upgrade') lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`)
@@ -186,9 +222,13 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
     handleRequest(req, res) {
       const sub = previewSubdomainOf(req.headers.host)
       if (sub === null) return false
-      void previewBySubdomain(store.db, sub)
-        .then((row) => (row ? proxy(row, req, res, req.url ?? '/', false) : sendPage(res, PAGES.unknown())))
-        .catch(failed(res))
+      const kept = route(sub)
+      if (!(kept instanceof Promise)) {
+        // The common case, answered without waiting for a read.
+        proxy(kept, req, res, req.url ?? '/', false).catch(failed(res))
+        return true
+      }
+      kept.then((row) => (row ? proxy(row, req, res, req.url ?? '/', false) : sendPage(res, PAGES.unknown()))).catch(failed(res))
       return true
     },
     handleUpgrade(req, socket, head) {
@@ -197,7 +237,7 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
       socket.on('error', () => socket.destroy())
       const sub = previewSubdomainOf(req.headers.host)
       if (sub === null) return void socket.end(rawPage(PAGES.unknown(), 'Not Found'))
-      void previewBySubdomain(store.db, sub)
+      void Promise.resolve(route(sub))
         .then((row) => (row ? upgrade(row, req, socket, head) : void socket.end(rawPage(PAGES.unknown(), 'Not Found'))))
         .catch(() => socket.destroy())
     },
@@ -209,7 +249,7 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
     },
     close() {
       for (const id of [...open.keys()]) this.cut(id)
-      agent.destroy()
+      void upstreams.destroy()
     },
   }
 }

@@ -10,7 +10,7 @@ const toPreviewRow = (row: PreviewRow | undefined): PreviewRow | null => (row ? 
 
 const bySubdomain = prepared((db, subdomain: string) => db.selectFrom('previews').selectAll().where('subdomain', '=', subdomain))
 
-/** What the proxy needs for each request: whose site a subdomain is, and which port (read every time: a DELETE stops it at once). */
+/** What the proxy needs for each request: whose site a subdomain is, and which port (kept only under the store's write mark: a DELETE stops it at once). */
 export async function previewBySubdomain(db: Db, subdomain: string): Promise<PreviewRow | null> {
   return toPreviewRow((await bySubdomain(db, subdomain))[0])
 }
