@@ -9,8 +9,10 @@ import { NO_RATE_LIMITS, client, details, newOrg } from './turns.helpers.ts'
 import { hostWorkspace } from './host-workspace.ts'
 
 forEachDialect('turns: the workspace lifetime ceiling', (dialect) => {
-  // A short lifetime and no idle pause: the ceiling arrives while a tool runs.
-  const w = useWarren(dialect, { env: { ...NO_RATE_LIMITS, WARREN_WORKSPACE_LIFETIME_MS: '2500', WARREN_IDLE_PAUSE_MS: '600000' } })
+  // A short lifetime and no idle pause: the ceiling arrives while a tool runs (a minute's sleep).
+  // Short, but not so short that the restored workspace's own lifetime runs out during the second
+  // turn on a busy machine (a restore from PostgreSQL, two model calls and a command).
+  const w = useWarren(dialect, { env: { ...NO_RATE_LIMITS, WARREN_WORKSPACE_LIFETIME_MS: '6000', WARREN_IDLE_PAUSE_MS: '600000' } })
   let fake: FakeModelServer
   before(async () => {
     fake = await startModelServer()
