@@ -1,6 +1,6 @@
 import { after, before, describe, it } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
@@ -161,9 +161,11 @@ describe('changes in a large workspace, without walking it', { skip }, () => {
     await bash('mkdir flood')
     const stuck = sandbox.watcherPid!
     const before = await snapshotWorkspace(workspaceDir)
-    const running = bash('touch flood-started; while [ ! -e flood-go ]; do sleep 0.05; done; for i in $(seq 1 20000); do : > flood/$i; done; echo c >> src/a.txt; touch flood-done')
+    // More files than the kernel queues events for one watcher (16,384 unless raised).
+    const flood = Number(fs.readFileSync('/proc/sys/fs/inotify/max_queued_events', 'utf8')) + 1000
+    const running = bash(`touch flood-started; while [ ! -e flood-go ]; do sleep 0.05; done; for i in $(seq 1 ${flood}); do : > flood/$i; done; echo c >> src/a.txt; touch flood-done`)
     await waitFor('the command to start', async () => fs.existsSync(host('flood-started')), 60_000)
-    // Not reading its events: the kernel's queue (16,384 by default) fills and overflows.
+    // Not reading its events: the kernel's queue fills and overflows.
     process.kill(stuck, 'SIGSTOP')
     try {
       fs.writeFileSync(host('flood-go'), '')
@@ -173,7 +175,7 @@ describe('changes in a large workspace, without walking it', { skip }, () => {
     }
     const r = await running
     const after = await snapshotWorkspace(workspaceDir)
-    assert.equal(r.changes?.length, 20_000 + 4)
+    assert.equal(r.changes?.length, flood + 4)
     assert.deepEqual(kinds(r), truth(before, after))
     assert.notEqual(sandbox.watcherPid, stuck, 'the overflowed watcher was replaced')
     await waitFor('the overflowed watcher to end', async () => !alive(stuck), 60_000)
@@ -211,5 +213,31 @@ describe('changes in a large workspace, without walking it', { skip }, () => {
     assert.deepEqual(watchersOf(workspaceDir), [])
     assert.equal(fs.existsSync(fenceDir), false)
     await assert.rejects(sandbox.openChanges(), /destroyed/)
+  })
+})
+
+describe('a watcher outlives no service', { skip }, () => {
+  it('dies with the process that started it, even SIGKILLed', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-changes-crash-'))
+    try {
+      // A service stand-in: it watches a folder, says its watcher's pid, and is then killed outright.
+      const code = `
+        const { ChangeTracker } = await import(${JSON.stringify(path.resolve(import.meta.dirname, '../src/sandbox/local/change-tracker.ts'))})
+        const t = new ChangeTracker(${JSON.stringify(dir)})
+        await (await t.open()).close()
+        console.log(t.watcherPid)
+        setInterval(() => {}, 1000)`
+      const child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'inherit'] })
+      let out = ''
+      child.stdout.on('data', (c) => (out += c))
+      const pid = await waitFor('the watcher pid', async () => (/^\d+\n/.test(out) ? Number(out) : null), 60_000)
+      assert.ok(alive(pid))
+      assert.deepEqual(watchersOf(dir), [String(pid)])
+      child.kill('SIGKILL')
+      await waitFor('the orphaned watcher to die', async () => !alive(pid), 60_000)
+      assert.deepEqual(watchersOf(dir), [])
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
   })
 })

@@ -58,7 +58,9 @@ export class WorkspaceWatcher {
     // the regex filters events, not the recursion); -P: links are never followed.
     const exclude = `^${escapeRegex(root)}/(.*/)?(\\.git|node_modules)(/|$)`
     const args = ['-m', '-r', '-P', '--format', '%e %w%f%0', '--no-newline', '--exclude', exclude, ...EVENTS.flatMap((e) => ['-e', e]), root, fenceDir]
-    const child = spawn('inotifywait', args, { stdio: ['ignore', 'pipe', 'pipe'] })
+    // Killed with the service (a parent-death signal that survives the exec): a crash leaves no
+    // watcher behind holding an inotify instance.
+    const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', 'inotifywait', ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
     const watcher = new WorkspaceWatcher(root, fenceDir, child, hooks)
     try {
       await watcher.established()
