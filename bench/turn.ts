@@ -1,6 +1,11 @@
 // bench/turn: the service's own overhead per agent step with one `bash` call, beside the raw
 // command run through a sandbox in the same run.
-// Usage: node_modules/.bin/node bench/turn.ts [--steps N]
+// Usage: node_modules/.bin/node bench/turn.ts [--steps N] [--files 0,10000,100000]
+//
+// --files: the same turn once per workspace size, the workspace first filled with that many small
+// files (folders of 100, written by the turn's first bash call and left out of the figures), to
+// show that a step's cost does not grow with the workspace (target: within 1.5× of the empty
+// workspace at 100,000 files).
 //
 // The service runs as its own process (SQLite, a real bubblewrap workspace). A minimal model
 // server in this process answers every request with one `bash` tool call of the same command,
@@ -21,6 +26,7 @@ import { chatChunk, chatStream } from './chat-sse.ts'
 const root = path.resolve(import.meta.dirname, '..')
 const node = path.join(root, 'node_modules/.bin/node')
 const steps = Number(process.argv[process.argv.indexOf('--steps') + 1]) || 60
+const sizes = process.argv.includes('--files') ? process.argv[process.argv.indexOf('--files') + 1]!.split(',').map(Number) : null
 const COMMAND = 'echo step >> log.txt'
 const KEY = 'sk-bench-turn-0123456789'
 
@@ -31,6 +37,8 @@ const ms = (x: number) => `${x.toFixed(2)} ms`
 const ended: number[] = []
 const arrived: number[] = []
 let served = 0
+/** The workspace's filling, answered as the first tool call when --files asks for one. */
+let fill: string | null = null
 const sse = (res: http.ServerResponse, chunks: unknown[]) => chatStream(res, chunks, () => ended.push(performance.now()))
 const chunk = chatChunk
 const model = http.createServer((req, res) => {
@@ -39,8 +47,10 @@ const model = http.createServer((req, res) => {
   req.on('end', () => {
     if (req.url?.endsWith('/models')) return res.end(JSON.stringify({ object: 'list', data: [{ id: 'm', object: 'model' }] }))
     const n = ++served
-    if (n > steps) return sse(res, [chunk({ role: 'assistant', content: 'done' }, null), chunk({}, 'stop')])
-    const call = { index: 0, id: `call_${n}`, type: 'function', function: { name: 'bash', arguments: JSON.stringify({ command: COMMAND }) } }
+    const first = fill !== null && n === 1
+    if (n > steps + (fill !== null ? 1 : 0)) return sse(res, [chunk({ role: 'assistant', content: 'done' }, null), chunk({}, 'stop')])
+    const args = first ? { command: fill, timeout_seconds: 1800 } : { command: COMMAND }
+    const call = { index: 0, id: `call_${n}`, type: 'function', function: { name: 'bash', arguments: JSON.stringify(args) } }
     sse(res, [chunk({ role: 'assistant', content: null, tool_calls: [call] }, null), chunk({}, 'tool_calls')])
   })
 })
@@ -68,41 +78,84 @@ await sandbox.destroy()
 await provider.close()
 
 // --- the service ---------------------------------------------------------------------------
-const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-turn-'))
-const env = { ...process.env, WARREN_DATA_DIR: dataDir, PORT: '0', WARREN_LOG_LEVEL: 'warn', WARREN_SANDBOX_PREFIX: 'bw' }
-const minted = JSON.parse(execFileSync(node, ['src/main.ts', 'tokens', 'create', '--org', 'bench'], { cwd: root, env }).toString())
-const headers = { authorization: `Bearer ${minted.token}`, 'content-type': 'application/json' }
-const child: ChildProcess = spawn(node, ['src/main.ts', 'serve'], { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] })
-try {
-  const url = await listeningUrl(child, 'warren')
-  const post = async (p: string, body: unknown) => {
-    const r = await fetch(`${url}${p}`, { method: 'POST', headers, body: JSON.stringify(body) })
-    if (!r.ok) throw new Error(`${p}: ${r.status} ${await r.text()}`)
-    return r.json() as Promise<{ id: string }>
-  }
-  await post('/v1/model-credentials', { provider: 'openai', api_key: KEY, base_url: modelUrl, models: ['m'] })
-  const session = await post('/v1/sessions', {})
-  const turn = await post(`/v1/sessions/${session.id}/messages`, { text: 'go' })
-  for (;;) {
-    const t = (await (await fetch(`${url}/v1/sessions/${session.id}/turns/${turn.id}`, { headers })).json()) as { status: string; error: unknown }
-    if (t.status !== 'working') {
-      if (t.status !== 'completed') throw new Error(`the turn ended ${t.status}: ${JSON.stringify(t.error)}`)
-      break
+/** One turn of `steps` bash steps in a new service and session; the gap before each step's next request, warm-up left out. */
+async function stepGaps(filesInWorkspace = 0): Promise<number[]> {
+  ended.length = 0
+  arrived.length = 0
+  served = 0
+  fill = filesInWorkspace > 0 ? fillCommand(filesInWorkspace) : null
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-turn-'))
+  const env = { ...process.env, WARREN_DATA_DIR: dataDir, PORT: '0', WARREN_LOG_LEVEL: 'warn', WARREN_SANDBOX_PREFIX: 'bw' }
+  const minted = JSON.parse(execFileSync(node, ['src/main.ts', 'tokens', 'create', '--org', 'bench'], { cwd: root, env }).toString())
+  const headers = { authorization: `Bearer ${minted.token}`, 'content-type': 'application/json' }
+  const child: ChildProcess = spawn(node, ['src/main.ts', 'serve'], { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] })
+  try {
+    const url = await listeningUrl(child, 'warren')
+    const post = async (p: string, body: unknown) => {
+      const r = await fetch(`${url}${p}`, { method: 'POST', headers, body: JSON.stringify(body) })
+      if (!r.ok) throw new Error(`${p}: ${r.status} ${await r.text()}`)
+      return r.json() as Promise<{ id: string }>
     }
-    await new Promise((r) => setTimeout(r, 50))
+    await post('/v1/model-credentials', { provider: 'openai', api_key: KEY, base_url: modelUrl, models: ['m'] })
+    const session = await post('/v1/sessions', {})
+    const turn = await post(`/v1/sessions/${session.id}/messages`, { text: 'go' })
+    for (;;) {
+      const r = await fetch(`${url}/v1/sessions/${session.id}/turns/${turn.id}`, { headers })
+      // A long turn (a large workspace being filled) outlasts the rate limit's minute: wait it out.
+      if (r.status === 429) {
+        await new Promise((r) => setTimeout(r, 1000))
+        continue
+      }
+      const t = (await r.json()) as { status: string; error: unknown }
+      if (t.status !== 'working') {
+        if (t.status !== 'completed') throw new Error(`the turn ended ${t.status}: ${JSON.stringify(t.error)}`)
+        break
+      }
+      await new Promise((r) => setTimeout(r, 50))
+    }
+    // The first gap includes the workspace's first start and the JIT warming up: skip a few (and the filling).
+    const skip = 5 + (fill !== null ? 1 : 0)
+    return ended.slice(skip, steps + skip - 5).map((e, i) => arrived[i + skip + 1]! - e)
+  } finally {
+    child.kill()
+    await new Promise((r) => (child.exitCode === null && child.signalCode === null ? child.once('exit', r) : r(null)))
+    fs.rmSync(dataDir, { recursive: true, force: true })
   }
-  // The first gap includes the workspace's first start and the JIT warming up: skip a few.
-  const gaps = ended.slice(5, steps).map((e, i) => arrived[i + 6]! - e)
-  const rawP50 = pct(raw, 0.5)
-  const overhead = gaps.map((g) => g - rawP50)
-  console.log(`bench/turn on SQLite: ${gaps.length} agent steps, each one bash call (\`${COMMAND}\`)`)
-  console.log(`raw command in a sandbox   p50 ${ms(rawP50)}  p90 ${ms(pct(raw, 0.9))}`)
-  console.log(`response end → next request p50 ${ms(pct(gaps, 0.5))}  p90 ${ms(pct(gaps, 0.9))}`)
-  console.log(`service overhead per step   p50 ${ms(pct(overhead, 0.5))}  p90 ${ms(pct(overhead, 0.9))} (target p50 < 20 ms)`)
-  console.log(`ratio step gap / raw command: ${(pct(gaps, 0.5) / rawP50).toFixed(2)}`)
+}
+
+/** Writes `n` small files in folders of 100 under repo/, with the sandbox's /bin/sh. */
+function fillCommand(n: number): string {
+  const folders = Math.ceil(n / 100)
+  return `i=0; while [ $i -lt ${folders} ]; do mkdir -p repo/d$i; j=0; while [ $j -lt 100 ] && [ $((i * 100 + j)) -lt ${n} ]; do echo "$i $j" > repo/d$i/f$j.txt; j=$((j + 1)); done; i=$((i + 1)); done`
+}
+
+const rawP50 = pct(raw, 0.5)
+try {
+  if (sizes) await filesCurve(sizes)
+  else {
+    const gaps = await stepGaps()
+    const overhead = gaps.map((g) => g - rawP50)
+    console.log(`bench/turn on SQLite: ${gaps.length} agent steps, each one bash call (\`${COMMAND}\`)`)
+    console.log(`raw command in a sandbox   p50 ${ms(rawP50)}  p90 ${ms(pct(raw, 0.9))}`)
+    console.log(`response end → next request p50 ${ms(pct(gaps, 0.5))}  p90 ${ms(pct(gaps, 0.9))}`)
+    console.log(`service overhead per step   p50 ${ms(pct(overhead, 0.5))}  p90 ${ms(pct(overhead, 0.9))} (target p50 < 20 ms)`)
+    console.log(`ratio step gap / raw command: ${(pct(gaps, 0.5) / rawP50).toFixed(2)}`)
+  }
 } finally {
-  child.kill()
   model.close()
-  fs.rmSync(dataDir, { recursive: true, force: true })
   fs.rmSync(rawDir, { recursive: true, force: true })
+}
+
+/** --files: the service's overhead per step at each workspace size, beside the raw command, and its ratio to the empty workspace. */
+async function filesCurve(sizes: number[]): Promise<void> {
+  console.log(`bench/turn --files on SQLite: ${steps} agent steps per size, each one bash call (\`${COMMAND}\`)`)
+  console.log(`raw command in a sandbox p50 ${ms(rawP50)}  p90 ${ms(pct(raw, 0.9))}`)
+  let base: number | null = null
+  for (const n of sizes) {
+    const overhead = (await stepGaps(n)).map((g) => g - rawP50)
+    const p50 = pct(overhead, 0.5)
+    base ??= p50
+    const target = n >= 100_000 ? ' (target ≤ 1.50× at 100,000 files)' : ''
+    console.log(`${String(n).padStart(7)} files: service overhead per step p50 ${ms(p50)}  p90 ${ms(pct(overhead, 0.9))}  raw ${ms(rawP50)}  ratio to the first size ${(p50 / base).toFixed(2)}×${target}`)
+  }
 }

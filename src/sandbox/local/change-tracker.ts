@@ -7,6 +7,8 @@ import { WorkspaceWatcher } from './workspace-watch.ts'
 
 /** After a watcher could not start (no inotifywait, limits reached), walks only until this much later, then tries again. */
 const RETRY_MS = 60_000
+/** Paths looked at between two yields to the event loop. */
+const SLICE = 256
 
 /** A window's view: each path changed since it opened, with its stamp then (null: no regular file there). */
 type Opened = Map<string, FileStamp | null>
@@ -102,7 +104,21 @@ export class ChangeTracker {
     }
     const dirty = this.dirty
     this.dirty = new Map()
-    for (const [rel, deep] of dirty) await this.reconcile(rel, deep)
+    // Folders first, shallowest first: a path below a folder walked in this sync needs no second look.
+    const walked = new Set<string>()
+    const below = (rel: string) => {
+      for (let i = rel.lastIndexOf('/'); i > 0; i = rel.lastIndexOf('/', i - 1)) if (walked.has(rel.slice(0, i))) return true
+      return false
+    }
+    const order = [...dirty].sort(([a, da], [b, db]) => (da !== db ? (da ? -1 : 1) : a.split('/').length - b.split('/').length))
+    let looked = 0
+    for (const [rel, deep] of order) {
+      if (below(rel)) continue
+      await this.reconcile(rel, deep)
+      if (deep) walked.add(rel)
+      // A burst of writes names many paths: let the service breathe between slices.
+      if (++looked % SLICE === 0) await new Promise((r) => setImmediate(r))
+    }
   }
 
   private async startWatcher(): Promise<void> {
