@@ -2,8 +2,8 @@
 // command run through a sandbox in the same run.
 // Usage: node_modules/.bin/node bench/turn.ts [--steps N] [--files 0,10000,100000]
 //
-// --files: the same turn once per workspace size, the workspace first filled with that many small
-// files (folders of 100, written by the turn's first bash call and left out of the figures), to
+// --files: the same turn once per workspace size, the workspace filled first with that many small
+// files (folders of 100, written from the host once the workspace is up, before the turn), to
 // show that a step's cost does not grow with the workspace (target: within 1.5× of the empty
 // workspace at 100,000 files).
 //
@@ -37,8 +37,6 @@ const ms = (x: number) => `${x.toFixed(2)} ms`
 const ended: number[] = []
 const arrived: number[] = []
 let served = 0
-/** The workspace's filling, answered as the first tool call when --files asks for one. */
-let fill: string | null = null
 const sse = (res: http.ServerResponse, chunks: unknown[]) => chatStream(res, chunks, () => ended.push(performance.now()))
 const chunk = chatChunk
 const model = http.createServer((req, res) => {
@@ -47,10 +45,8 @@ const model = http.createServer((req, res) => {
   req.on('end', () => {
     if (req.url?.endsWith('/models')) return res.end(JSON.stringify({ object: 'list', data: [{ id: 'm', object: 'model' }] }))
     const n = ++served
-    const first = fill !== null && n === 1
-    if (n > steps + (fill !== null ? 1 : 0)) return sse(res, [chunk({ role: 'assistant', content: 'done' }, null), chunk({}, 'stop')])
-    const args = first ? { command: fill, timeout_seconds: 1800 } : { command: COMMAND }
-    const call = { index: 0, id: `call_${n}`, type: 'function', function: { name: 'bash', arguments: JSON.stringify(args) } }
+    if (n > steps) return sse(res, [chunk({ role: 'assistant', content: 'done' }, null), chunk({}, 'stop')])
+    const call = { index: 0, id: `call_${n}`, type: 'function', function: { name: 'bash', arguments: JSON.stringify({ command: COMMAND }) } }
     sse(res, [chunk({ role: 'assistant', content: null, tool_calls: [call] }, null), chunk({}, 'tool_calls')])
   })
 })
@@ -83,9 +79,11 @@ async function stepGaps(filesInWorkspace = 0): Promise<number[]> {
   ended.length = 0
   arrived.length = 0
   served = 0
-  fill = filesInWorkspace > 0 ? fillCommand(filesInWorkspace) : null
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-turn-'))
-  const env = { ...process.env, WARREN_DATA_DIR: dataDir, PORT: '0', WARREN_LOG_LEVEL: 'warn', WARREN_SANDBOX_PREFIX: 'bw' }
+  // Its own cgroup prefix and uids: a service cleans up every sandbox of its prefix it does not hold, so
+  // two runs side by side (several engineers on one machine) must not share them.
+  const own = process.pid % 50_000
+  const env = { ...process.env, WARREN_DATA_DIR: dataDir, PORT: '0', WARREN_LOG_LEVEL: 'warn', WARREN_SANDBOX_PREFIX: `b${own}`, WARREN_SANDBOX_UID_BASE: String(1_000_000 + own * 10_000) }
   const minted = JSON.parse(execFileSync(node, ['src/main.ts', 'tokens', 'create', '--org', 'bench'], { cwd: root, env }).toString())
   const headers = { authorization: `Bearer ${minted.token}`, 'content-type': 'application/json' }
   const child: ChildProcess = spawn(node, ['src/main.ts', 'serve'], { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] })
@@ -98,10 +96,11 @@ async function stepGaps(filesInWorkspace = 0): Promise<number[]> {
     }
     await post('/v1/model-credentials', { provider: 'openai', api_key: KEY, base_url: modelUrl, models: ['m'] })
     const session = await post('/v1/sessions', {})
+    if (filesInWorkspace > 0) await fillWorkspace(url, headers, session.id, path.join(dataDir, 'workspaces', session.id), filesInWorkspace)
     const turn = await post(`/v1/sessions/${session.id}/messages`, { text: 'go' })
     for (;;) {
       const r = await fetch(`${url}/v1/sessions/${session.id}/turns/${turn.id}`, { headers })
-      // A long turn (a large workspace being filled) outlasts the rate limit's minute: wait it out.
+      // A long turn (steps in a large workspace before this change) outlasts the rate limit's minute: wait it out.
       if (r.status === 429) {
         await new Promise((r) => setTimeout(r, 1000))
         continue
@@ -113,9 +112,8 @@ async function stepGaps(filesInWorkspace = 0): Promise<number[]> {
       }
       await new Promise((r) => setTimeout(r, 50))
     }
-    // The first gap includes the workspace's first start and the JIT warming up: skip a few (and the filling).
-    const skip = 5 + (fill !== null ? 1 : 0)
-    return ended.slice(skip, steps + skip - 5).map((e, i) => arrived[i + skip + 1]! - e)
+    // The first gap includes the workspace's first start and the JIT warming up: skip a few.
+    return ended.slice(5, steps).map((e, i) => arrived[i + 6]! - e)
   } finally {
     child.kill()
     await new Promise((r) => (child.exitCode === null && child.signalCode === null ? child.once('exit', r) : r(null)))
@@ -123,10 +121,19 @@ async function stepGaps(filesInWorkspace = 0): Promise<number[]> {
   }
 }
 
-/** Writes `n` small files in folders of 100 under repo/, with the sandbox's /bin/sh. */
-function fillCommand(n: number): string {
-  const folders = Math.ceil(n / 100)
-  return `i=0; while [ $i -lt ${folders} ]; do mkdir -p repo/d$i; j=0; while [ $j -lt 100 ] && [ $((i * 100 + j)) -lt ${n} ]; do echo "$i $j" > repo/d$i/f$j.txt; j=$((j + 1)); done; i=$((i + 1)); done`
+/** Once the session's workspace is up, writes `n` small files in folders of 100 under repo/ from the host (readable by the agent, not its to change). */
+async function fillWorkspace(url: string, headers: Record<string, string>, sessionId: string, dir: string, n: number): Promise<void> {
+  for (;;) {
+    const r = await fetch(`${url}/v1/sessions/${sessionId}`, { headers })
+    const state = r.ok ? ((await r.json()) as { environment: { state: string } }).environment.state : 'pending'
+    if (state === 'running') break
+    if (state !== 'pending') throw new Error(`the workspace is ${state}`)
+    await new Promise((r) => setTimeout(r, 200))
+  }
+  for (let i = 0; i * 100 < n; i++) {
+    fs.mkdirSync(path.join(dir, 'repo', `d${i}`), { recursive: true })
+    for (let j = 0; j < 100 && i * 100 + j < n; j++) fs.writeFileSync(path.join(dir, 'repo', `d${i}`, `f${j}.txt`), `${i} ${j}\n`)
+  }
 }
 
 const rawP50 = pct(raw, 0.5)

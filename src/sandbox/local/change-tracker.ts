@@ -71,6 +71,11 @@ export class ChangeTracker {
     }
   }
 
+  /** True when no window is open: the tracker can be dropped without losing an answer. */
+  get idle(): boolean {
+    return this.windows.size === 0
+  }
+
   /** Stops the watcher; later windows reject. Idempotent. */
   close(): void {
     this.closed = true
@@ -149,12 +154,14 @@ export class ChangeTracker {
   /** Brings the stamps of `rel` (and, when `deep` or it was a file, of everything below it) up to date, noting changes. */
   private async reconcile(rel: string, deep: boolean): Promise<void> {
     const parts = rel === '' ? [] : rel.split('/')
-    if (parts.some((p) => SKIPPED_DIRS.has(p))) return
+    // Below .git and node_modules folders nothing is tracked; a file of that name is (a worktree's `.git`).
+    if (parts.slice(0, -1).some((p) => SKIPPED_DIRS.has(p))) return
     const now = parts.length === 0 ? 'folder' : this.entry(parts)
     // A folder's own metadata changed: nothing below it did, unless a file of that name went.
     if (now === 'folder' && !deep && !this.files.get(rel)) return
     const before = this.files.take(parts)
-    const after: WorkspaceSnapshot = now === 'folder' ? await this.walk(rel) : now ? new Map([[rel, now]]) : new Map()
+    const untracked = now === 'folder' && SKIPPED_DIRS.has(parts.at(-1) ?? '')
+    const after: WorkspaceSnapshot = now === 'folder' ? (untracked ? new Map() : await this.walk(rel)) : now ? new Map([[rel, now]]) : new Map()
     for (const [p, was] of before) if (!same(was, after.get(p))) this.note(p, was)
     for (const [p, is] of after) {
       if (!before.has(p)) this.note(p, null)

@@ -239,6 +239,12 @@ export class LocalSandbox implements Sandbox {
     if (this.current === 'paused') return
     // Set first: an exec arriving while the freeze completes is refused, not half-frozen.
     this.current = 'paused'
+    // A paused workspace holds no watcher (an inotify instance, the stamps of its files): the next
+    // command after the resume starts one again and walks the tree once.
+    if (this.changes?.idle) {
+      this.changes.close()
+      this.changes = null
+    }
     if (await this.cgroup.freeze()) {
       this.stopped = 'freezer'
       return

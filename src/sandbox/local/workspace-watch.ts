@@ -26,6 +26,7 @@ export type WatchHooks = {
 
 /** How long a fence may take before the watcher is taken for stuck (a loaded host is slow, not broken). */
 const FENCE_TIMEOUT_MS = 10_000
+const START_TIMEOUT_MS = 120_000
 const EVENTS = ['modify', 'attrib', 'create', 'delete', 'move', 'delete_self', 'move_self', 'q_overflow', 'unmount']
 
 const escapeRegex = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
@@ -54,9 +55,10 @@ export class WorkspaceWatcher {
   /** Resolves once every folder below `root` is watched; rejects when it cannot be (no inotifywait, limits reached). */
   static async start(root: string, hooks: WatchHooks): Promise<WorkspaceWatcher> {
     const fenceDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-fence-'))
-    // Events in .git and node_modules are dropped by inotifywait (its folders are still watched:
-    // the regex filters events, not the recursion); -P: links are never followed.
-    const exclude = `^${escapeRegex(root)}/(.*/)?(\\.git|node_modules)(/|$)`
+    // Events below .git and node_modules folders are dropped by inotifywait (their folders are
+    // still watched: the regex filters events, not the recursion), not those of a file so named
+    // (a worktree's `.git` file is the agent's); -P: links are never followed.
+    const exclude = `^${escapeRegex(root)}/(.*/)?(\\.git|node_modules)/`
     const args = ['-m', '-r', '-P', '--format', '%e %w%f%0', '--no-newline', '--exclude', exclude, ...EVENTS.flatMap((e) => ['-e', e]), root, fenceDir]
     // Killed with the service (a parent-death signal that survives the exec): a crash leaves no
     // watcher behind holding an inotify instance.
@@ -109,9 +111,12 @@ export class WorkspaceWatcher {
     return new Promise((resolve, reject) => {
       let ready = false
       let said = ''
+      // A tree so large that setting up its watches takes this long is walked instead.
+      const slow = setTimeout(() => reject(new Error(`inotifywait set up no watches within ${START_TIMEOUT_MS} ms`)), START_TIMEOUT_MS)
       this.child.once('error', (err) => (ready ? this.end(err.message) : reject(err)))
       this.child.once('exit', (code, signal) => {
         const why = `inotifywait exited (${signal ?? code}): ${said.trim()}`
+        clearTimeout(slow)
         if (ready) this.end(why)
         else reject(new Error(why))
       })
@@ -122,6 +127,7 @@ export class WorkspaceWatcher {
         // Anything said after this line is trouble (a new folder it could not watch, say).
         if (said.includes('Watches established.')) {
           ready = true
+          clearTimeout(slow)
           resolve()
         }
       })
