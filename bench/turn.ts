@@ -56,22 +56,27 @@ const modelUrl = `http://127.0.0.1:${(model.address() as AddressInfo).port}/v1`
 // --- the baseline: the same command through a sandbox of the same provider --------------------
 const rawDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-raw-'))
 fs.chmodSync(rawDir, 0o777)
-const provider = await createLocalProvider({ workspaceRoot: rawDir, prefix: 'bt', uidBase: 395_000, uidCount: 1000 })
-const sandbox = await provider.create({
-  id: 'bench-raw',
-  workspaceMount: '/workspace',
-  env: {},
-  network: { allow: [] },
-  limits: { memoryBytes: 512 * 1024 * 1024, pids: 128, cpus: 1 },
-})
-const raw: number[] = []
-for (let i = 0; i < steps + 10; i++) {
-  const t = performance.now()
-  await sandbox.exec({ command: COMMAND })
-  if (i >= 10) raw.push(performance.now() - t)
+/** The command's own times, `steps` of them after 10 for warming up, in a new sandbox. */
+async function rawTimes(): Promise<number[]> {
+  const provider = await createLocalProvider({ workspaceRoot: rawDir, prefix: 'bt', uidBase: 395_000, uidCount: 1000 })
+  const sandbox = await provider.create({
+    id: 'bench-raw',
+    workspaceMount: '/workspace',
+    env: {},
+    network: { allow: [] },
+    limits: { memoryBytes: 512 * 1024 * 1024, pids: 128, cpus: 1 },
+  })
+  const raw: number[] = []
+  for (let i = 0; i < steps + 10; i++) {
+    const t = performance.now()
+    await sandbox.exec({ command: COMMAND })
+    if (i >= 10) raw.push(performance.now() - t)
+  }
+  await sandbox.destroy()
+  await provider.close()
+  return raw
 }
-await sandbox.destroy()
-await provider.close()
+const raw = await rawTimes()
 
 // --- the service ---------------------------------------------------------------------------
 /** One turn of `steps` bash steps in a new service and session; the gap before each step's next request, warm-up left out. */
@@ -82,7 +87,7 @@ async function stepGaps(filesInWorkspace = 0): Promise<number[]> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-turn-'))
   // Its own cgroup prefix and uids: a service cleans up every sandbox of its prefix it does not hold, so
   // two runs side by side (several engineers on one machine) must not share them.
-  const own = process.pid % 50_000
+  const own = process.pid % 10_000
   const env = { ...process.env, WARREN_DATA_DIR: dataDir, PORT: '0', WARREN_LOG_LEVEL: 'warn', WARREN_SANDBOX_PREFIX: `b${own}`, WARREN_SANDBOX_UID_BASE: String(1_000_000 + own * 10_000) }
   const minted = JSON.parse(execFileSync(node, ['src/main.ts', 'tokens', 'create', '--org', 'bench'], { cwd: root, env }).toString())
   const headers = { authorization: `Bearer ${minted.token}`, 'content-type': 'application/json' }
@@ -134,6 +139,9 @@ async function fillWorkspace(url: string, headers: Record<string, string>, sessi
     fs.mkdirSync(path.join(dir, 'repo', `d${i}`), { recursive: true })
     for (let j = 0; j < 100 && i * 100 + j < n; j++) fs.writeFileSync(path.join(dir, 'repo', `d${i}`, `f${j}.txt`), `${i} ${j}\n`)
   }
+  // The filling kept this process busy past the service's keep-alive: a pooled connection may have
+  // been closed meanwhile. A read, retried once, uses it up before the turn's POST needs one.
+  await fetch(`${url}/v1/sessions/${sessionId}`, { headers }).catch(() => fetch(`${url}/v1/sessions/${sessionId}`, { headers }))
 }
 
 const rawP50 = pct(raw, 0.5)
@@ -153,16 +161,23 @@ try {
   fs.rmSync(rawDir, { recursive: true, force: true })
 }
 
-/** --files: the service's overhead per step at each workspace size, beside the raw command, and its ratio to the empty workspace. */
+/**
+ * --files: the service's overhead per step at each workspace size beside the raw command, and its
+ * ratio to the first size. The raw command is measured again right before each size, so that a
+ * machine whose load changes between sizes (other work on it) moves both sides together.
+ */
 async function filesCurve(sizes: number[]): Promise<void> {
   console.log(`bench/turn --files on SQLite: ${steps} agent steps per size, each one bash call (\`${COMMAND}\`)`)
-  console.log(`raw command in a sandbox p50 ${ms(rawP50)}  p90 ${ms(pct(raw, 0.9))}`)
   let base: number | null = null
   for (const n of sizes) {
-    const overhead = (await stepGaps(n)).map((g) => g - rawP50)
+    const rawN = pct(await rawTimes(), 0.5)
+    const gaps = await stepGaps(n)
+    const overhead = gaps.map((g) => g - rawN)
     const p50 = pct(overhead, 0.5)
     base ??= p50
     const target = n >= 100_000 ? ' (target ≤ 1.50× at 100,000 files)' : ''
-    console.log(`${String(n).padStart(7)} files: service overhead per step p50 ${ms(p50)}  p90 ${ms(pct(overhead, 0.9))}  raw ${ms(rawP50)}  ratio to the first size ${(p50 / base).toFixed(2)}×${target}`)
+    console.log(
+      `${String(n).padStart(7)} files: step gap p50 ${ms(pct(gaps, 0.5))}, raw command p50 ${ms(rawN)}, service overhead per step p50 ${ms(p50)} p90 ${ms(pct(overhead, 0.9))}; ratio to ${sizes[0]} files ${(p50 / base).toFixed(2)}×${target}`,
+    )
   }
 }
