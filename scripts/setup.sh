@@ -28,9 +28,10 @@ fi
 [ "${1:-}" = "--deps-only" ] && exit 0
 
 # System packages: sandboxes (bubblewrap; perl-base loads their syscall filter), their networks (iproute2, nftables), repositories (git),
-# the tests' self-signed webhook receivers (openssl), web_fetch inside the sandbox (curl), and the
+# the tests' self-signed webhook receivers (openssl), web_fetch inside the sandbox (curl), the
 # headless browser (chromium, driven through playwright-core) that the browser tools and the
-# preview tests use.
+# preview tests use, and the watcher that tells what a command changed without walking the
+# workspace (inotifywait, from inotify-tools).
 need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v perl >/dev/null 2>&1 || need+=(perl-base)
@@ -42,6 +43,7 @@ command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 # The CLI's tests drive it through a real terminal.
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
+command -v inotifywait >/dev/null 2>&1 || need+=(inotify-tools)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "warren setup: installing ${need[*]}" >&2
@@ -50,4 +52,16 @@ if [ ${#need[@]} -gt 0 ]; then
   else
     echo "warren setup: missing system packages: ${need[*]}. Install them as root (apt-get install ${need[*]})." >&2
   fi
+fi
+
+# inotify limits, raised (never lowered) for the workspaces' watchers: one instance per workspace
+# with a watcher, and one watch per folder of its tree (node_modules included: inotifywait filters
+# its events, not its folders). Past a limit nothing is lost: a workspace whose watcher cannot start,
+# or whose queue overflows (a burst of more writes than max_queued_events), is walked instead.
+if [ "$(id -u)" = 0 ]; then
+  for limit in max_user_instances=8192 max_user_watches=1048576; do
+    f=/proc/sys/fs/inotify/${limit%%=*}
+    want=${limit#*=}
+    if [ -w "$f" ] && [ "$(cat "$f")" -lt "$want" ]; then echo "$want" > "$f" 2>/dev/null || true; fi
+  done
 fi

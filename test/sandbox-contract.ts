@@ -220,6 +220,29 @@ export function sandboxContract(name: string, o: ContractOptions): void {
       assert.notEqual((await main.snapshot()).get('tree/a.txt')?.size, snap.get('tree/a.txt')?.size)
     })
 
+    it('tells what changed between a window opening and closing, as two snapshots would', async () => {
+      await run(main, 'mkdir -p win/old && echo a > win/a.txt && echo b > win/old/b.txt && echo c > win/c.txt')
+      const before = await main.snapshot()
+      const window = await main.openChanges()
+      await run(main, 'echo more >> win/a.txt; rm win/c.txt; mv win/old win/new; mkdir -p win/deep/er && echo d > win/deep/er/d.txt; ln -s /etc win/link; echo g > win/.git 2>/dev/null; mkdir -p win/node_modules && echo n > win/node_modules/n.js')
+      const changes = await window.close()
+      const after = await main.snapshot()
+      assert.deepEqual(changes, [
+        { path: 'win/.git', kind: 'created' },
+        { path: 'win/a.txt', kind: 'modified' },
+        { path: 'win/c.txt', kind: 'deleted' },
+        { path: 'win/deep/er/d.txt', kind: 'created' },
+        { path: 'win/new/b.txt', kind: 'created' },
+        { path: 'win/old/b.txt', kind: 'deleted' },
+      ])
+      // The same answer as comparing the snapshots taken around it.
+      const compared = [...after].filter(([p, s]) => p.startsWith('win/') && (!before.has(p) || before.get(p)!.mtimeMs !== s.mtimeMs || before.get(p)!.size !== s.size || before.get(p)!.ino !== s.ino)).map(([p]) => p)
+      const gone = [...before.keys()].filter((p) => p.startsWith('win/') && !after.has(p))
+      assert.deepEqual(changes.map((c) => c.path), [...compared, ...gone].sort())
+      // Nothing changed: nothing reported.
+      assert.deepEqual(await (await main.openChanges()).close(), [])
+    })
+
     it('refuses paths that leave the workspace, through symlinks too', async () => {
       await run(main, 'ln -s /etc escape; ln -s /etc/passwd pw; mkdir -p in; ln -s .. in/up')
       for (const p of ['escape/x', 'pw', 'in/up/x', '../x', 'a/../../x', '/etc/x', '']) {
@@ -325,6 +348,8 @@ export function sandboxContract(name: string, o: ContractOptions): void {
       const d = await create('doomed')
       const bg = await run(d, 'sleep 1000 >/dev/null 2>&1 & echo $!')
       assert.equal(bg.exitCode, 0)
+      // A window left open when the sandbox goes: its close rejects, and no watcher stays behind.
+      const window = await d.openChanges()
       const resources = o.host?.resourcesOf(d) ?? []
       for (const r of resources) assert.ok(fs.existsSync(r), r)
       await d.destroy()
@@ -332,6 +357,8 @@ export function sandboxContract(name: string, o: ContractOptions): void {
       for (const r of resources) assert.equal(fs.existsSync(r), false, r)
       if (o.host) assert.deepEqual(hostPidsOf(o.host.uidOf(d)), [])
       await assert.rejects(d.exec({ command: 'true' }), SandboxUnavailableError)
+      await assert.rejects(window.close(), SandboxUnavailableError)
+      await assert.rejects(d.openChanges(), SandboxUnavailableError)
       await d.destroy()
       assert.ok(fs.existsSync(path.join(o.dataDir, 'workspaces', 'doomed')))
       assert.equal(provider.get('doomed'), null)

@@ -105,6 +105,21 @@ export type FileStamp = { size: number; mtimeMs: number; ino: number }
 /** The regular files of the workspace by path, outside `.git` and `node_modules` folders. */
 export type WorkspaceSnapshot = Map<string, FileStamp>
 
+/** A regular file created, modified (size, mtime or inode differ) or deleted; a file turned into a link or folder reads as deleted. */
+export type WorkspaceChange = { path: string; kind: 'created' | 'modified' | 'deleted' }
+
+/** A window opened on the workspace's changes (see Sandbox.openChanges). */
+export type ChangeWindow = {
+  /**
+   * What changed in the workspace's regular files (outside `.git` and `node_modules` folders, links
+   * never followed) between the window's opening and this call, whoever changed them (a command,
+   * a process it left running, the host), sorted by path: the same answer as comparing two
+   * snapshots taken at those moments. Ends the window; call it once. Rejects with
+   * SandboxUnavailableError when the sandbox was destroyed meanwhile.
+   */
+  close(): Promise<WorkspaceChange[]>
+}
+
 /** A regular file opened for reading: its size when opened, and its bytes (the file that was checked, whatever the path is now). */
 export type OpenedFile = {
   size: number
@@ -137,6 +152,13 @@ export type WorkspaceReader = {
 export type Sandbox = WorkspaceReader & {
   readonly id: string
   readonly state: SandboxState
+  /**
+   * Opens a window on what changes in the workspace from now on, to tell what a command changed in
+   * time that grows with what it changed rather than with the workspace (the local provider keeps a
+   * watcher of the folder, and walks the whole tree once when it has none or lost one). Every window
+   * opened must be closed. Rejects with SandboxUnavailableError when the sandbox is destroyed.
+   */
+  openChanges(): Promise<ChangeWindow>
   /** Runs `command` with /bin/sh -c inside the sandbox. Rejects only when the sandbox is unusable. */
   exec(req: ExecRequest, signal?: AbortSignal): Promise<ExecResult>
   /** Starts `command` with /bin/sh -c inside the sandbox, its stdin, stdout and stderr piped to the caller. */

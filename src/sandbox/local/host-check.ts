@@ -93,6 +93,8 @@ export function probeHost(opts: { probeUid: number; bwrap?: string; cgroups?: bo
       missing.push('No memory+swap accounting (memory.memsw): on a host with swap a workspace can page out past its memory limit.')
     }
   }
+  if (which('inotifywait')) available.push('inotifywait watches each workspace, so finding what a command changed does not walk the whole tree.')
+  else missing.push('inotifywait (inotify-tools) is missing: every bash call walks the whole workspace twice to find what it changed, which grows with the workspace.')
   if (tools?.ip) available.push('iproute2 is present for workspace network namespaces.')
   else missing.push('iproute2 (ip) is missing: workspaces can only run without any network.')
   return { tools, cgroups: cg, fatal, available, missing }

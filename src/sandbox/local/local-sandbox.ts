@@ -1,12 +1,13 @@
 import fs from 'node:fs'
 import path from 'node:path'
-import type { EntryStat, ExecRequest, ExecResult, ListedEntry, OpenedFile, Sandbox, SandboxProcess, SandboxSpec, SandboxState, WorkspaceReader, WorkspaceSnapshot } from '../sandbox.ts'
+import type { ChangeWindow, EntryStat, ExecRequest, ExecResult, ListedEntry, OpenedFile, Sandbox, SandboxProcess, SandboxSpec, SandboxState, WorkspaceReader, WorkspaceSnapshot } from '../sandbox.ts'
 import { SandboxUnavailableError } from '../sandbox.ts'
 import { execArgv, sandboxEnv, type Tools } from './bubblewrap.ts'
 import type { SandboxCgroup } from './cgroups.ts'
 import { parkExec, parkSpawn, type Parked } from './parked.ts'
 import { abortedResult, runCommand } from './run-command.ts'
 import { parkInit, startInit, type InitHandle } from './sandbox-init.ts'
+import { ChangeTracker } from './change-tracker.ts'
 import { cloneInto } from './clone-repo.ts'
 import { workspaceReader, writeWorkspaceFile } from './workspace-files.ts'
 
@@ -50,6 +51,8 @@ export class LocalSandbox implements Sandbox {
   private refilling: Promise<Spare | null> | null = null
   private destroying: Promise<void> | null = null
   private files: WorkspaceReader
+  /** Made at the first window: a sandbox that never runs a bash command never watches its tree. */
+  private changes: ChangeTracker | null = null
 
   constructor(ctx: LocalSandboxContext) {
     this.ctx = ctx
@@ -203,6 +206,17 @@ export class LocalSandbox implements Sandbox {
     return this.files.snapshot()
   }
 
+  async openChanges(): Promise<ChangeWindow> {
+    this.notDestroyed()
+    this.changes ??= new ChangeTracker(this.ctx.workspaceDir)
+    return this.changes.open()
+  }
+
+  /** The process watching the workspace's folder, while one runs (tests look for leaks with it). */
+  get watcherPid(): number | undefined {
+    return this.changes?.watcherPid
+  }
+
   async writeFile(p: string, data: Buffer, mode?: number): Promise<void> {
     this.notDestroyed()
     return writeWorkspaceFile(this.ctx.workspaceDir, p, data, this.uid, mode)
@@ -225,6 +239,12 @@ export class LocalSandbox implements Sandbox {
     if (this.current === 'paused') return
     // Set first: an exec arriving while the freeze completes is refused, not half-frozen.
     this.current = 'paused'
+    // A paused workspace holds no watcher (an inotify instance, the stamps of its files): the next
+    // command after the resume starts one again and walks the tree once.
+    if (this.changes?.idle) {
+      this.changes.close()
+      this.changes = null
+    }
     if (await this.cgroup.freeze()) {
       this.stopped = 'freezer'
       return
@@ -254,6 +274,7 @@ export class LocalSandbox implements Sandbox {
   destroy(): Promise<void> {
     this.destroying ??= (async () => {
       this.current = 'destroyed'
+      this.changes?.close()
       // Parked shells live in the cgroup, but without cgroups nothing else would end them.
       if (this.spare) this.discard(this.spare)
       this.spare = null

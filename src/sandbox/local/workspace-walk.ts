@@ -94,21 +94,26 @@ export async function walkTree(fd: number, prefix: string, visit: Visit): Promis
 
 /** Every regular file of the workspace (outside SKIPPED_DIRS) with the metadata that tells a change. */
 export async function snapshotWorkspace(dir: string): Promise<WorkspaceSnapshot> {
-  const out: WorkspaceSnapshot = new Map()
   const root = fs.openSync(dir, O_RDONLY | O_DIRECTORY)
   try {
-    await walkTree(root, '', (rel, entry, where) => {
-      if (!entry.isFile()) return
-      try {
-        const st = fs.lstatSync(where, { throwIfNoEntry: false })
-        if (st?.isFile()) out.set(rel, { size: st.size, mtimeMs: st.mtimeMs, ino: st.ino })
-      } catch (err) {
-        if (!racy(err)) throw err
-      }
-    })
+    return await snapshotTree(root, '')
   } finally {
     fs.closeSync(root)
   }
+}
+
+/** Every regular file below the folder `fd` (outside SKIPPED_DIRS), by its path under `prefix`, with its stamp. */
+export async function snapshotTree(fd: number, prefix: string): Promise<WorkspaceSnapshot> {
+  const out: WorkspaceSnapshot = new Map()
+  await walkTree(fd, prefix, (rel, entry, where) => {
+    if (!entry.isFile()) return
+    try {
+      const st = fs.lstatSync(where, { throwIfNoEntry: false })
+      if (st?.isFile()) out.set(rel, { size: st.size, mtimeMs: st.mtimeMs, ino: st.ino })
+    } catch (err) {
+      if (!racy(err)) throw err
+    }
+  })
   return out
 }
 

@@ -1,18 +1,17 @@
 import { StringDecoder } from 'node:string_decoder'
-import type { ExecResult, Sandbox, WorkspaceSnapshot } from '../../sandbox/sandbox.ts'
+import type { ChangeWindow, ExecResult, Sandbox } from '../../sandbox/sandbox.ts'
 import type { ToolOutcome } from './builtin-tool.ts'
 import { bashChanges } from './changes.ts'
 import { defineTool } from './define.ts'
 import { HeadTail, plural } from './text.ts'
-import { compareSnapshots } from './compare-snapshots.ts'
 
 const DEFAULT_TIMEOUT_S = 120
 const MAX_TIMEOUT_S = 1800
 /** The model gets at most 2× this many characters of output: the head and the tail. */
 const HALF_OUTPUT = 15_000
 
-/** Null when the workspace cannot be walked (it vanished): the call then reports no changes rather than failing. */
-const snapshot = (sandbox: Sandbox): Promise<WorkspaceSnapshot | null> => sandbox.snapshot().catch(() => null)
+/** Null when the workspace cannot be watched nor walked (it vanished): the call then reports no changes rather than failing. */
+const openChanges = (sandbox: Sandbox): Promise<ChangeWindow | null> => sandbox.openChanges().catch(() => null)
 
 function status(r: ExecResult, timeoutS: number): { line: string; short: string } {
   if (r.aborted) return { line: '[cancelled: the command was stopped]', short: 'cancelled' }
@@ -33,7 +32,7 @@ export const bash = defineTool({
   },
   async run(args, ctx): Promise<ToolOutcome> {
     const timeoutS = args.timeout_seconds ?? DEFAULT_TIMEOUT_S
-    const before = await snapshot(ctx.sandbox)
+    const window = await openChanges(ctx.sandbox)
     const acc = new HeadTail(HALF_OUTPUT)
     const take = (s: string) => {
       if (s === '') return
@@ -46,20 +45,27 @@ export const bash = defineTool({
     // One decoder per stream: a UTF-8 character split across chunks must not turn into garbage.
     const out = new StringDecoder('utf8')
     const err = new StringDecoder('utf8')
-    const r = await ctx.sandbox.exec(
-      {
-        command: args.command,
-        cwd: ctx.mount,
-        timeoutMs: Math.round(timeoutS * 1000),
-        onStdout: (c) => take(out.write(c)),
-        onStderr: (c) => take(err.write(c)),
-      },
-      ctx.signal,
-    )
+    let r: ExecResult
+    try {
+      r = await ctx.sandbox.exec(
+        {
+          command: args.command,
+          cwd: ctx.mount,
+          timeoutMs: Math.round(timeoutS * 1000),
+          onStdout: (c) => take(out.write(c)),
+          onStderr: (c) => take(err.write(c)),
+        },
+        ctx.signal,
+      )
+    } catch (e) {
+      // An open window keeps noting changes: end it.
+      void window?.close().catch(() => {})
+      throw e
+    }
     take(out.end())
     take(err.end())
-    const after = await snapshot(ctx.sandbox)
-    const changes = before && after ? await bashChanges(ctx, compareSnapshots(before, after)) : []
+    const found = window ? await window.close().catch(() => null) : null
+    const changes = found ? await bashChanges(ctx, found) : []
     const s = status(r, timeoutS)
     const body = acc.total === 0 ? '(no output)\n' : acc.text()
     const output = `${body}${body.endsWith('\n') ? '' : '\n'}${s.line}`

@@ -2,7 +2,7 @@ import type { FileChange, ToolContext } from './builtin-tool.ts'
 import { fileSize } from './file-size.ts'
 import { unifiedDiff } from './diff.ts'
 import { diffable, MAX_DIFF_SOURCE } from './text.ts'
-import type { SnapshotChange } from './compare-snapshots.ts'
+import type { WorkspaceChange } from '../../sandbox/sandbox.ts'
 
 /** Most files of one bash call read back for a diff: a build writing thousands gets kinds only. */
 const MAX_DIFFED = 50
@@ -27,12 +27,12 @@ export function fileChange(ctx: ToolContext, path: string, oldText: string | nul
 }
 
 /**
- * Turns the snapshot comparison around a bash call into FileChanges. Created files and modified
+ * Turns what changed around a bash call into FileChanges. Created files and modified
  * files whose earlier text the turn has seen are read back (through the sandbox, which refuses
  * links) for a diff; a modified file the turn never read gets its kind only, since there is
  * nothing to diff it against.
  */
-export async function bashChanges(ctx: ToolContext, found: SnapshotChange[]): Promise<FileChange[]> {
+export async function bashChanges(ctx: ToolContext, found: WorkspaceChange[]): Promise<FileChange[]> {
   const out: FileChange[] = []
   let diffed = 0
   for (const { path, kind } of found) {

@@ -1,6 +1,6 @@
-import type { WorkspaceSnapshot } from '../../sandbox/sandbox.ts'
+import type { WorkspaceChange, WorkspaceSnapshot } from '../../sandbox/sandbox.ts'
 
-export type SnapshotChange = { path: string; kind: 'created' | 'modified' | 'deleted' }
+export type SnapshotChange = WorkspaceChange
 
 /**
  * Created, modified (size, mtime or inode differ: a rename over the file counts) and deleted

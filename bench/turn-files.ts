@@ -1,0 +1,183 @@
+// bench/turn-files: bench/turn's step overhead measured per workspace size (kept apart from
+// bench/turn's --steps curve until the two are one script).
+// Usage: node_modules/.bin/node bench/turn-files.ts [--steps N] [--files 0,10000,100000]
+//
+// --files: the same turn once per workspace size, the workspace filled first with that many small
+// files (folders of 100, written from the host once the workspace is up, before the turn), to
+// show that a step's cost does not grow with the workspace (target: within 1.5× of the empty
+// workspace at 100,000 files).
+//
+// The service runs as its own process (SQLite, a real bubblewrap workspace). A minimal model
+// server in this process answers every request with one `bash` tool call of the same command,
+// and stamps when each response ended and when the next request arrived: that gap holds the
+// service's work (persist the step, decide, run the tool, persist its result, load the
+// conversation, build the next request) plus the command's own run. The command's own run is
+// measured beside it, through a sandbox of the same provider. Target: p50 overhead < 20 ms.
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process'
+import fs from 'node:fs'
+import http from 'node:http'
+import os from 'node:os'
+import path from 'node:path'
+import type { AddressInfo } from 'node:net'
+import { createLocalProvider } from '../src/sandbox/local/create-local.ts'
+import { listeningUrl } from './listening.ts'
+import { chatChunk, chatStream } from './chat-sse.ts'
+
+const root = path.resolve(import.meta.dirname, '..')
+const node = path.join(root, 'node_modules/.bin/node')
+const steps = Number(process.argv[process.argv.indexOf('--steps') + 1]) || 60
+const sizes = process.argv.includes('--files') ? process.argv[process.argv.indexOf('--files') + 1]!.split(',').map(Number) : null
+const COMMAND = 'echo step >> log.txt'
+const KEY = 'sk-bench-turn-0123456789'
+
+const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]!
+const ms = (x: number) => `${x.toFixed(2)} ms`
+
+// --- the model: one bash call per request until `steps`, then a final text reply -----------
+const ended: number[] = []
+const arrived: number[] = []
+let served = 0
+const sse = (res: http.ServerResponse, chunks: unknown[]) => chatStream(res, chunks, () => ended.push(performance.now()))
+const chunk = chatChunk
+const model = http.createServer((req, res) => {
+  arrived.push(performance.now())
+  req.resume()
+  req.on('end', () => {
+    if (req.url?.endsWith('/models')) return res.end(JSON.stringify({ object: 'list', data: [{ id: 'm', object: 'model' }] }))
+    const n = ++served
+    if (n > steps) return sse(res, [chunk({ role: 'assistant', content: 'done' }, null), chunk({}, 'stop')])
+    const call = { index: 0, id: `call_${n}`, type: 'function', function: { name: 'bash', arguments: JSON.stringify({ command: COMMAND }) } }
+    sse(res, [chunk({ role: 'assistant', content: null, tool_calls: [call] }, null), chunk({}, 'tool_calls')])
+  })
+})
+await new Promise<void>((r) => model.listen(0, '127.0.0.1', r))
+const modelUrl = `http://127.0.0.1:${(model.address() as AddressInfo).port}/v1`
+
+// --- the baseline: the same command through a sandbox of the same provider --------------------
+const rawDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-raw-'))
+fs.chmodSync(rawDir, 0o777)
+/** The command's own times, `steps` of them after 10 for warming up, in a new sandbox. */
+async function rawTimes(): Promise<number[]> {
+  const provider = await createLocalProvider({ workspaceRoot: rawDir, prefix: 'bt', uidBase: 395_000, uidCount: 1000 })
+  const sandbox = await provider.create({
+    id: 'bench-raw',
+    workspaceMount: '/workspace',
+    env: {},
+    network: { allow: [] },
+    limits: { memoryBytes: 512 * 1024 * 1024, pids: 128, cpus: 1 },
+  })
+  const raw: number[] = []
+  for (let i = 0; i < steps + 10; i++) {
+    const t = performance.now()
+    await sandbox.exec({ command: COMMAND })
+    if (i >= 10) raw.push(performance.now() - t)
+  }
+  await sandbox.destroy()
+  await provider.close()
+  return raw
+}
+const raw = await rawTimes()
+
+// --- the service ---------------------------------------------------------------------------
+/** One turn of `steps` bash steps in a new service and session; the gap before each step's next request, warm-up left out. */
+async function stepGaps(filesInWorkspace = 0): Promise<number[]> {
+  ended.length = 0
+  arrived.length = 0
+  served = 0
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-turn-'))
+  // Its own cgroup prefix and uids: a service cleans up every sandbox of its prefix it does not hold, so
+  // two runs side by side (several engineers on one machine) must not share them.
+  const own = process.pid % 10_000
+  const env = { ...process.env, WARREN_DATA_DIR: dataDir, PORT: '0', WARREN_LOG_LEVEL: 'warn', WARREN_SANDBOX_PREFIX: `b${own}`, WARREN_SANDBOX_UID_BASE: String(1_000_000 + own * 10_000) }
+  const minted = JSON.parse(execFileSync(node, ['src/main.ts', 'tokens', 'create', '--org', 'bench'], { cwd: root, env }).toString())
+  const headers = { authorization: `Bearer ${minted.token}`, 'content-type': 'application/json' }
+  const child: ChildProcess = spawn(node, ['src/main.ts', 'serve'], { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] })
+  try {
+    const url = await listeningUrl(child, 'warren')
+    const post = async (p: string, body: unknown) => {
+      const r = await fetch(`${url}${p}`, { method: 'POST', headers, body: JSON.stringify(body) })
+      if (!r.ok) throw new Error(`${p}: ${r.status} ${await r.text()}`)
+      return r.json() as Promise<{ id: string }>
+    }
+    await post('/v1/model-credentials', { provider: 'openai', api_key: KEY, base_url: modelUrl, models: ['m'] })
+    const session = await post('/v1/sessions', {})
+    if (filesInWorkspace > 0) await fillWorkspace(url, headers, session.id, path.join(dataDir, 'workspaces', session.id), filesInWorkspace)
+    const turn = await post(`/v1/sessions/${session.id}/messages`, { text: 'go' })
+    for (;;) {
+      const r = await fetch(`${url}/v1/sessions/${session.id}/turns/${turn.id}`, { headers })
+      // A long turn (steps in a large workspace before this change) outlasts the rate limit's minute: wait it out.
+      if (r.status === 429) {
+        await new Promise((r) => setTimeout(r, 1000))
+        continue
+      }
+      const t = (await r.json()) as { status: string; error: unknown }
+      if (t.status !== 'working') {
+        if (t.status !== 'completed') throw new Error(`the turn ended ${t.status}: ${JSON.stringify(t.error)}`)
+        break
+      }
+      await new Promise((r) => setTimeout(r, 50))
+    }
+    // The first gap includes the workspace's first start and the JIT warming up: skip a few.
+    return ended.slice(5, steps).map((e, i) => arrived[i + 6]! - e)
+  } finally {
+    child.kill()
+    await new Promise((r) => (child.exitCode === null && child.signalCode === null ? child.once('exit', r) : r(null)))
+    fs.rmSync(dataDir, { recursive: true, force: true })
+  }
+}
+
+/** Once the session's workspace is up, writes `n` small files in folders of 100 under repo/ from the host (readable by the agent, not its to change). */
+async function fillWorkspace(url: string, headers: Record<string, string>, sessionId: string, dir: string, n: number): Promise<void> {
+  for (;;) {
+    const r = await fetch(`${url}/v1/sessions/${sessionId}`, { headers })
+    const state = r.ok ? ((await r.json()) as { environment: { state: string } }).environment.state : 'pending'
+    if (state === 'running') break
+    if (state !== 'pending') throw new Error(`the workspace is ${state}`)
+    await new Promise((r) => setTimeout(r, 200))
+  }
+  for (let i = 0; i * 100 < n; i++) {
+    fs.mkdirSync(path.join(dir, 'repo', `d${i}`), { recursive: true })
+    for (let j = 0; j < 100 && i * 100 + j < n; j++) fs.writeFileSync(path.join(dir, 'repo', `d${i}`, `f${j}.txt`), `${i} ${j}\n`)
+  }
+  // The filling kept this process busy past the service's keep-alive: a pooled connection may have
+  // been closed meanwhile. A read, retried once, uses it up before the turn's POST needs one.
+  await fetch(`${url}/v1/sessions/${sessionId}`, { headers }).catch(() => fetch(`${url}/v1/sessions/${sessionId}`, { headers }))
+}
+
+const rawP50 = pct(raw, 0.5)
+try {
+  if (sizes) await filesCurve(sizes)
+  else {
+    const gaps = await stepGaps()
+    const overhead = gaps.map((g) => g - rawP50)
+    console.log(`bench/turn on SQLite: ${gaps.length} agent steps, each one bash call (\`${COMMAND}\`)`)
+    console.log(`raw command in a sandbox   p50 ${ms(rawP50)}  p90 ${ms(pct(raw, 0.9))}`)
+    console.log(`response end → next request p50 ${ms(pct(gaps, 0.5))}  p90 ${ms(pct(gaps, 0.9))}`)
+    console.log(`service overhead per step   p50 ${ms(pct(overhead, 0.5))}  p90 ${ms(pct(overhead, 0.9))} (target p50 < 20 ms)`)
+    console.log(`ratio step gap / raw command: ${(pct(gaps, 0.5) / rawP50).toFixed(2)}`)
+  }
+} finally {
+  model.close()
+  fs.rmSync(rawDir, { recursive: true, force: true })
+}
+
+/**
+ * --files: the service's overhead per step at each workspace size beside the raw command, and its
+ * ratio to the first size. The raw command is measured again right before each size, so that a
+ * machine whose load changes between sizes (other work on it) moves both sides together.
+ */
+async function filesCurve(sizes: number[]): Promise<void> {
+  console.log(`bench/turn-files --files on SQLite: ${steps} agent steps per size, each one bash call (\`${COMMAND}\`)`)
+  let base: number | null = null
+  for (const n of sizes) {
+    const rawN = pct(await rawTimes(), 0.5)
+    const gaps = await stepGaps(n)
+    const overhead = gaps.map((g) => g - rawN)
+    const p50 = pct(overhead, 0.5)
+    base ??= p50
+    const target = n >= 100_000 ? ' (target ≤ 1.50× at 100,000 files)' : ''
+    console.log(
+      `${String(n).padStart(7)} files: step gap p50 ${ms(pct(gaps, 0.5))}, raw command p50 ${ms(rawN)}, service overhead per step p50 ${ms(p50)} p90 ${ms(pct(overhead, 0.9))}; ratio to ${sizes[0]} files ${(p50 / base).toFixed(2)}×${target}`,
+    )
+  }
+}

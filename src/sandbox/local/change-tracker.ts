@@ -1,0 +1,200 @@
+import fs from 'node:fs'
+import type { ChangeWindow, FileStamp, WorkspaceChange, WorkspaceSnapshot } from '../sandbox.ts'
+import { SandboxUnavailableError } from '../sandbox.ts'
+import { FileTree } from './file-tree.ts'
+import { openWorkspaceDir, SKIPPED_DIRS, snapshotTree } from './workspace-walk.ts'
+import { WorkspaceWatcher } from './workspace-watch.ts'
+
+/** After a watcher could not start (no inotifywait, limits reached), walks only until this much later, then tries again. */
+const RETRY_MS = 60_000
+/** Paths looked at between two yields to the event loop. */
+const SLICE = 256
+
+/** A window's view: each path changed since it opened, with its stamp then (null: no regular file there). */
+type Opened = Map<string, FileStamp | null>
+
+const same = (a: FileStamp | undefined, b: FileStamp | undefined) => a === b || (!!a && !!b && a.size === b.size && a.mtimeMs === b.mtimeMs && a.ino === b.ino)
+
+/**
+ * What changed in a workspace folder, in time proportional to what changed. The tracker keeps the
+ * stamps of every regular file (as a snapshot would have them) and a watcher that names the paths
+ * that may have changed; at each sync it looks at those paths only (a folder that appeared or went
+ * is walked, or its known files dropped) and brings the stamps up to date, noting each change in
+ * every open window. Looking at the path's state now, not trusting the event's word, keeps it right
+ * when events come late, twice or with an old name. Without a watcher (never started, lost to an
+ * overflow, a watch limit, its process dying) the next sync starts a new one and then walks the
+ * whole tree once, comparing it with the stamps: the same answer, at the old price, once.
+ */
+export class ChangeTracker {
+  private root: string
+  private files = new FileTree()
+  private watcher: WorkspaceWatcher | null = null
+  /** Paths named by the watcher since the last sync; true: look below it too. */
+  private dirty = new Map<string, boolean>()
+  private windows = new Set<Opened>()
+  private queue: Promise<unknown> = Promise.resolve()
+  private retryAt = 0
+  private closed = false
+
+  constructor(root: string) {
+    this.root = root
+  }
+
+  /** The watcher's process, when one runs (tests look for leaks and kill it to lose it). */
+  get watcherPid(): number | undefined {
+    return this.watcher?.pid
+  }
+
+  async open(): Promise<ChangeWindow> {
+    await this.sync()
+    const opened: Opened = new Map()
+    this.windows.add(opened)
+    let done = false
+    return {
+      close: async () => {
+        if (done) throw new Error('the change window is closed already')
+        done = true
+        try {
+          await this.sync()
+        } finally {
+          this.windows.delete(opened)
+        }
+        const out: WorkspaceChange[] = []
+        for (const [path, was] of opened) {
+          const now = this.files.get(path)
+          if (!was && now) out.push({ path, kind: 'created' })
+          else if (was && !now) out.push({ path, kind: 'deleted' })
+          else if (was && now && !same(was, now)) out.push({ path, kind: 'modified' })
+        }
+        return out.sort((x, y) => (x.path < y.path ? -1 : x.path > y.path ? 1 : 0))
+      },
+    }
+  }
+
+  /** True when no window is open: the tracker can be dropped without losing an answer. */
+  get idle(): boolean {
+    return this.windows.size === 0
+  }
+
+  /** Stops the watcher; later windows reject. Idempotent. */
+  close(): void {
+    this.closed = true
+    this.watcher?.close()
+    this.watcher = null
+    this.windows.clear()
+  }
+
+  /** One at a time, in call order: a sync must see every change made before it was called. */
+  private sync(): Promise<void> {
+    const run = this.queue.then(() => this.syncNow())
+    this.queue = run.catch(() => {})
+    return run
+  }
+
+  private async syncNow(): Promise<void> {
+    if (this.closed) throw new SandboxUnavailableError('destroyed')
+    if (this.watcher) {
+      try {
+        await this.watcher.fence()
+      } catch {
+        this.dropWatcher()
+      }
+    }
+    if (!this.watcher) {
+      // The new watcher first: what changes during the walk is then named by it.
+      await this.startWatcher()
+      if (this.closed) throw new SandboxUnavailableError('destroyed')
+      await this.reconcile('', true)
+      return
+    }
+    const dirty = this.dirty
+    this.dirty = new Map()
+    // Folders first, shallowest first: a path below a folder walked in this sync needs no second look.
+    const walked = new Set<string>()
+    const below = (rel: string) => {
+      for (let i = rel.lastIndexOf('/'); i > 0; i = rel.lastIndexOf('/', i - 1)) if (walked.has(rel.slice(0, i))) return true
+      return false
+    }
+    const order = [...dirty].sort(([a, da], [b, db]) => (da !== db ? (da ? -1 : 1) : a.split('/').length - b.split('/').length))
+    let looked = 0
+    for (const [rel, deep] of order) {
+      if (below(rel)) continue
+      await this.reconcile(rel, deep)
+      if (deep) walked.add(rel)
+      // A burst of writes names many paths: let the service breathe between slices.
+      if (++looked % SLICE === 0) await new Promise((r) => setImmediate(r))
+    }
+  }
+
+  private async startWatcher(): Promise<void> {
+    if (Date.now() < this.retryAt) return
+    const hooks = {
+      // Whichever watcher names a path, looking at it again is harmless.
+      changed: (rel: string, deep: boolean) => void this.dirty.set(rel, deep || (this.dirty.get(rel) ?? false)),
+      lost: () => {
+        if (this.watcher === watcher) this.dropWatcher()
+      },
+    }
+    let watcher: WorkspaceWatcher | null = null
+    try {
+      watcher = await WorkspaceWatcher.start(this.root, hooks)
+    } catch {
+      this.retryAt = Date.now() + RETRY_MS
+      return
+    }
+    if (this.closed) return watcher.close()
+    this.watcher = watcher
+  }
+
+  private dropWatcher(): void {
+    this.watcher?.close()
+    this.watcher = null
+  }
+
+  /** Brings the stamps of `rel` (and, when `deep` or it was a file, of everything below it) up to date, noting changes. */
+  private async reconcile(rel: string, deep: boolean): Promise<void> {
+    const parts = rel === '' ? [] : rel.split('/')
+    // Below .git and node_modules folders nothing is tracked; a file of that name is (a worktree's `.git`).
+    if (parts.slice(0, -1).some((p) => SKIPPED_DIRS.has(p))) return
+    const now = parts.length === 0 ? 'folder' : this.entry(parts)
+    // A folder's own metadata changed: nothing below it did, unless a file of that name went.
+    if (now === 'folder' && !deep && !this.files.get(rel)) return
+    const before = this.files.take(parts)
+    const untracked = now === 'folder' && SKIPPED_DIRS.has(parts.at(-1) ?? '')
+    const after: WorkspaceSnapshot = now === 'folder' ? (untracked ? new Map() : await this.walk(rel)) : now ? new Map([[rel, now]]) : new Map()
+    for (const [p, was] of before) if (!same(was, after.get(p))) this.note(p, was)
+    for (const [p, is] of after) {
+      if (!before.has(p)) this.note(p, null)
+      this.files.set(p, is)
+    }
+  }
+
+  private note(path: string, was: FileStamp | null): void {
+    for (const w of this.windows) if (!w.has(path)) w.set(path, was)
+  }
+
+  /** What is at `parts` now, never through a link: a regular file's stamp, 'folder', or null (nothing, a link, a device…). */
+  private entry(parts: string[]): FileStamp | 'folder' | null {
+    const fd = openWorkspaceDir(this.root, parts.slice(0, -1).join('/'))
+    if (fd === null) return null
+    try {
+      const st = fs.lstatSync(`/proc/self/fd/${fd}/${parts.at(-1)}`, { throwIfNoEntry: false })
+      if (st?.isDirectory()) return 'folder'
+      return st?.isFile() ? { size: st.size, mtimeMs: st.mtimeMs, ino: st.ino } : null
+    } catch {
+      return null
+    } finally {
+      fs.closeSync(fd)
+    }
+  }
+
+  private async walk(rel: string): Promise<WorkspaceSnapshot> {
+    const fd = openWorkspaceDir(this.root, rel)
+    if (fd === null) return new Map()
+    try {
+      return await snapshotTree(fd, rel === '' ? '' : `${rel}/`)
+    } finally {
+      fs.closeSync(fd)
+    }
+  }
+}

@@ -1,0 +1,177 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+
+/**
+ * A watcher of a workspace's host folder: `inotifywait -m -r` (Debian's inotify-tools, installed
+ * by scripts/setup.sh), one process and one inotify instance per watched workspace. It reports
+ * which paths may have changed; the caller looks at them (change-tracker.ts). Chosen over Node's
+ * fs.watch because libuv drops inotify's queue-overflow event silently, and a lost event must
+ * never go unnoticed: inotifywait prints Q_OVERFLOW, and says on stderr when a new folder could
+ * not be watched (the watch limit), both of which end this watcher (`onLost`) so that the caller
+ * walks the tree once instead.
+ *
+ * Events of one inotify instance come in the order they happened, so a file created in a private
+ * folder watched by the same process (the fence) is a barrier: once its event is read, every
+ * change made in the workspace before it has been reported.
+ */
+
+export type WatchHooks = {
+  /** `rel` ('' for the workspace itself) may have changed; `deep` when a folder appeared or went (look below it). */
+  changed(rel: string, deep: boolean): void
+  /** Events were or may be lost (overflow, a folder left unwatched, the process gone): this watcher is over. */
+  lost(reason: string): void
+}
+
+/** How long a fence may take before the watcher is taken for stuck (a loaded host is slow, not broken). */
+const FENCE_TIMEOUT_MS = 10_000
+const START_TIMEOUT_MS = 120_000
+const EVENTS = ['modify', 'attrib', 'create', 'delete', 'move', 'delete_self', 'move_self', 'q_overflow', 'unmount']
+
+const escapeRegex = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+
+export class WorkspaceWatcher {
+  private child: ChildProcess
+  private fenceDir: string
+  private fences = 0
+  private waiting = new Map<number, { resolve: () => void; reject: (err: Error) => void; timer: NodeJS.Timeout }>()
+  private over = false
+  private hooks: WatchHooks
+  private root: string
+
+  private constructor(root: string, fenceDir: string, child: ChildProcess, hooks: WatchHooks) {
+    this.root = root
+    this.fenceDir = fenceDir
+    this.child = child
+    this.hooks = hooks
+  }
+
+  /** The watcher's process id (tests look for leaks with it). */
+  get pid(): number | undefined {
+    return this.child.pid
+  }
+
+  /** Resolves once every folder below `root` is watched; rejects when it cannot be (no inotifywait, limits reached). */
+  static async start(root: string, hooks: WatchHooks): Promise<WorkspaceWatcher> {
+    const fenceDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-fence-'))
+    // Events below .git and node_modules folders are dropped by inotifywait (their folders are
+    // still watched: the regex filters events, not the recursion), not those of a file so named
+    // (a worktree's `.git` file is the agent's); -P: links are never followed.
+    const exclude = `^${escapeRegex(root)}/(.*/)?(\\.git|node_modules)/`
+    const args = ['-m', '-r', '-P', '--format', '%e %w%f%0', '--no-newline', '--exclude', exclude, ...EVENTS.flatMap((e) => ['-e', e]), root, fenceDir]
+    // Killed with the service (a parent-death signal that survives the exec): a crash leaves no
+    // watcher behind holding an inotify instance.
+    const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', 'inotifywait', ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const watcher = new WorkspaceWatcher(root, fenceDir, child, hooks)
+    try {
+      await watcher.established()
+    } catch (err) {
+      watcher.close()
+      throw err
+    }
+    return watcher
+  }
+
+  /** Resolves once every change made before the call has been passed to `changed`; rejects when the watcher is lost. */
+  fence(): Promise<void> {
+    if (this.over) return Promise.reject(new Error('the watcher is closed'))
+    const n = ++this.fences
+    const done = new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => this.end(`no fence event within ${FENCE_TIMEOUT_MS} ms`), FENCE_TIMEOUT_MS)
+      this.waiting.set(n, { resolve, reject, timer })
+    })
+    try {
+      fs.writeFileSync(path.join(this.fenceDir, String(n)), '')
+    } catch (err) {
+      this.end(`the fence could not be written: ${(err as Error).message}`)
+    }
+    return done
+  }
+
+  /** Stops the process and removes the fence folder. Idempotent. */
+  close(): void {
+    this.over = true
+    for (const w of this.waiting.values()) {
+      clearTimeout(w.timer)
+      w.reject(new Error('the watcher is closed'))
+    }
+    this.waiting.clear()
+    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGKILL')
+    fs.rmSync(this.fenceDir, { recursive: true, force: true })
+  }
+
+  private end(reason: string): void {
+    if (this.over) return
+    this.close()
+    this.hooks.lost(reason)
+  }
+
+  private established(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      let ready = false
+      let said = ''
+      // A tree so large that setting up its watches takes this long is walked instead.
+      const slow = setTimeout(() => reject(new Error(`inotifywait set up no watches within ${START_TIMEOUT_MS} ms`)), START_TIMEOUT_MS)
+      this.child.once('error', (err) => (ready ? this.end(err.message) : reject(err)))
+      this.child.once('exit', (code, signal) => {
+        const why = `inotifywait exited (${signal ?? code}): ${said.trim()}`
+        clearTimeout(slow)
+        if (ready) this.end(why)
+        else reject(new Error(why))
+      })
+      this.child.stderr!.setEncoding('utf8')
+      this.child.stderr!.on('data', (s: string) => {
+        if (ready) return this.end(`inotifywait: ${s.trim()}`)
+        said += s
+        // Anything said after this line is trouble (a new folder it could not watch, say).
+        if (said.includes('Watches established.')) {
+          ready = true
+          clearTimeout(slow)
+          resolve()
+        }
+      })
+      let rest: Buffer = Buffer.alloc(0)
+      this.child.stdout!.on('data', (chunk: Buffer) => {
+        rest = rest.length ? Buffer.concat([rest, chunk]) : chunk
+        let start = 0
+        for (let nul = rest.indexOf(0, start); nul !== -1; nul = rest.indexOf(0, start)) {
+          this.event(rest.toString('utf8', start, nul))
+          start = nul + 1
+        }
+        rest = rest.subarray(start)
+      })
+    })
+  }
+
+  /** One record: `EVENT[,EVENT…] /host/path` (names may hold spaces and newlines, never NUL). */
+  private event(record: string): void {
+    if (this.over) return
+    const space = record.indexOf(' ')
+    const events = record.slice(0, space).split(',')
+    const where = record.slice(space + 1)
+    if (events.includes('Q_OVERFLOW')) return this.end('the inotify queue overflowed')
+    if (where.startsWith(this.fenceDir + '/')) return this.fenced(where.slice(this.fenceDir.length + 1), events)
+    const rel = where === this.root || where === `${this.root}/` ? '' : where.startsWith(`${this.root}/`) ? where.slice(this.root.length + 1) : null
+    if (rel === null) return
+    if (rel === '' && events.some((e) => e === 'DELETE_SELF' || e === 'MOVE_SELF' || e === 'UNMOUNT')) return this.end('the workspace folder itself went')
+    // A watched folder's own events: its parent's watch reports what matters.
+    if (events.some((e) => e.endsWith('_SELF')) || rel.endsWith('/')) return
+    const appearedOrWent = events.some((e) => e === 'CREATE' || e === 'DELETE' || e === 'MOVED_FROM' || e === 'MOVED_TO')
+    if (events.includes('ISDIR') && !appearedOrWent) return
+    this.hooks.changed(rel, events.includes('ISDIR'))
+  }
+
+  private fenced(name: string, events: string[]): void {
+    if (!events.includes('CREATE')) return
+    const n = Number(name)
+    // In order: this fence's event also tells every earlier fence's changes are in.
+    for (const [k, w] of this.waiting) {
+      if (k > n) continue
+      clearTimeout(w.timer)
+      this.waiting.delete(k)
+      w.resolve()
+    }
+    fs.rm(path.join(this.fenceDir, name), { force: true }, () => {})
+  }
+}
