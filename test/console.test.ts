@@ -288,6 +288,12 @@ describe('the web console', () => {
       await page.locator('input[name=metadata-filter]').fill('team:core')
       await page.locator('input[name=metadata-filter]').press('Enter')
       await page.getByRole('link', { name: 'Paint the fence' }).waitFor()
+      // Made in the console: the source filter finds it under console and not under cli.
+      await page.locator('select[name=source]').selectOption('cli')
+      await page.getByText('No sessions match.').waitFor()
+      await page.locator('select[name=source]').selectOption('console')
+      await page.getByRole('link', { name: 'Paint the fence' }).waitFor()
+      await page.locator('select[name=source]').selectOption('')
       await shot('sessions')
 
       await page.getByRole('link', { name: 'Model connections' }).click()

@@ -8,17 +8,20 @@ import { Empty, ErrorLine, Header, parsePairs, Status } from '../ui.tsx'
 
 const STATUSES = ['idle', 'working', 'requires_action', 'failed'] as const
 type SessionStatus = (typeof STATUSES)[number]
+const SOURCES = ['api', 'console', 'cli'] as const
+type Source = (typeof SOURCES)[number]
 
 export function SessionsPage() {
   const sdk = useSdk()
   const [status, setStatus] = useState<SessionStatus | ''>('')
+  const [source, setSource] = useState<Source | ''>('')
   const [labels, setLabels] = useState('')
   const [draft, setDraft] = useState('')
   const [creating, setCreating] = useState(false)
   const metadata = labels.split(',').map((l) => l.trim()).filter((l) => l.includes(':'))
   const list = useLoad(
-    () => ok(sdk.api.GET('/v1/sessions', { params: { query: { limit: 100, ...(status ? { status } : {}), ...(metadata.length ? { metadata } : {}) } } })),
-    [status, metadata.join(',')],
+    () => ok(sdk.api.GET('/v1/sessions', { params: { query: { limit: 100, ...(status ? { status } : {}), ...(source ? { source } : {}), ...(metadata.length ? { metadata } : {}) } } })),
+    [status, source, metadata.join(',')],
   )
   return (
     <section>
@@ -35,6 +38,13 @@ export function SessionsPage() {
           <select name="status" value={status} onChange={(e) => setStatus(e.currentTarget.value as SessionStatus | '')}>
             <option value="">any</option>
             {STATUSES.map((s) => <option key={s} value={s}>{s.replace('_', ' ')}</option>)}
+          </select>
+        </label>
+        <label>
+          Source
+          <select name="source" value={source} onChange={(e) => setSource(e.currentTarget.value as Source | '')}>
+            <option value="">any</option>
+            {SOURCES.map((s) => <option key={s} value={s}>{s}</option>)}
           </select>
         </label>
         <label class="grow">
