@@ -64,6 +64,21 @@ export const settled = (cluster: Cluster, sessionId: string, turnId: string): Pr
     120_000,
   )
 
+/**
+ * A session created on `node` whose first turn wrote a fresh marker into /workspace/kept.txt with
+ * one bash call and completed: what a later turn, on this node or one that took the session over,
+ * reads back to tell the workspace was kept.
+ */
+export async function sessionWithMarker(cluster: Cluster, node: number, fake: FakeModelServer): Promise<{ sessionId: string; marker: string }> {
+  const marker = `kept-${tag()}`
+  const write = `write the marker ${marker}`
+  route(fake, write, (req) => (req.toolResults.length === 0 ? { toolCalls: [{ name: 'bash', args: { command: `echo ${marker} > /workspace/kept.txt` } }] } : { text: 'written' }))
+  const sessionId = await createSession(cluster, node)
+  const first = await settled(cluster, sessionId, (await send(cluster, node, sessionId, write)).id)
+  assert.equal(first.status, 'completed', JSON.stringify(first))
+  return { sessionId, marker }
+}
+
 export async function allItems(cluster: Cluster, sessionId: string): Promise<Item[]> {
   const out: Item[] = []
   let cursor = ''

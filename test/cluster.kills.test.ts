@@ -5,7 +5,7 @@
 import { after, before, it } from 'node:test'
 import assert from 'node:assert/strict'
 import { startCluster, type Cluster } from './cluster.ts'
-import { allItems, connectModel, leftOnHost, createSession, ownerIndex, render, RESTORED_NOTE, route, routeAcrossRestore, send, settled, tag, type Turn } from './cluster.helpers.ts'
+import { allItems, connectModel, leftOnHost, createSession, ownerIndex, render, RESTORED_NOTE, routeAcrossRestore, send, sessionWithMarker, settled, tag, type Turn } from './cluster.helpers.ts'
 import { startModelServer, type FakeModelServer, type ModelRequest, type ScriptStep } from './fakes/model-server.ts'
 import { waitFor } from './fixtures.ts'
 import { onPostgres } from './harness.ts'
@@ -54,12 +54,7 @@ onPostgres('cluster: nodes killed and stopped under load', () => {
 
   it('SIGKILLed mid tool call: another node takes over, tells the model which call was cut and that the workspace was restored; a stream resumed on another node gets every event once', async () => {
     await ensureLive(0, 1, 2)
-    const marker = `kept-${tag()}`
-    const write = `write the marker ${marker}`
-    route(fake, write, (req) => (req.toolResults.length === 0 ? { toolCalls: [{ name: 'bash', args: { command: `echo ${marker} > /workspace/kept.txt` } }] } : { text: 'written' }))
-    const sessionId = await createSession(c, 0)
-    const first = await settled(c, sessionId, (await send(c, 0, sessionId, write)).id)
-    assert.equal(first.status, 'completed', JSON.stringify(first))
+    const { sessionId, marker } = await sessionWithMarker(c, 0, fake)
     await waitFor('the workspace snapshot after the first turn', async () => (await c.query('SELECT 1 FROM {schema}.workspace_snapshots WHERE session_id = $1', [sessionId])).length === 1, 60_000)
     assert.equal(await ownerIndex(c, sessionId), 0, 'control: node 0 created the session and owns it')
 

@@ -12,7 +12,7 @@ import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { NODE_LEASE_MS, startCluster, type Cluster } from './cluster.ts'
 import { startModelServer, type FakeModelServer, type ModelRequest, type ScriptStep } from './fakes/model-server.ts'
-import { allItems, allowUpTo, connectModel, createSession, render, route, send, settled, tag, type Turn } from './cluster.helpers.ts'
+import { allItems, allowUpTo, connectModel, createSession, render, route, send, sessionWithMarker, settled, tag, type Turn } from './cluster.helpers.ts'
 import { waitFor } from './fixtures.ts'
 import { onPostgres } from './harness.ts'
 import { serviceProcess } from './service-process.ts'
@@ -81,14 +81,7 @@ onPostgres('cluster: two nodes on one PostgreSQL', () => {
   it("a node started beside a live one leaves that node's workspace running and its usage interval open", async () => {
     const c = await cluster([0])
     await connectModel(c, 0, fake)
-    const marker = `kept-${tag()}`
-    const write = `write the marker ${marker}`
-    route(fake, write, (req) =>
-      req.toolResults.length === 0 ? { toolCalls: [{ name: 'bash', args: { command: `echo ${marker} > /workspace/kept.txt` } }] } : { text: 'written' },
-    )
-    const sessionId = await createSession(c, 0)
-    const first = await settled(c, sessionId, (await send(c, 0, sessionId, write)).id)
-    assert.equal(first.status, 'completed', JSON.stringify(first))
+    const { sessionId, marker } = await sessionWithMarker(c, 0, fake)
     const state = async (node: number) => {
       const res = await c.on(node, 'GET', `/v1/sessions/${sessionId}`)
       assert.equal(res.status, 200, res.text)
@@ -136,12 +129,7 @@ onPostgres('cluster: a node killed', () => {
   it('SIGKILLed mid model stream: another node takes the session within the lease, restores the workspace from its last snapshot and carries the turn on', async () => {
     c = await startCluster({ nodes: 2, start: [0, 1] })
     await connectModel(c, 0, fake)
-    const marker = `kept-${tag()}`
-    const write = `write the marker ${marker}`
-    route(fake, write, (req) => (req.toolResults.length === 0 ? { toolCalls: [{ name: 'bash', args: { command: `echo ${marker} > /workspace/kept.txt` } }] } : { text: 'written' }))
-    const sessionId = await createSession(c, 0)
-    const first = await settled(c, sessionId, (await send(c, 0, sessionId, write)).id)
-    assert.equal(first.status, 'completed', JSON.stringify(first))
+    const { sessionId, marker } = await sessionWithMarker(c, 0, fake)
     // The settled turn's files are saved where every node reaches them.
     await waitFor('the workspace snapshot after the first turn', async () => (await c!.query('SELECT session_id FROM {schema}.workspace_snapshots WHERE session_id = $1', [sessionId])).length === 1, 60_000)
     const [owner] = await c.query<{ owner_node: string }>('SELECT owner_node FROM {schema}.sessions WHERE id = $1', [sessionId])
