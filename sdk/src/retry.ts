@@ -71,7 +71,10 @@ async function waitBeforeRetry(res: Response, attempt: number, answerLost: boole
     if (code !== null) return null
   }
   if (res.status === 409 && answerLost) return backoff(attempt)
-  if (GATEWAY.has(res.status)) return retryAfterSeconds(res) !== null ? retryAfterSeconds(res)! * 1000 : backoff(attempt)
+  if (GATEWAY.has(res.status)) {
+    const after = retryAfterSeconds(res)
+    return after !== null ? after * 1000 : backoff(attempt)
+  }
   return null
 }
 
