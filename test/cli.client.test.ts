@@ -25,12 +25,15 @@ describe('warren client commands', () => {
   let env: NodeJS.ProcessEnv
   const tmuxSessions: string[] = []
 
-  /** Runs bin/warren with no terminal (stdin closed), as a script would. */
-  const warren = (...args: string[]): Promise<Run> =>
-    new Promise((resolve) => {
-      const child = execFile(BIN, args, { env, timeout: 90_000 }, (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }))
-      child.stdin?.end()
-    })
+  /** Runs bin/warren with no terminal (stdin closed), as a script would, as the user `as` describes. */
+  const runAs =
+    (as: () => NodeJS.ProcessEnv) =>
+    (...args: string[]): Promise<Run> =>
+      new Promise((resolve) => {
+        const child = execFile(BIN, args, { env: as(), timeout: 90_000 }, (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }))
+        child.stdin?.end()
+      })
+  const warren = runAs(() => env)
   const json = async (...args: string[]) => {
     const r = await warren(...args, '--json')
     assert.equal(r.code, 0, `warren ${args.join(' ')}: ${r.stderr}`)
@@ -82,9 +85,7 @@ describe('warren client commands', () => {
   it('login keeps the address and token for the user alone; refusals print code, message and request id', async () => {
     // A user of its own, with no file yet.
     const config = path.join(dir, 'login', 'config.json')
-    const own = { ...env, WARREN_CONFIG: config }
-    const as = (...args: string[]): Promise<Run> =>
-      new Promise((resolve) => execFile(BIN, args, { env: own, timeout: 90_000 }, (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr })))
+    const as = runAs(() => ({ ...env, WARREN_CONFIG: config }))
     const bad = await as('login', '--url', base, '--token', 'svc_pat_wrong')
     assert.equal(bad.code, 1)
     assert.match(bad.stderr, /^warren: authentication_error: .+ \(request req_\w+\)\n$/)
