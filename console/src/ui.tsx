@@ -34,3 +34,15 @@ export function parsePairs(text: string, sep: '=' | ':'): Record<string, string>
 }
 
 export const json = (v: unknown): string => (typeof v === 'string' ? v : JSON.stringify(v, null, 2))
+
+/**
+ * A row's remove button: asks `question` first, then `remove()` through the page's action (whose
+ * error line shows a refusal), then `done()` (the list read again).
+ */
+export function RemoveButton({ label = 'Delete', question, action, remove, done }: { label?: string; question: string; action: { run: (fn: () => Promise<unknown>) => Promise<boolean> }; remove: () => Promise<unknown>; done: () => void }) {
+  return (
+    <button class="small danger" onClick={() => confirm(question) && action.run(async () => (await remove(), done()))}>
+      {label}
+    </button>
+  )
+}

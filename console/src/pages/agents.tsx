@@ -3,7 +3,7 @@ import { useState } from 'preact/hooks'
 import { ok, when } from '../api.ts'
 import { useSdk } from '../app.tsx'
 import { useAction, useLoad } from '../hooks.ts'
-import { Empty, ErrorLine, Header } from '../ui.tsx'
+import { Empty, ErrorLine, Header, RemoveButton } from '../ui.tsx'
 
 export function AgentsPage() {
   const sdk = useSdk()
@@ -43,7 +43,7 @@ export function AgentsPage() {
                 <td>{a.tools.map((t) => <span key={t.name ?? t.type} class="chip">{t.name ?? t.type}</span>)}</td>
                 <td class="clip">{a.instructions}</td>
                 <td class="muted">{when(a.created_at)}</td>
-                <td><button class="small danger" onClick={() => confirm(`Delete ${a.name}?`) && action.run(async () => (await ok(sdk.api.DELETE('/v1/agents/{agent_id}', { params: { path: { agent_id: a.id } } })), list.reload()))}>Delete</button></td>
+                <td><RemoveButton question={`Delete ${a.name}?`} action={action} remove={() => ok(sdk.api.DELETE('/v1/agents/{agent_id}', { params: { path: { agent_id: a.id } } }))} done={list.reload} /></td>
               </tr>
             ))}
           </tbody>

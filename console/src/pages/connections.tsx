@@ -3,7 +3,7 @@ import { useState } from 'preact/hooks'
 import { ok, when } from '../api.ts'
 import { useSdk } from '../app.tsx'
 import { useAction, useLoad } from '../hooks.ts'
-import { Empty, ErrorLine, Header } from '../ui.tsx'
+import { Empty, ErrorLine, Header, RemoveButton } from '../ui.tsx'
 
 type Provider = 'openai' | 'anthropic' | 'openai_compatible'
 
@@ -51,7 +51,7 @@ export function ConnectionsPage() {
                 <td>{c.models.map((m) => <span key={m} class="chip">{m}</span>)}</td>
                 <td class="mono small">{c.key_hint}</td>
                 <td class="muted">{when(c.created_at)}</td>
-                <td><button class="small danger" onClick={() => confirm(`Remove ${c.name}?`) && action.run(async () => (await ok(sdk.api.DELETE('/v1/model-credentials/{credential_id}', { params: { path: { credential_id: c.id } } })), list.reload()))}>Remove</button></td>
+                <td><RemoveButton label="Remove" question={`Remove ${c.name}?`} action={action} remove={() => ok(sdk.api.DELETE('/v1/model-credentials/{credential_id}', { params: { path: { credential_id: c.id } } }))} done={list.reload} /></td>
               </tr>
             ))}
           </tbody>

@@ -3,7 +3,7 @@ import { useState } from 'preact/hooks'
 import { ok, when } from '../api.ts'
 import { useSdk } from '../app.tsx'
 import { useAction, useLoad } from '../hooks.ts'
-import { Empty, ErrorLine, Header, parsePairs } from '../ui.tsx'
+import { Empty, ErrorLine, Header, parsePairs, RemoveButton } from '../ui.tsx'
 
 export function EnvironmentsPage() {
   const sdk = useSdk()
@@ -45,7 +45,7 @@ export function EnvironmentsPage() {
                 <td>{p.name}</td>
                 <td>{p.keys.map((k) => <span key={k} class="chip mono">{k}</span>)}</td>
                 <td class="muted">{when(p.created_at)}</td>
-                <td><button class="small danger" onClick={() => confirm(`Delete ${p.name}?`) && action.run(async () => (await ok(sdk.api.DELETE('/v1/environment-profiles/{profile_id}', { params: { path: { profile_id: p.id } } })), profiles.reload()))}>Delete</button></td>
+                <td><RemoveButton question={`Delete ${p.name}?`} action={action} remove={() => ok(sdk.api.DELETE('/v1/environment-profiles/{profile_id}', { params: { path: { profile_id: p.id } } }))} done={profiles.reload} /></td>
               </tr>
             ))}
           </tbody>
@@ -81,7 +81,7 @@ export function EnvironmentsPage() {
                 <td>{t.files.length}</td>
                 <td>{t.profiles.map((p) => <span key={p} class="chip">{p}</span>)}</td>
                 <td class="muted">{when(t.updated_at)}</td>
-                <td><button class="small danger" onClick={() => confirm(`Delete ${t.name}?`) && action.run(async () => (await ok(sdk.api.DELETE('/v1/environment-templates/{template_id}', { params: { path: { template_id: t.id } } })), templates.reload()))}>Delete</button></td>
+                <td><RemoveButton question={`Delete ${t.name}?`} action={action} remove={() => ok(sdk.api.DELETE('/v1/environment-templates/{template_id}', { params: { path: { template_id: t.id } } }))} done={templates.reload} /></td>
               </tr>
             ))}
           </tbody>

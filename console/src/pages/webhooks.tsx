@@ -3,7 +3,7 @@ import { useState } from 'preact/hooks'
 import { ok, when } from '../api.ts'
 import { useSdk } from '../app.tsx'
 import { useAction, useLoad } from '../hooks.ts'
-import { Empty, ErrorLine, Header } from '../ui.tsx'
+import { Empty, ErrorLine, Header, RemoveButton } from '../ui.tsx'
 
 const EVENTS = ['session.created', 'session.action_required', 'session.working', 'session.idle', 'session.failed', 'turn.completed', 'turn.failed'] as const
 type WebhookEvent = (typeof EVENTS)[number]
@@ -55,7 +55,7 @@ export function WebhooksPage() {
                 <td data-testid="dead">{w.delivery.dead}</td>
                 <td class="small">{w.delivery.last_error ? `${w.delivery.last_error} (${when(w.delivery.last_failed_at)})` : '—'}</td>
                 <td class="muted">{when(w.created_at)}</td>
-                <td><button class="small danger" onClick={() => confirm('Remove this subscription?') && action.run(async () => (await ok(sdk.api.DELETE('/v1/webhooks/{webhook_id}', { params: { path: { webhook_id: w.id } } })), list.reload()))}>Remove</button></td>
+                <td><RemoveButton label="Remove" question="Remove this subscription?" action={action} remove={() => ok(sdk.api.DELETE('/v1/webhooks/{webhook_id}', { params: { path: { webhook_id: w.id } } }))} done={list.reload} /></td>
               </tr>
             ))}
           </tbody>
