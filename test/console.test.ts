@@ -317,6 +317,15 @@ describe('the web console', () => {
       const agents = await w.inject({ method: 'GET', url: '/v1/agents' })
       assert.ok(agents.json().data.some((a: { name: string; model: string }) => a.name === 'reviewer' && a.model === 'm1'), agents.body)
       await shot('agents')
+      // Removing asks first; a refused question removes nothing, an accepted one removes the row.
+      const row = page.getByRole('row', { name: /reviewer/ })
+      page.once('dialog', (d) => void d.dismiss())
+      await row.getByRole('button', { name: 'Delete' }).click()
+      assert.equal((await w.inject({ method: 'GET', url: '/v1/agents' })).json().data.length, 1, 'a dismissed question deletes nothing')
+      page.once('dialog', (d) => void d.accept())
+      await row.getByRole('button', { name: 'Delete' }).click()
+      await row.waitFor({ state: 'detached' })
+      assert.equal((await w.inject({ method: 'GET', url: '/v1/agents' })).json().data.length, 0)
 
       await page.getByRole('link', { name: 'Environments' }).click()
       await page.getByRole('heading', { name: 'Profiles' }).waitFor()
