@@ -1,9 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import type { Readable } from 'node:stream'
 import { WRAPPER_ENV, type Tools } from './bubblewrap.ts'
 import { quote } from '../../shared/sh-quote.ts'
 import { filterWrap } from './seccomp.ts'
+import { spawnDetached, type SpawnedProcess } from './spawner.ts'
 
 /**
  * A root shell started ahead of need, already inside its cgroups, waiting on stdin for the
@@ -17,7 +17,7 @@ import { filterWrap } from './seccomp.ts'
  * A join that fails says why on the control fd instead (the group is gone, say) and exits 125.
  */
 export type Parked = {
-  child: ChildProcess
+  child: SpawnedProcess
   /** Resolves once the shell sits in its cgroups; rejects when it died first. */
   ready: Promise<void>
   /** Control fd (0-based index into child.stdio) the `P` arrived on. */
@@ -41,37 +41,19 @@ const PARK =
  * execs it (unshare, say); it must not fork, or its child would start outside the cgroups.
  */
 export function park(sh: string, procsFiles: string[], extraFds: number, wrap: string[] = []): Parked {
-  const stdio: Array<'pipe' | 'ignore'> = ['pipe', 'pipe', 'pipe', ...Array<'pipe'>(Math.max(1, extraFds)).fill('pipe')]
-  const ctlFd = stdio.length - 1
+  const pipes = 3 + Math.max(1, extraFds)
+  const ctlFd = pipes - 1
   const argv = [...wrap, sh, '-c', PARK, String(ctlFd), ...procsFiles, '--']
-  const child = spawn(argv[0]!, argv.slice(1), {
-    env: WRAPPER_ENV,
-    stdio,
-    // Own session: no terminal to reach, one process group to kill.
-    detached: true,
-    // Root without the service's supplementary groups (libuv calls setgroups(0) for these).
-    uid: 0,
-    gid: 0,
-  })
-  for (const s of child.stdio) (s as Readable | null)?.on('error', () => {})
+  // Detached: its own session, no terminal to reach, one process group to kill. Root without the
+  // service's supplementary groups (libuv calls setgroups(0) for a uid given).
+  const child = spawnDetached(argv[0]!, argv.slice(1), { env: WRAPPER_ENV, pipes, uid: 0, gid: 0 })
   let started = false
   let isReady = false
-  const ctl = child.stdio[ctlFd] as Readable
+  /** The control pipe, once every pipe arrived from the spawner. */
+  let ctl: Readable | null = null
   let said = ''
   const ready = new Promise<void>((resolve, reject) => {
-    const onData = (b: Buffer) => {
-      if (b[0] !== 0x50) {
-        if (said.length < 1000) said += b.toString('utf8', 0, 1000)
-        return
-      }
-      ctl.off('data', onData)
-      // Whatever comes next on this fd belongs to the command (bwrap's ready byte, say).
-      ctl.pause()
-      if (b.length > 1) ctl.unshift(b.subarray(1))
-      isReady = true
-      resolve()
-    }
-    ctl.on('data', onData)
+    child.once('error', reject)
     child.once('exit', (code) => {
       const fail = () => {
         // The shell names itself after its control fd (`3: 1: cannot create …`): that part says nothing.
@@ -79,16 +61,33 @@ export function park(sh: string, procsFiles: string[], extraFds: number, wrap: s
         reject(new Error(`parked shell exited (${code ?? 'signal'}) before it was ready${why ? `: ${why}` : ''}`))
       }
       // Why it gave up may still be in the pipe: read it to its end first.
-      if (isReady || ctl.destroyed) return fail()
+      if (isReady || !ctl || ctl.destroyed) return fail()
       ctl.once('close', fail)
-      setTimeout(() => ctl.destroy(), 1000).unref()
+      const pipe = ctl
+      setTimeout(() => pipe.destroy(), 1000).unref()
     })
-    child.once('error', reject)
+    child.opened.then(() => {
+      const pipe = child.stdio[ctlFd]!
+      ctl = pipe
+      const onData = (b: Buffer) => {
+        if (b[0] !== 0x50) {
+          if (said.length < 1000) said += b.toString('utf8', 0, 1000)
+          return
+        }
+        pipe.off('data', onData)
+        // Whatever comes next on this fd belongs to the command (bwrap's ready byte, say).
+        pipe.pause()
+        if (b.length > 1) pipe.unshift(b.subarray(1))
+        isReady = true
+        resolve()
+      }
+      pipe.on('data', onData)
+    }, reject)
   })
   ready.catch(() => {})
   // Paused, it would never see its end and hold its handle for good.
   child.once('exit', () => {
-    if (isReady) ctl.destroy()
+    if (isReady) ctl?.destroy()
   })
   return {
     child,
@@ -106,7 +105,7 @@ export function park(sh: string, procsFiles: string[], extraFds: number, wrap: s
       // The command reads /dev/null, or (a process the caller talks to) one of the extra pipes.
       const stdin = opts.stdinFd === undefined ? '</dev/null' : `<&${opts.stdinFd} ${opts.stdinFd}<&-`
       child.stdin!.end(`exec ${stdin}${close}${doc.redirect}; ${before}exec ${argv.map(quote).join(' ')}\n${doc.body}`)
-      if (!opts.keepFds) ctl.destroy()
+      if (!opts.keepFds) ctl?.destroy()
     },
     usable: () => isReady && !started && child.exitCode === null && child.signalCode === null,
   }

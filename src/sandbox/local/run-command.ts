@@ -1,4 +1,4 @@
-import type { ChildProcess } from 'node:child_process'
+import type { SpawnedProcess } from './spawner.ts'
 import type { Readable } from 'node:stream'
 import type { ExecRequest, ExecResult } from '../sandbox.ts'
 
@@ -12,7 +12,7 @@ const DRAIN_MS = 25
 
 export type RunOptions = {
   /** The command's process, just started (a parked shell that exec'd the command chain). */
-  child: ChildProcess
+  child: SpawnedProcess
   req: ExecRequest
   signal?: AbortSignal
   /** Kills the command's whole process tree (its exec cgroup, or its process group). */

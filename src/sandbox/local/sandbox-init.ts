@@ -1,4 +1,4 @@
-import type { ChildProcess } from 'node:child_process'
+import type { SpawnedProcess } from './spawner.ts'
 import type { Readable, Writable } from 'node:stream'
 import { SandboxUnavailableError } from '../sandbox.ts'
 import { groupFile, initArgv, passwdFile, type InitOptions, type Tools } from './bubblewrap.ts'
@@ -7,7 +7,7 @@ import { seccompFilter } from './seccomp.ts'
 
 /** The running init of a sandbox: what exec calls enter. */
 export type InitHandle = {
-  child: ChildProcess
+  child: SpawnedProcess
   /** Host pid of pid 1 inside the sandbox. */
   nsPid: number
   /** `pid:[inode]` of the sandbox's pid namespace, to find its processes without cgroups. */

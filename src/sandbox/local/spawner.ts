@@ -1,0 +1,191 @@
+import { fork, type ChildProcess } from 'node:child_process'
+import { EventEmitter } from 'node:events'
+import type { Socket } from 'node:net'
+import path from 'node:path'
+import type { Readable, Writable } from 'node:stream'
+import type { SpawnerReply, SpawnerRequest } from './spawner-protocol.ts'
+
+/**
+ * The sandboxes' processes (parked shells, inits) are started by a small helper process, the
+ * spawner, rather than by the service. Starting a process forks its parent, and a fork costs in
+ * proportion to the parent's memory: about 5 ms of the service's event loop for a service of a few
+ * hundred MiB, paid on every agent step (each command's shell is parked ahead). The spawner's fork
+ * costs a fraction of that and none of it on the service's loop; its pipes come back over the IPC
+ * channel as handles, so the service reads and writes them as if it had started the process.
+ *
+ * A process started so looks like a ChildProcess to its user (pid, stdio, exit, kill). The pid is
+ * known once `opened` resolves, which also means every pipe has arrived.
+ */
+export interface SpawnedProcess extends EventEmitter {
+  readonly pid: number | undefined
+  /** The process's stdio pipes, by fd. */
+  readonly stdio: ReadonlyArray<Socket | null>
+  readonly stdin: Writable | null
+  readonly stdout: Readable | null
+  readonly stderr: Readable | null
+  readonly exitCode: number | null
+  readonly signalCode: NodeJS.Signals | null
+  /** Resolves once the pid and every pipe arrived; rejects when the process could not start. */
+  readonly opened: Promise<void>
+  /** Sends `signal` (SIGTERM by default); false when it has exited already. */
+  kill(signal?: NodeJS.Signals): boolean
+}
+
+export type SpawnOptions = { env: Record<string, string>; pipes: number; uid: number; gid: number }
+
+/** Starts `file` with `pipes` stdio pipes, detached (its own session), through the spawner. */
+export function spawnDetached(file: string, args: string[], o: SpawnOptions): SpawnedProcess {
+  const conn = connection()
+  const child = new RemoteProcess(conn, nextId++, o.pipes)
+  conn.start(child, { t: 'spawn', id: child.id, file, args, env: o.env, pipes: o.pipes, uid: o.uid, gid: o.gid })
+  return child
+}
+
+let nextId = 1
+let current: Connection | null = null
+
+function connection(): Connection {
+  if (!current || current.dead) current = new Connection()
+  return current
+}
+
+class Connection {
+  dead = false
+  private readonly proc: ChildProcess
+  private readonly live = new Map<number, RemoteProcess>()
+
+  constructor() {
+    this.proc = fork(path.join(import.meta.dirname, 'spawner-process.ts'), [], {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      // Not the service's flags (a profiler's, say): the spawner is a plain Node process.
+      execArgv: [],
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+    })
+    // Neither the process nor its channel keeps the service up, unless a process of ours lives.
+    this.proc.unref()
+    this.proc.channel?.unref()
+    this.proc.on('message', (m: SpawnerReply, handle?: Socket) => this.receive(m, handle))
+    this.proc.on('error', () => this.gone())
+    this.proc.on('exit', () => this.gone())
+  }
+
+  start(child: RemoteProcess, req: SpawnerRequest): void {
+    if (this.live.size === 0) this.proc.channel?.ref()
+    this.live.set(child.id, child)
+    this.send(req)
+  }
+
+  send(req: SpawnerRequest): void {
+    if (this.dead) return
+    try {
+      this.proc.send(req)
+    } catch {
+      this.gone()
+    }
+  }
+
+  private receive(m: SpawnerReply, handle?: Socket): void {
+    const child = this.live.get(m.id)
+    if (!child) return void handle?.destroy()
+    if (m.t === 'pid') child.gotPid(m.pid)
+    else if (m.t === 'fd' && handle) child.gotPipe(m.i, handle)
+    else if (m.t === 'exit') this.end(child, () => child.exited(m.code, m.signal))
+    else if (m.t === 'error') this.end(child, () => child.failed(new Error(m.message)))
+  }
+
+  private end(child: RemoteProcess, report: () => void): void {
+    this.live.delete(child.id)
+    if (this.live.size === 0) this.proc.channel?.unref()
+    report()
+  }
+
+  /**
+   * The spawner died (killed from outside): its processes' exits would never be told. They are
+   * killed and reported killed, as a sandbox whose init died; the next spawn starts a new spawner.
+   */
+  private gone(): void {
+    if (this.dead) return
+    this.dead = true
+    for (const child of [...this.live.values()]) {
+      if (child.pid) {
+        try {
+          process.kill(child.pid, 'SIGKILL')
+        } catch {
+          /* already gone */
+        }
+      }
+      this.end(child, () => (child.pid ? child.exited(null, 'SIGKILL') : child.failed(new Error('the spawner process died'))))
+    }
+  }
+}
+
+class RemoteProcess extends EventEmitter implements SpawnedProcess {
+  pid: number | undefined
+  exitCode: number | null = null
+  signalCode: NodeJS.Signals | null = null
+  readonly stdio: Array<Socket | null>
+  readonly opened: Promise<void>
+  private arrived = 0
+  private done = false
+  private open!: () => void
+  private refuse!: (err: Error) => void
+
+  private readonly conn: Connection
+  readonly id: number
+  private readonly pipes: number
+
+  constructor(conn: Connection, id: number, pipes: number) {
+    super()
+    this.conn = conn
+    this.id = id
+    this.pipes = pipes
+    this.stdio = Array<Socket | null>(pipes).fill(null)
+    this.opened = new Promise<void>((resolve, reject) => {
+      this.open = resolve
+      this.refuse = reject
+    })
+    this.opened.catch(() => {})
+  }
+
+  get stdin(): Writable | null {
+    return this.stdio[0] ?? null
+  }
+  get stdout(): Readable | null {
+    return this.stdio[1] ?? null
+  }
+  get stderr(): Readable | null {
+    return this.stdio[2] ?? null
+  }
+
+  kill(signal: NodeJS.Signals = 'SIGTERM'): boolean {
+    if (this.done) return false
+    this.conn.send({ t: 'kill', id: this.id, signal })
+    return true
+  }
+
+  gotPid(pid: number): void {
+    this.pid = pid
+    if (this.pipes === 0) this.open()
+  }
+
+  gotPipe(i: number, socket: Socket): void {
+    socket.on('error', () => {})
+    this.stdio[i] = socket
+    if (++this.arrived === this.pipes) this.open()
+  }
+
+  exited(code: number | null, signal: NodeJS.Signals | null): void {
+    this.done = true
+    this.exitCode = code
+    this.signalCode = signal
+    // Every pipe arrived before the exit (the channel keeps order), unless the spawner died.
+    this.refuse(new Error(`the process exited (${signal ?? code}) before its pipes arrived`))
+    this.emit('exit', code, signal)
+  }
+
+  failed(err: Error): void {
+    this.done = true
+    this.refuse(err)
+    this.emit('error', err)
+  }
+}
