@@ -35,9 +35,9 @@ export type SpawnOptions = { env: Record<string, string>; pipes: number; uid: nu
 
 /** Starts `file` with `pipes` stdio pipes, detached (its own session), through the spawner. */
 export function spawnDetached(file: string, args: string[], o: SpawnOptions): SpawnedProcess {
-  const conn = connection()
-  const child = new RemoteProcess(conn, nextId++, o.pipes)
-  conn.start(child, { t: 'spawn', id: child.id, file, args, env: o.env, pipes: o.pipes, uid: o.uid, gid: o.gid })
+  const id = nextId++
+  const child = new RemoteProcess(id, o.pipes, { t: 'spawn', id, file, args, env: o.env, pipes: o.pipes, uid: o.uid, gid: o.gid })
+  connection().start(child)
   return child
 }
 
@@ -69,10 +69,11 @@ class Connection {
     this.proc.on('exit', () => this.gone())
   }
 
-  start(child: RemoteProcess, req: SpawnerRequest): void {
+  start(child: RemoteProcess): void {
     if (this.live.size === 0) this.proc.channel?.ref()
     this.live.set(child.id, child)
-    this.send(req)
+    child.conn = this
+    this.send(child.request)
   }
 
   send(req: SpawnerRequest): void {
@@ -101,21 +102,26 @@ class Connection {
 
   /**
    * The spawner died (killed from outside): its processes' exits would never be told. They are
-   * killed and reported killed, as a sandbox whose init died; the next spawn starts a new spawner.
+   * killed and reported killed, as a sandbox whose init died. What it had not started yet (asked
+   * for just before its death) is asked of a new spawner.
    */
   private gone(): void {
     if (this.dead) return
     this.dead = true
     for (const child of [...this.live.values()]) {
-      if (child.pid) {
-        try {
-          process.kill(child.pid, 'SIGKILL')
-        } catch {
-          /* already gone */
-        }
+      this.live.delete(child.id)
+      if (child.pid === undefined) {
+        connection().start(child)
+        continue
       }
-      this.end(child, () => (child.pid ? child.exited(null, 'SIGKILL') : child.failed(new Error('the spawner process died'))))
+      try {
+        process.kill(child.pid, 'SIGKILL')
+      } catch {
+        /* already gone */
+      }
+      child.exited(null, 'SIGKILL')
     }
+    this.proc.channel?.unref()
   }
 }
 
@@ -130,15 +136,17 @@ class RemoteProcess extends EventEmitter implements SpawnedProcess {
   private open!: () => void
   private refuse!: (err: Error) => void
 
-  private readonly conn: Connection
+  /** The spawner that started it (or is asked to). */
+  conn: Connection | null = null
   readonly id: number
+  readonly request: SpawnerRequest
   private readonly pipes: number
 
-  constructor(conn: Connection, id: number, pipes: number) {
+  constructor(id: number, pipes: number, request: SpawnerRequest) {
     super()
-    this.conn = conn
     this.id = id
     this.pipes = pipes
+    this.request = request
     this.stdio = Array<Socket | null>(pipes).fill(null)
     this.opened = new Promise<void>((resolve, reject) => {
       this.open = resolve
@@ -159,7 +167,7 @@ class RemoteProcess extends EventEmitter implements SpawnedProcess {
 
   kill(signal: NodeJS.Signals = 'SIGTERM'): boolean {
     if (this.done) return false
-    this.conn.send({ t: 'kill', id: this.id, signal })
+    this.conn?.send({ t: 'kill', id: this.id, signal })
     return true
   }
 

@@ -1,0 +1,137 @@
+import { after, describe, it } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { spawnDetached, type SpawnedProcess } from '../src/sandbox/local/spawner.ts'
+import { LocalSandboxProvider } from '../src/sandbox/local/local-provider.ts'
+
+// The sandboxes' processes are started by a spawner process, their pipes passed back: these
+// check that nothing is lost on the way (no byte, no exit), and that its death is survived.
+const root = process.getuid?.() === 0
+const skip = !root ? 'needs root' : spawnSync('sh', ['-c', 'command -v bwrap']).status !== 0 ? 'needs bubblewrap' : false
+const ENV = { PATH: '/usr/bin:/bin' }
+const uid = process.getuid?.() ?? 0
+const gid = process.getgid?.() ?? 0
+
+const exited = (p: SpawnedProcess) =>
+  new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    if (p.exitCode !== null || p.signalCode !== null) return resolve({ code: p.exitCode, signal: p.signalCode })
+    p.once('exit', (code, signal) => resolve({ code, signal }))
+  })
+const readAll = (s: NodeJS.ReadableStream) =>
+  new Promise<string>((resolve) => {
+    let text = ''
+    s.on('data', (b: Buffer) => (text += b.toString('utf8')))
+    s.on('end', () => resolve(text))
+  })
+/** The pid of this process's spawner: the parent of what it starts. */
+const parentOf = (pid: number) => Number(fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[1])
+
+describe('the spawner', { skip: !root && 'needs root' }, () => {
+  it('passes the pipes back unread: every byte a process writes at once arrives, stdin reaches it, its exit is told', async () => {
+    // A process that writes before anyone could read: a byte read by the spawner would be lost.
+    for (let i = 0; i < 30; i++) {
+      const p = spawnDetached('/bin/sh', ['-c', `printf 'early%s' ${i}; printf E >&2; read x; printf "$x" >&3; exit 7`], { env: ENV, pipes: 4, uid, gid })
+      await p.opened
+      const [out, err, extra] = [readAll(p.stdout!), readAll(p.stderr!), readAll(p.stdio[3]!)]
+      p.stdin!.end(`in${i}\n`)
+      assert.deepEqual(await exited(p), { code: 7, signal: null })
+      assert.deepEqual(await Promise.all([out, err, extra]), [`early${i}`, 'E', `in${i}`])
+    }
+  })
+
+  it('starts processes from its own process, not by forking this one', async () => {
+    const p = spawnDetached('/bin/sleep', ['30'], { env: ENV, pipes: 3, uid, gid })
+    await p.opened
+    const parent = parentOf(p.pid!)
+    assert.notEqual(parent, process.pid)
+    assert.equal(parentOf(parent), process.pid, 'the spawner is this process’s child')
+    assert.equal(p.kill('SIGKILL'), true)
+    assert.deepEqual(await exited(p), { code: null, signal: 'SIGKILL' })
+    assert.equal(p.kill('SIGKILL'), false, 'an exited process is not signalled again')
+  })
+
+  it('reports a program that cannot start as an error, not a hang', async () => {
+    const p = spawnDetached('/nonexistent/program', [], { env: ENV, pipes: 3, uid, gid })
+    const err = await new Promise<Error>((resolve) => p.once('error', resolve))
+    assert.match(err.message, /ENOENT/)
+    await assert.rejects(p.opened)
+  })
+
+  it('when the spawner is killed, its processes are killed and told so, and the next start gets a new spawner', async () => {
+    const p = spawnDetached('/bin/sleep', ['30'], { env: ENV, pipes: 3, uid, gid })
+    await p.opened
+    const spawner = parentOf(p.pid!)
+    process.kill(spawner, 'SIGKILL')
+    assert.deepEqual(await exited(p), { code: null, signal: 'SIGKILL' })
+    // Killed, not left running without anyone to wait for it.
+    await waitFor(() => !alive(p.pid!))
+    const q = spawnDetached('/bin/sh', ['-c', 'read x; echo again'], { env: ENV, pipes: 3, uid, gid })
+    await q.opened
+    assert.notEqual(parentOf(q.pid!), spawner)
+    q.stdin!.end('\n')
+    assert.equal(await readAll(q.stdout!), 'again\n')
+    assert.deepEqual(await exited(q), { code: 0, signal: null })
+  })
+})
+
+describe('a sandbox whose spawner died', { skip }, () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-spawner-test-'))
+  fs.chmodSync(dataDir, 0o700)
+  const provider = new LocalSandboxProvider({
+    cgroupParent: 'warren-test',
+    workspaceRoot: dataDir,
+    prefix: `t${randomBytes(3).toString('hex')}-spw-`,
+    uidBase: 310_000 + (randomBytes(2).readUInt16BE() % 600) * 100,
+    uidCount: 20,
+  })
+  after(async () => {
+    await provider.close()
+    fs.rmSync(dataDir, { recursive: true, force: true })
+  })
+
+  it('runs commands again: its parked shell is replaced, its init started again, its workspace kept', async () => {
+    const sb = await provider.create({ id: 'spw', workspaceMount: '/workspace', env: {}, network: { allow: [] }, limits: { memoryBytes: 256 * 1024 * 1024, pids: 128, cpus: 1 } })
+    try {
+      const first = await sb.exec({ command: 'echo one > f.txt; cat f.txt' })
+      assert.equal(first.stdout.toString(), 'one\n')
+      for (const pid of spawnerPids()) process.kill(pid, 'SIGKILL')
+      // A command sent before the service noticed the death may find the init dying (as after an
+      // OOM kill of it): it fails without running. One of the next few runs on a new init.
+      let read = await sb.exec({ command: 'cat f.txt' })
+      for (let i = 0; i < 20 && read.exitCode !== 0; i++) {
+        await new Promise((r) => setTimeout(r, 50))
+        read = await sb.exec({ command: 'cat f.txt' })
+      }
+      assert.equal(read.stdout.toString(), 'one\n', read.stderr.toString())
+      const next = await sb.exec({ command: 'echo two >> f.txt; cat f.txt' })
+      assert.equal(next.exitCode, 0, next.stderr.toString())
+      assert.equal(next.stdout.toString(), 'one\ntwo\n', 'the workspace is the same')
+    } finally {
+      await sb.destroy()
+    }
+  })
+})
+
+/** This process's spawners (its children running spawner-process.ts). */
+function spawnerPids(): number[] {
+  const r = spawnSync('pgrep', ['-P', String(process.pid), '-f', 'spawner-process.ts'], { encoding: 'utf8' })
+  return r.stdout.split('\n').filter(Boolean).map(Number)
+}
+
+function alive(pid: number): boolean {
+  try {
+    const state = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]![0]
+    return state !== 'Z' && state !== 'X'
+  } catch {
+    return false
+  }
+}
+
+async function waitFor(ok: () => boolean): Promise<void> {
+  for (let i = 0; i < 500 && !ok(); i++) await new Promise((r) => setTimeout(r, 10))
+  assert.ok(ok())
+}
