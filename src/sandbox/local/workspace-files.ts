@@ -1,5 +1,5 @@
 import fs from 'node:fs'
-import fsp, { type FileHandle } from 'node:fs/promises'
+import { promisify } from 'node:util'
 import { SandboxPathError, type EntryStat, type OpenedFile, type WorkspaceReader } from '../sandbox.ts'
 import { listWorkspace, snapshotWorkspace } from './workspace-walk.ts'
 
@@ -48,23 +48,45 @@ export function splitPath(p: string): string[] {
   return parts
 }
 
-const at = (dir: FileHandle, name: string) => `/proc/self/fd/${dir.fd}/${name}`
+const at = (dir: number, name: string) => `/proc/self/fd/${dir}/${name}`
 const code = (err: unknown) => (err as NodeJS.ErrnoException).code
+/** Closes an fd whose close cannot fail in a way anyone could act on. */
+const closeFd = (fd: number) => {
+  try {
+    fs.closeSync(fd)
+  } catch {
+    /* already closed */
+  }
+}
+/** Files up to this size are read in one call on the loop; larger ones on the thread pool. */
+const READ_INLINE_MAX = 256 * 1024
+const readFd = promisify(fs.readFile) as (fd: number) => Promise<Buffer>
+const writeFd = promisify(fs.writeFile) as (fd: number, data: Buffer) => Promise<void>
+
+// The walks below (open, lstat, fstat, close of names in the workspace) run on the event loop, not
+// on libuv's thread pool: each is a few µs on a local disk, where a round trip through the pool
+// costs a hundred and more, and a bash call's changes take several of them a file. The workspace
+// is a local folder; a FIFO planted in it is opened O_NONBLOCK, so nothing here can hang.
 
 /** Why opening `name` under `dir` failed, told apart by what is actually there. */
-async function refusal(dir: FileHandle, name: string, shown: string): Promise<SandboxPathError | null> {
-  const st = await fsp.lstat(at(dir, name)).catch(() => null)
+function refusal(dir: number, name: string, shown: string): SandboxPathError | null {
+  let st: fs.Stats | null = null
+  try {
+    st = fs.lstatSync(at(dir, name))
+  } catch {
+    /* gone meanwhile */
+  }
   if (st?.isSymbolicLink()) return new SandboxPathError(`${shown} is a symbolic link; workspace file access does not follow links`)
   return null
 }
 
-async function openDir(dir: FileHandle, name: string, shown: string, create: { uid: number } | null): Promise<FileHandle | null> {
+function openDir(dir: number, name: string, shown: string, create: { uid: number } | null): number | null {
   try {
-    return await fsp.open(at(dir, name), DIR_FLAGS)
+    return fs.openSync(at(dir, name), DIR_FLAGS)
   } catch (err) {
     const c = code(err)
     if (c === 'ELOOP' || c === 'ENOTDIR') {
-      const why = await refusal(dir, name, shown)
+      const why = refusal(dir, name, shown)
       if (why) throw why
       if (!create) return null
       throw new SandboxPathError(`${shown} is a file, not a folder`)
@@ -74,39 +96,46 @@ async function openDir(dir: FileHandle, name: string, shown: string, create: { u
   }
   let made = true
   try {
-    await fsp.mkdir(at(dir, name), 0o755)
+    fs.mkdirSync(at(dir, name), 0o755)
   } catch (err) {
     if (code(err) !== 'EEXIST') throw err
     made = false
   }
-  let fh: FileHandle
+  let fd: number
   try {
-    fh = await fsp.open(at(dir, name), DIR_FLAGS)
+    fd = fs.openSync(at(dir, name), DIR_FLAGS)
   } catch (err) {
-    throw (await refusal(dir, name, shown)) ?? err
+    throw refusal(dir, name, shown) ?? err
   }
-  if (made) await fh.chown(create.uid, create.uid)
-  return fh
+  if (made) {
+    try {
+      fs.fchownSync(fd, create.uid, create.uid)
+    } catch (err) {
+      closeFd(fd)
+      throw err
+    }
+  }
+  return fd
 }
 
 /** Opens the folder holding the last component, creating folders when `create` is given. */
-async function openParent(root: string, parts: string[], create: { uid: number } | null): Promise<FileHandle | null> {
-  let dir: FileHandle
+function openParent(root: string, parts: string[], create: { uid: number } | null): number | null {
+  let dir: number
   try {
-    dir = await fsp.open(root, O_RDONLY | O_DIRECTORY)
+    dir = fs.openSync(root, O_RDONLY | O_DIRECTORY)
   } catch (err) {
     // A workspace never made (or deleted) holds nothing; writing into one is an error.
     if (!create && code(err) === 'ENOENT') return null
     throw err
   }
   for (let i = 0; i < parts.length - 1; i++) {
-    let next: FileHandle | null
+    let next: number | null
     try {
-      next = await openDir(dir, parts[i]!, parts.slice(0, i + 1).join('/'), create)
+      next = openDir(dir, parts[i]!, parts.slice(0, i + 1).join('/'), create)
     } finally {
-      await dir.close()
+      closeFd(dir)
     }
-    if (!next) return null
+    if (next === null) return null
     dir = next
   }
   return dir
@@ -116,107 +145,104 @@ const typeOf = (st: fs.Stats): EntryStat['type'] => (st.isFile() ? 'file' : st.i
 
 async function statWorkspaceEntry(root: string, p: string): Promise<EntryStat | null> {
   const parts = splitPath(p)
-  const dir = await openParent(root, parts, null)
-  if (!dir) return null
+  const dir = openParent(root, parts, null)
+  if (dir === null) return null
   try {
-    const st = await fsp.lstat(at(dir, parts.at(-1)!))
+    const st = fs.lstatSync(at(dir, parts.at(-1)!))
     return { type: typeOf(st), size: st.size, mtimeMs: st.mtimeMs }
   } catch (err) {
     if (code(err) === 'ENOENT' || code(err) === 'ENOTDIR') return null
     throw err
   } finally {
-    await dir.close()
+    closeFd(dir)
   }
 }
 
 async function openWorkspaceStream(root: string, p: string): Promise<OpenedFile | null> {
-  const fh = await openWorkspaceFile(root, p)
-  if (!fh) return null
-  let size: number
-  try {
-    size = (await fh.stat()).size
-  } catch (err) {
-    await fh.close()
-    throw err
-  }
+  const opened = openWorkspaceFile(root, p)
+  if (!opened) return null
+  const { fd, size } = opened
   // Big reads for big files; a small file would pay for a large buffer it does not fill.
-  return { size, stream: fh.createReadStream({ highWaterMark: size >= 1024 * 1024 ? 1024 * 1024 : 64 * 1024 }) }
+  return { size, stream: fs.createReadStream('', { fd, highWaterMark: size >= 1024 * 1024 ? 1024 * 1024 : 64 * 1024 }) }
 }
 
 export async function readWorkspaceFile(root: string, p: string): Promise<Buffer | null> {
-  const fh = await openWorkspaceFile(root, p)
-  if (!fh) return null
+  const opened = openWorkspaceFile(root, p)
+  if (!opened) return null
   try {
-    return await fh.readFile()
+    return opened.size <= READ_INLINE_MAX ? fs.readFileSync(opened.fd) : await readFd(opened.fd)
   } finally {
-    await fh.close()
+    closeFd(opened.fd)
   }
 }
 
 /**
  * Opens a regular file of the workspace for reading, refusing links anywhere in its path; null
- * when it does not exist. The caller closes the handle.
+ * when it does not exist. The caller closes the fd.
  */
-export async function openWorkspaceFile(root: string, p: string): Promise<FileHandle | null> {
+export function openWorkspaceFile(root: string, p: string): { fd: number; size: number } | null {
   const parts = splitPath(p)
-  const dir = await openParent(root, parts, null)
-  if (!dir) return null
+  const dir = openParent(root, parts, null)
+  if (dir === null) return null
   const name = parts.at(-1)!
-  let fh: FileHandle
+  let fd: number
   try {
     // O_NONBLOCK: a FIFO planted by the agent must not hang the service.
-    fh = await fsp.open(at(dir, name), O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+    fd = fs.openSync(at(dir, name), O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
   } catch (err) {
     const c = code(err)
-    if (c === 'ELOOP') throw (await refusal(dir, name, p)) ?? err
+    if (c === 'ELOOP') throw refusal(dir, name, p) ?? err
     if (c === 'ENOENT' || c === 'ENOTDIR') return null
     throw err
   } finally {
-    await dir.close()
+    closeFd(dir)
   }
   try {
-    const st = await fh.stat()
+    const st = fs.fstatSync(fd)
     if (st.isDirectory()) throw new SandboxPathError(`${p} is a folder`)
     if (!st.isFile()) throw new SandboxPathError(`${p} is not a regular file`)
-    return fh
+    return { fd, size: st.size }
   } catch (err) {
-    await fh.close()
+    closeFd(fd)
     throw err
   }
 }
 
 export async function writeWorkspaceFile(root: string, p: string, data: Buffer, uid: number, mode?: number): Promise<void> {
   const parts = splitPath(p)
-  const dir = (await openParent(root, parts, { uid }))!
+  const dir = openParent(root, parts, { uid })!
   const name = parts.at(-1)!
-  let fh: FileHandle
+  let fd: number
   let created = true
   try {
     const flags = O_WRONLY | O_NOFOLLOW | O_NONBLOCK
-    fh = await fsp.open(at(dir, name), flags | O_CREAT | O_EXCL, mode ?? 0o644).catch(async (err) => {
+    try {
+      fd = fs.openSync(at(dir, name), flags | O_CREAT | O_EXCL, mode ?? 0o644)
+    } catch (err) {
       if (code(err) !== 'EEXIST') throw err
       created = false
       // Never O_TRUNC here: only a regular file, checked below, may be emptied.
-      return fsp.open(at(dir, name), flags)
-    })
+      fd = fs.openSync(at(dir, name), flags)
+    }
   } catch (err) {
     const c = code(err)
-    if (c === 'ELOOP') throw (await refusal(dir, name, p)) ?? err
+    if (c === 'ELOOP') throw refusal(dir, name, p) ?? err
     if (c === 'EISDIR') throw new SandboxPathError(`${p} is a folder`)
     if (c === 'ENXIO') throw new SandboxPathError(`${p} is not a regular file`)
     throw err
   } finally {
-    await dir.close()
+    closeFd(dir)
   }
   try {
-    const st = await fh.stat()
+    const st = fs.fstatSync(fd)
     if (!st.isFile()) throw new SandboxPathError(`${p} is not a regular file`)
-    if (created) await fh.chown(uid, uid)
+    if (created) fs.fchownSync(fd, uid, uid)
     // The umask trims the creation mode; an explicit mode is meant as given.
-    if (mode !== undefined) await fh.chmod(mode & 0o777)
-    await fh.truncate(0)
-    await fh.writeFile(data)
+    if (mode !== undefined) fs.fchmodSync(fd, mode & 0o777)
+    fs.ftruncateSync(fd, 0)
+    if (data.length <= READ_INLINE_MAX) fs.writeFileSync(fd, data)
+    else await writeFd(fd, data)
   } finally {
-    await fh.close()
+    closeFd(fd)
   }
 }
