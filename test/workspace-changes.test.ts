@@ -9,6 +9,7 @@ import type { SandboxProvider, WorkspaceSnapshot } from '../src/sandbox/sandbox.
 import type { LocalSandbox } from '../src/sandbox/local/local-sandbox.ts'
 import { createLocalProvider } from '../src/sandbox/local/create-local.ts'
 import { snapshotWorkspace } from '../src/sandbox/local/workspace-walk.ts'
+import { removeLeftFences } from '../src/sandbox/local/workspace-watch.ts'
 import { builtinTool, type ToolContext, type ToolOutcome } from '../src/tools/builtin/index.ts'
 import { compareSnapshots } from '../src/tools/builtin/compare-snapshots.ts'
 import { waitFor } from './fixtures.ts'
@@ -222,13 +223,16 @@ describe('changes in a large workspace, without walking it', { skip }, () => {
 })
 
 describe('a watcher outlives no service', { skip }, () => {
-  it('dies with the process that started it, even SIGKILLed', async () => {
+  it('dies with the process that started it, even SIGKILLed, and the next service removes its fence folder', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-changes-crash-'))
+    // The sandbox names a killed service's next start would sweep (its prefix), one of them still held.
+    const prefix = `t${process.pid}-crash-`
+    const held = fs.mkdtempSync(path.join(os.tmpdir(), `warren-fence-${prefix}held-`))
     try {
       // A service stand-in: it watches a folder, says its watcher's pid, and is then killed outright.
       const code = `
         const { ChangeTracker } = await import(${JSON.stringify(path.resolve(import.meta.dirname, '../src/sandbox/local/change-tracker.ts'))})
-        const t = new ChangeTracker(${JSON.stringify(dir)})
+        const t = new ChangeTracker(${JSON.stringify(dir)}, ${JSON.stringify(`${prefix}gone`)})
         await (await t.open()).close()
         console.log(t.watcherPid)
         setInterval(() => {}, 1000)`
@@ -238,11 +242,18 @@ describe('a watcher outlives no service', { skip }, () => {
       const pid = await waitFor('the watcher pid', async () => (/^\d+\n/.test(out) ? Number(out) : null), 60_000)
       assert.ok(alive(pid))
       assert.deepEqual(watchersOf(dir), [String(pid)])
+      const fenceDir = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean).at(-1)!
+      assert.match(path.basename(fenceDir), new RegExp(`^warren-fence-${prefix}gone-`))
       child.kill('SIGKILL')
       await waitFor('the orphaned watcher to die', async () => !alive(pid), 60_000)
       assert.deepEqual(watchersOf(dir), [])
+      assert.ok(fs.existsSync(fenceDir), 'a service killed outright removes nothing itself')
+      removeLeftFences(prefix, (name) => name === `${prefix}held`)
+      assert.equal(fs.existsSync(fenceDir), false)
+      assert.ok(fs.existsSync(held), 'a held sandbox keeps its fence folder')
     } finally {
       fs.rmSync(dir, { recursive: true, force: true })
+      fs.rmSync(held, { recursive: true, force: true })
     }
   })
 })

@@ -13,7 +13,8 @@ export { detectCgroups, listGroups, type CgroupHost } from './cgroup-host.ts'
 export class SandboxCgroup {
   readonly host: CgroupHost
   private parent: string
-  private name: string
+  /** `<prefix><id>`: also names what else belongs to the sandbox on the host (its watcher's fence folder). */
+  name: string
   private dirOf = new Map<Controller, string>()
   private execSeq = 0
 

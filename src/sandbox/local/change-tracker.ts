@@ -27,6 +27,8 @@ const same = (a: FileStamp | undefined, b: FileStamp | undefined) => a === b || 
  */
 export class ChangeTracker {
   private root: string
+  /** The sandbox's name, which its watcher's fence folder carries (see WorkspaceWatcher.start). */
+  private owner: string
   private files = new FileTree()
   private watcher: WorkspaceWatcher | null = null
   /** Paths named by the watcher since the last sync; true: look below it too. */
@@ -36,8 +38,9 @@ export class ChangeTracker {
   private retryAt = 0
   private closed = false
 
-  constructor(root: string) {
+  constructor(root: string, owner: string) {
     this.root = root
+    this.owner = owner
   }
 
   /** The watcher's process, when one runs (tests look for leaks and kill it to lose it). */
@@ -137,7 +140,7 @@ export class ChangeTracker {
     }
     let watcher: WorkspaceWatcher | null = null
     try {
-      watcher = await WorkspaceWatcher.start(this.root, hooks)
+      watcher = await WorkspaceWatcher.start(this.root, hooks, this.owner)
     } catch {
       this.retryAt = Date.now() + RETRY_MS
       return

@@ -13,6 +13,7 @@ import { workspaceReader } from './workspace-files.ts'
 import { packFolder } from './workspace-pack.ts'
 import { unpackInto } from './workspace-unpack.ts'
 import { killStrays, ownerOf, prepareWorkspace, reachableBy } from './workspace-owner.ts'
+import { removeLeftFences } from './workspace-watch.ts'
 
 /**
  * NETWORK HOOK (src/sandbox/local/network.ts implements it). Without one, sandboxes have no
@@ -212,6 +213,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     }
     if (probe.cgroups.version === null) killStrays(this.opts.uidBase, this.opts.uidCount, this.uids)
     await this.network?.cleanupOrphans()
+    removeLeftFences(this.opts.prefix, (name) => this.held.has(name))
     // The service calls this at start: a good moment to warm the first slot.
     if (probe.tools && !probe.fatal.length) this.pool.refill()
   }

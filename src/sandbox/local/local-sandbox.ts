@@ -208,7 +208,7 @@ export class LocalSandbox implements Sandbox {
 
   async openChanges(): Promise<ChangeWindow> {
     this.notDestroyed()
-    this.changes ??= new ChangeTracker(this.ctx.workspaceDir)
+    this.changes ??= new ChangeTracker(this.ctx.workspaceDir, this.cgroup.name)
     return this.changes.open()
   }
 

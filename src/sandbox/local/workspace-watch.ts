@@ -29,6 +29,28 @@ const FENCE_TIMEOUT_MS = 10_000
 const START_TIMEOUT_MS = 120_000
 const EVENTS = ['modify', 'attrib', 'create', 'delete', 'move', 'delete_self', 'move_self', 'q_overflow', 'unmount']
 
+/** Fence folders are `<tmp>/warren-fence-<sandbox name>-<6 random characters>`. */
+const FENCE_PREFIX = 'warren-fence-'
+
+/**
+ * Removes the fence folders of sandboxes named `<prefix>…` that `held` does not hold: a service
+ * killed outright removes none of its own (its watchers die with it, their folders stay).
+ */
+export function removeLeftFences(prefix: string, held: (name: string) => boolean): void {
+  let names: string[]
+  try {
+    names = fs.readdirSync(os.tmpdir())
+  } catch {
+    return
+  }
+  for (const entry of names) {
+    if (!entry.startsWith(FENCE_PREFIX + prefix)) continue
+    const owner = entry.slice(FENCE_PREFIX.length, -7)
+    if (entry.at(-7) !== '-' || held(owner)) continue
+    fs.rmSync(path.join(os.tmpdir(), entry), { recursive: true, force: true })
+  }
+}
+
 const escapeRegex = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 
 export class WorkspaceWatcher {
@@ -52,9 +74,13 @@ export class WorkspaceWatcher {
     return this.child.pid
   }
 
-  /** Resolves once every folder below `root` is watched; rejects when it cannot be (no inotifywait, limits reached). */
-  static async start(root: string, hooks: WatchHooks): Promise<WorkspaceWatcher> {
-    const fenceDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-fence-'))
+  /**
+   * Resolves once every folder below `root` is watched; rejects when it cannot be (no inotifywait,
+   * limits reached). `owner` names the sandbox in the fence folder's name, so that a service that
+   * died before it could remove the folder has it removed by the next (removeLeftFences).
+   */
+  static async start(root: string, hooks: WatchHooks, owner: string): Promise<WorkspaceWatcher> {
+    const fenceDir = fs.mkdtempSync(path.join(os.tmpdir(), `${FENCE_PREFIX}${owner}-`))
     // Events below .git and node_modules folders are dropped by inotifywait (their folders are
     // still watched: the regex filters events, not the recursion), not those of a file so named
     // (a worktree's `.git` file is the agent's); -P: links are never followed.
