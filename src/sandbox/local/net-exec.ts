@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process'
+import { runOnHost } from './spawner.ts'
 
 /** A failed host command, with what it printed: `ip` and `nft` explain themselves on stderr. */
 export class NetCommandError extends Error {
@@ -13,21 +13,11 @@ export class NetCommandError extends Error {
  * Runs a host command (ip, nft) without a shell, feeding `input` on stdin: nft scripts go in
  * whole through `nft -f -` so a ruleset change is one atomic transaction.
  */
-export function run(cmd: string, args: string[], input?: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'pipe'] })
-    let out = ''
-    let err = ''
-    child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d))
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d))
-    child.on('error', reject)
-    child.on('close', (code) => {
-      if (code === 0) resolve(out)
-      else reject(new NetCommandError(`${cmd} ${args.join(' ')}`, code, err))
-    })
-    child.stdin.on('error', () => {}) // the command may exit before reading; its exit code tells
-    child.stdin.end(input ?? '')
-  })
+export async function run(cmd: string, args: string[], input?: string): Promise<string> {
+  // Through the spawner: a fork of the service would stall its event loop for every one of them.
+  const r = await runOnHost(cmd, args, { input })
+  if (r.code === 0) return r.stdout
+  throw new NetCommandError(`${cmd} ${args.join(' ')}`, r.code, r.stderr)
 }
 
 /** Like run, for clean-up steps whose target may already be gone: never rejects. */

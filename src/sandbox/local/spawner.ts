@@ -31,7 +31,8 @@ export interface SpawnedProcess extends EventEmitter {
   kill(signal?: NodeJS.Signals): boolean
 }
 
-export type SpawnOptions = { env: Record<string, string>; pipes: number; uid: number; gid: number }
+/** `uid`, `gid`: who it runs as (setting them needs root); the spawner's (the service's) when left out. */
+export type SpawnOptions = { env: Record<string, string>; pipes: number; uid?: number; gid?: number }
 
 /** Starts `file` with `pipes` stdio pipes, detached (its own session), through the spawner. */
 export function spawnDetached(file: string, args: string[], o: SpawnOptions): SpawnedProcess {
@@ -194,6 +195,39 @@ class RemoteProcess extends EventEmitter implements SpawnedProcess {
   failed(err: Error): void {
     this.done = true
     this.refuse(err)
-    this.emit('error', err)
+    // `opened` tells it already; an 'error' nobody listens to would throw out of the channel's handler.
+    if (this.listenerCount('error') > 0) this.emit('error', err)
   }
+}
+
+/** What a host command started through the spawner printed, and how it ended. */
+export type HostRun = { code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }
+
+/**
+ * Runs a host command (no shell) through the spawner, as root, feeding `input` on stdin, and
+ * resolves once it exited and its output ended. Rejects only when it could not start.
+ */
+export async function runOnHost(file: string, args: string[], o: { input?: string; env?: Record<string, string> } = {}): Promise<HostRun> {
+  const child = spawnDetached(file, args, { env: o.env ?? { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' }, pipes: 3, uid: 0, gid: 0 })
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve, reject) => {
+    child.once('error', reject)
+    child.once('exit', (code, signal) => resolve({ code, signal }))
+  })
+  // Told by `opened` when it could not start.
+  exited.catch(() => {})
+  await child.opened
+  const text = (s: Readable) =>
+    new Promise<string>((resolve) => {
+      let t = ''
+      s.setEncoding('utf8').on('data', (d: string) => (t += d))
+      s.once('end', () => resolve(t))
+      s.once('close', () => resolve(t))
+    })
+  const out = text(child.stdout!)
+  const err = text(child.stderr!)
+  // The command may exit before reading its input; its exit code tells.
+  child.stdin!.on('error', () => {})
+  child.stdin!.end(o.input ?? '')
+  const [end, stdout, stderr] = await Promise.all([exited, out, err])
+  return { ...end, stdout, stderr }
 }

@@ -1,7 +1,7 @@
-import { spawn, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { spawnDetached, type SpawnedProcess } from './spawner.ts'
 
 /**
  * A watcher of a workspace's host folder: `inotifywait -m -r` (Debian's inotify-tools, installed
@@ -54,7 +54,7 @@ export function removeLeftFences(prefix: string, held: (name: string) => boolean
 const escapeRegex = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 
 export class WorkspaceWatcher {
-  private child: ChildProcess
+  private child: SpawnedProcess
   private fenceDir: string
   private fences = 0
   private waiting = new Map<number, { resolve: () => void; reject: (err: Error) => void; timer: NodeJS.Timeout }>()
@@ -62,7 +62,7 @@ export class WorkspaceWatcher {
   private hooks: WatchHooks
   private root: string
 
-  private constructor(root: string, fenceDir: string, child: ChildProcess, hooks: WatchHooks) {
+  private constructor(root: string, fenceDir: string, child: SpawnedProcess, hooks: WatchHooks) {
     this.root = root
     this.fenceDir = fenceDir
     this.child = child
@@ -86,9 +86,10 @@ export class WorkspaceWatcher {
     // (a worktree's `.git` file is the agent's); -P: links are never followed.
     const exclude = `^${escapeRegex(root)}/(.*/)?(\\.git|node_modules)/`
     const args = ['-m', '-r', '-P', '--format', '%e %w%f%0', '--no-newline', '--exclude', exclude, ...EVENTS.flatMap((e) => ['-e', e]), root, fenceDir]
-    // Killed with the service (a parent-death signal that survives the exec): a crash leaves no
-    // watcher behind holding an inotify instance.
-    const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', 'inotifywait', ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+    // Killed with its parent, the spawner, which ends with the service (a parent-death signal that
+    // survives the exec): a crash leaves no watcher behind holding an inotify instance. Started by
+    // the spawner so that the service's event loop never pays for a fork of the service.
+    const child = spawnDetached('setpriv', ['--pdeathsig', 'KILL', '--', 'inotifywait', ...args], { env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, pipes: 3 })
     const watcher = new WorkspaceWatcher(root, fenceDir, child, hooks)
     try {
       await watcher.established()
@@ -133,7 +134,10 @@ export class WorkspaceWatcher {
     this.hooks.lost(reason)
   }
 
-  private established(): Promise<void> {
+  private async established(): Promise<void> {
+    await this.child.opened
+    // It reads nothing.
+    this.child.stdin!.end()
     return new Promise((resolve, reject) => {
       let ready = false
       let said = ''
