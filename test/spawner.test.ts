@@ -43,6 +43,20 @@ describe('the spawner', { skip: !root && 'needs root' }, () => {
     }
   })
 
+  it('passes the pipes of a process that exits at once: its output and its exit, nothing held', async () => {
+    // Every other one prints nothing: an empty pipe that ends before its user has it must still end for them.
+    for (let i = 0; i < 40; i++) {
+      const silent = i % 2 === 1
+      const p = spawnDetached('/bin/sh', ['-c', silent ? `exit ${i % 4}` : `printf 'out%s' ${i}; printf err >&2; exit ${i % 4}`], { env: ENV, pipes: 3, uid, gid })
+      await p.opened
+      const [out, err] = [readAll(p.stdout!), readAll(p.stderr!)]
+      p.stdin!.on('error', () => {})
+      p.stdin!.end()
+      assert.deepEqual(await exited(p), { code: i % 4, signal: null })
+      assert.deepEqual(await Promise.all([out, err]), silent ? ['', ''] : [`out${i}`, 'err'])
+    }
+  })
+
   it('starts processes from its own process, not by forking this one', async () => {
     const p = spawnDetached('/bin/sleep', ['30'], { env: ENV, pipes: 3, uid, gid })
     await p.opened

@@ -20,10 +20,15 @@ process.on('message', (m: SpawnerRequest) => {
   } catch (err) {
     return reply({ t: 'error', id: m.id, message: (err as Error).message })
   }
-  // The pipes must reach the service unread: a socket starts reading as it is made, and what it
-  // read here would be lost. Stopped in the same tick, before any poll could read a byte.
-  const pipes = child.stdio as unknown as Array<Socket | null>
+  // The pipes must reach the service unread and open: a socket starts reading as it is made, and
+  // what it read here would be lost; stopped in the same tick, before any poll could read a byte.
+  // And taken from the ChildProcess, which at the exit destroys its stdin and resumes its output
+  // (a pipe still queued behind another's handle would then be lost).
+  const pipes = [...child.stdio] as unknown as Array<Socket | null>
   for (const s of pipes) (s as unknown as { _handle?: { readStop?: () => void } })?._handle?.readStop?.()
+  const taken = child as unknown as { stdio: unknown[]; stdin: unknown; stdout: unknown; stderr: unknown }
+  taken.stdio = []
+  taken.stdin = taken.stdout = taken.stderr = null
   child.once('error', (err) => {
     children.delete(m.id)
     reply({ t: 'error', id: m.id, message: err.message })

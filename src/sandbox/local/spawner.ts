@@ -178,6 +178,16 @@ class RemoteProcess extends EventEmitter implements SpawnedProcess {
   }
 
   gotPipe(i: number, socket: Socket): void {
+    // A received socket starts reading as it is made: a pipe that ends at once (a process that
+    // exited) would then end, and close, before its user, who has it only once the last pipe came,
+    // could listen. It reads from when it is read, as a stream paused from the start would.
+    // Undone as Node's own pauseOnCreate leaves a socket: not reading, and no read pending.
+    const inner = socket as unknown as { _handle?: { reading?: boolean; readStop?: () => number }; _readableState?: { reading: boolean } }
+    if (inner._handle?.reading) {
+      inner._handle.reading = false
+      inner._handle.readStop?.()
+      if (inner._readableState) inner._readableState.reading = false
+    }
     socket.on('error', () => {})
     this.stdio[i] = socket
     if (++this.arrived === this.pipes) this.open()
