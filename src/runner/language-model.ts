@@ -3,6 +3,7 @@ import { createOpenAI } from '@ai-sdk/openai'
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible'
 import type { LanguageModel } from 'ai'
 import type { CredentialRecord } from '../models/models.store.ts'
+import { providerFetch as fetch } from './provider-fetch.ts'
 
 /**
  * The AI SDK model for a connection. Called from the service only: the key never enters a
@@ -12,11 +13,11 @@ import type { CredentialRecord } from '../models/models.store.ts'
 export function languageModel(credential: CredentialRecord, apiKey: string, model: string): LanguageModel {
   switch (credential.provider) {
     case 'openai':
-      return createOpenAI({ apiKey, baseURL: credential.baseUrl }).chat(model)
+      return createOpenAI({ apiKey, baseURL: credential.baseUrl, fetch }).chat(model)
     case 'anthropic':
-      return createAnthropic({ apiKey, baseURL: credential.baseUrl })(model)
+      return createAnthropic({ apiKey, baseURL: credential.baseUrl, fetch })(model)
     case 'openai_compatible':
-      return createOpenAICompatible({ name: 'openai_compatible', apiKey, baseURL: credential.baseUrl, includeUsage: true })(model)
+      return createOpenAICompatible({ name: 'openai_compatible', apiKey, baseURL: credential.baseUrl, includeUsage: true, fetch })(model)
     default:
       throw new Error(`Unknown model provider "${credential.provider}"`)
   }
