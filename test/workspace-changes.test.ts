@@ -119,6 +119,31 @@ describe('changes in a large workspace, without walking it', { skip }, () => {
     assert.equal(sandbox.watcherPid, watcher, 'the same watcher served it: no fallback walk')
   })
 
+  it('reports a write through one hard link as a change of every link, in whichever folder', async () => {
+    const made = await bash('mkdir -p hl/a hl/b; echo one > hl/a/f.txt; ln hl/a/f.txt hl/b/g.txt; ln hl/a/f.txt hl/h.txt')
+    assert.deepEqual(kinds(made), [
+      { path: 'hl/a/f.txt', kind: 'created' },
+      { path: 'hl/b/g.txt', kind: 'created' },
+      { path: 'hl/h.txt', kind: 'created' },
+    ])
+    const before = await snapshotWorkspace(workspaceDir)
+    const r = await bash('echo two >> hl/b/g.txt')
+    const after = await snapshotWorkspace(workspaceDir)
+    assert.deepEqual(kinds(r), [
+      { path: 'hl/a/f.txt', kind: 'modified' },
+      { path: 'hl/b/g.txt', kind: 'modified' },
+      { path: 'hl/h.txt', kind: 'modified' },
+    ])
+    assert.deepEqual(kinds(r), truth(before, after))
+    // A link removed is no longer found by its inode: a write through the rest names only them.
+    await bash('rm hl/h.txt')
+    const next = await bash('echo three >> hl/a/f.txt')
+    assert.deepEqual(kinds(next), [
+      { path: 'hl/a/f.txt', kind: 'modified' },
+      { path: 'hl/b/g.txt', kind: 'modified' },
+    ])
+  })
+
   it('reports what a process left running writes after its command returned, during the next command', async () => {
     const left = await bash('mkdir -p bg; (while [ ! -e go ]; do sleep 0.05; done; echo late > bg/late.txt; echo more >> src/c.txt; rm bg/gone.txt; touch bg/done) >/dev/null 2>&1 & echo x > bg/gone.txt')
     assert.deepEqual(kinds(left), [{ path: 'bg/gone.txt', kind: 'created' }])

@@ -166,10 +166,15 @@ export class ChangeTracker {
     const untracked = now === 'folder' && SKIPPED_DIRS.has(parts.at(-1) ?? '')
     const after: WorkspaceSnapshot = now === 'folder' ? (untracked ? new Map() : await this.walk(rel)) : now ? new Map([[rel, now]]) : new Map()
     for (const [p, was] of before) if (!same(was, after.get(p))) this.note(p, was)
+    const rewritten: Array<[string, FileStamp]> = []
     for (const [p, is] of after) {
       if (!before.has(p)) this.note(p, null)
+      else if (!same(before.get(p), is)) rewritten.push([p, is])
       this.files.set(p, is)
     }
+    // A write through one hard link is a write to all of them; the watcher named only one path.
+    // Their stamps are looked at again (once: theirs then match, and their links' in turn).
+    for (const [p, is] of rewritten) for (const link of this.files.linksOf(is.ino, p)) await this.reconcile(link, false)
   }
 
   private note(path: string, was: FileStamp | null): void {

@@ -5,10 +5,13 @@ const folder = (): Folder => ({ files: new Map(), folders: new Map() })
 
 /**
  * Stamps of regular files by workspace path, held as a tree so that everything below a folder can
- * be taken out at once (a folder removed or renamed) without going through every path.
+ * be taken out at once (a folder removed or renamed) without going through every path. Paths are
+ * also found by inode: a write through one hard link changes every other link's stamp, and the
+ * watcher names only the path written through.
  */
 export class FileTree {
   private root = folder()
+  private byIno = new Map<number, Set<string>>()
 
   get(path: string): FileStamp | undefined {
     const parts = path.split('/')
@@ -23,7 +26,18 @@ export class FileTree {
       if (!next) at.folders.set(name, (next = folder()))
       at = next
     }
+    const was = at.files.get(parts.at(-1)!)
+    if (was && was.ino !== stamp.ino) this.unindex(was.ino, path)
     at.files.set(parts.at(-1)!, stamp)
+    let paths = this.byIno.get(stamp.ino)
+    if (!paths) this.byIno.set(stamp.ino, (paths = new Set()))
+    paths.add(path)
+  }
+
+  /** The other paths known to share `ino` with `path` (its hard links). */
+  linksOf(ino: number, path: string): string[] {
+    const paths = this.byIno.get(ino)
+    return paths && paths.size > 1 ? [...paths].filter((p) => p !== path) : []
   }
 
   /** Removes and returns the file at `parts` and every file below the folder at `parts` ([]: everything). */
@@ -32,6 +46,7 @@ export class FileTree {
     if (parts.length === 0) {
       collect(this.root, '', out)
       this.root = folder()
+      this.byIno.clear()
       return out
     }
     const parent = this.find(parts.slice(0, -1))
@@ -44,7 +59,14 @@ export class FileTree {
     const below = parent.folders.get(name)
     if (below) collect(below, `${path}/`, out)
     parent.folders.delete(name)
+    for (const [p, stamp] of out) this.unindex(stamp.ino, p)
     return out
+  }
+
+  private unindex(ino: number, path: string): void {
+    const paths = this.byIno.get(ino)
+    paths?.delete(path)
+    if (paths?.size === 0) this.byIno.delete(ino)
   }
 
   private find(parts: string[]): Folder | undefined {
