@@ -4,7 +4,8 @@ import type { ChangeWindow, EntryStat, ExecRequest, ExecResult, ListedEntry, Ope
 import { SandboxUnavailableError } from '../sandbox.ts'
 import { execArgv, sandboxEnv, type Tools } from './bubblewrap.ts'
 import type { SandboxCgroup } from './cgroups.ts'
-import { parkExec, parkSpawn, type Parked } from './parked.ts'
+import { parkSpawn, type Parked } from './parked.ts'
+import { ExecShells, type Spare } from './exec-shells.ts'
 import { abortedResult, runCommand } from './run-command.ts'
 import { parkInit, startInit, type InitHandle } from './sandbox-init.ts'
 import { ChangeTracker } from './change-tracker.ts'
@@ -32,8 +33,6 @@ export type LocalSandboxContext = {
   spare: Spare | null
 }
 
-/** A parked shell waiting in its own exec child group (by name), ready to become the next command. */
-type Spare = { parked: Parked; exec: string | null }
 
 export class LocalSandbox implements Sandbox {
   readonly id: string
@@ -44,11 +43,8 @@ export class LocalSandbox implements Sandbox {
   private current: SandboxState = 'running'
   private init: InitHandle | null = null
   private starting: Promise<InitHandle> | null = null
-  /** Exec groups (names) still holding background processes; removed once they empty. */
-  private lingering = new Set<string>()
   private stopped: 'freezer' | 'sigstop' | null = null
-  private spare: Spare | null
-  private refilling: Promise<Spare | null> | null = null
+  private shells: ExecShells
   private destroying: Promise<void> | null = null
   private files: WorkspaceReader
   /** Made at the first window: a sandbox that never runs a bash command never watches its tree. */
@@ -60,7 +56,7 @@ export class LocalSandbox implements Sandbox {
     this.id = ctx.spec.id
     this.uid = ctx.uid
     this.cgroup = ctx.cgroup
-    this.spare = ctx.spare
+    this.shells = new ExecShells({ tools: ctx.tools, cgroup: ctx.cgroup, spare: ctx.spare, state: () => this.current })
   }
 
   get state(): SandboxState {
@@ -118,8 +114,7 @@ export class LocalSandbox implements Sandbox {
     if (signal?.aborted) return abortedResult()
     const init = await this.ensureInit()
     this.usable()
-    this.sweep()
-    const { parked, exec: execGroup } = await this.takeSpare()
+    const { parked, exec: execGroup } = await this.shells.take()
     try {
       const { argv, fd9 } = execArgv({ tools: this.ctx.tools, uid: this.uid, nsPid: init.nsPid, cwd, env, command: req.command })
       parked.start(argv, { fd9 })
@@ -134,10 +129,10 @@ export class LocalSandbox implements Sandbox {
         },
       })
     } finally {
-      if (execGroup && !this.cgroup.removeExec(execGroup)) this.lingering.add(execGroup)
-      // Not while the command runs, nor before its caller has the result: parking forks the
-      // service (a few ms of its event loop) and the cgroup join waits for an RCU grace period.
-      setImmediate(() => this.refillSpare())
+      this.shells.release(execGroup)
+      // Not while the command runs, nor before its caller has the result: the cgroup join waits
+      // for an RCU grace period, and the pipes' arrival costs the event loop a little.
+      setImmediate(() => this.shells.refill())
     }
   }
 
@@ -155,7 +150,7 @@ export class LocalSandbox implements Sandbox {
     try {
       await parked.ready
     } catch (err) {
-      this.discard({ parked, exec: group })
+      this.shells.discard({ parked, exec: group })
       throw new SandboxUnavailableError(`the process could not join the sandbox's cgroups: ${(err as Error).message}`)
     }
     const { argv, fd9 } = execArgv({ tools: this.ctx.tools, uid: this.uid, nsPid: init.nsPid, cwd, env, command: req.command })
@@ -165,9 +160,7 @@ export class LocalSandbox implements Sandbox {
       if (child.exitCode !== null || child.signalCode !== null) return resolve(child.exitCode)
       child.once('exit', (code) => resolve(code))
     })
-    void exited.then(() => {
-      if (group && !this.cgroup.removeExec(group)) this.lingering.add(group)
-    })
+    void exited.then(() => this.shells.release(group))
     return {
       stdin: child.stdio[3] as NodeJS.WritableStream,
       stdout: child.stdout!,
@@ -275,9 +268,7 @@ export class LocalSandbox implements Sandbox {
     this.destroying ??= (async () => {
       this.current = 'destroyed'
       this.changes?.close()
-      // Parked shells live in the cgroup, but without cgroups nothing else would end them.
-      if (this.spare) this.discard(this.spare)
-      this.spare = null
+      this.shells.drop()
       try {
         if (this.cgroup.trackDir) {
           await this.cgroup.destroy()
@@ -316,66 +307,6 @@ export class LocalSandbox implements Sandbox {
       }
     }
     return out
-  }
-
-  /**
-   * The parked spare; else the one being parked (started earlier, so sooner ready); else a shell
-   * parked now, the slow path (a fork of the service and a cgroup join).
-   */
-  private async takeSpare(): Promise<Spare> {
-    let spare = this.spare
-    this.spare = null
-    if (!spare && this.refilling) {
-      // Claimed: the refill sees it is no longer current and leaves the spare to us.
-      const pending = this.refilling
-      this.refilling = null
-      spare = await pending
-    }
-    if (spare && !spare.parked.usable()) {
-      this.discard(spare)
-      spare = null
-    }
-    return spare ?? (await this.parkSpare())
-  }
-
-  private async parkSpare(): Promise<Spare> {
-    const exec = this.cgroup.newExec()
-    const spare = { parked: parkExec(this.ctx.tools, this.cgroup.procsFiles(exec)), exec }
-    try {
-      await spare.parked.ready
-    } catch (err) {
-      this.discard(spare)
-      throw new SandboxUnavailableError(`the command could not join the sandbox's cgroups: ${(err as Error).message}`)
-    }
-    return spare
-  }
-
-  /** Parks the next command's shell while this one runs. */
-  private refillSpare(): void {
-    if (this.spare || this.refilling || this.current !== 'running') return
-    const pending = this.parkSpare().catch(() => null)
-    this.refilling = pending
-    void pending.then((spare) => {
-      if (this.refilling !== pending) return
-      this.refilling = null
-      if (!spare) return
-      if (this.current === 'destroyed' || this.spare) this.discard(spare)
-      else this.spare = spare
-    })
-  }
-
-  private discard(spare: Spare): void {
-    const { child } = spare.parked
-    const gone = () => {
-      if (spare.exec && !this.cgroup.removeExec(spare.exec)) this.lingering.add(spare.exec)
-    }
-    if (child.exitCode !== null || child.signalCode !== null) return gone()
-    child.once('exit', gone)
-    child.kill('SIGKILL')
-  }
-
-  private sweep(): void {
-    for (const exec of this.lingering) if (this.cgroup.removeExec(exec)) this.lingering.delete(exec)
   }
 
   private usable(): void {

@@ -1,0 +1,99 @@
+import { SandboxUnavailableError } from '../sandbox.ts'
+import type { Tools } from './bubblewrap.ts'
+import type { SandboxCgroup } from './cgroups.ts'
+import { parkExec, type Parked } from './parked.ts'
+
+/** A parked shell waiting in its own exec child group (by name), ready to become the next command. */
+export type Spare = { parked: Parked; exec: string | null }
+
+/**
+ * The shells a sandbox's commands run in: one parked ahead (the spare), refilled after each
+ * command, and the exec groups still holding what commands left running in the background.
+ */
+export class ExecShells {
+  private tools: Tools
+  private cgroup: SandboxCgroup
+  /** Whether a spare may be parked now (the sandbox runs) and must be let go (it is destroyed). */
+  private state: () => 'running' | 'paused' | 'destroyed'
+  private spare: Spare | null
+  private refilling: Promise<Spare | null> | null = null
+  /** Exec groups (names) still holding background processes; removed once they empty. */
+  private lingering = new Set<string>()
+
+  constructor(o: { tools: Tools; cgroup: SandboxCgroup; spare: Spare | null; state: () => 'running' | 'paused' | 'destroyed' }) {
+    this.tools = o.tools
+    this.cgroup = o.cgroup
+    this.spare = o.spare
+    this.state = o.state
+  }
+
+  /**
+   * The parked spare; else the one being parked (started earlier, so sooner ready); else a shell
+   * parked now, the slow path (a start through the spawner and a cgroup join).
+   */
+  async take(): Promise<Spare> {
+    this.sweep()
+    let spare = this.spare
+    this.spare = null
+    if (!spare && this.refilling) {
+      // Claimed: the refill sees it is no longer current and leaves the spare to us.
+      const pending = this.refilling
+      this.refilling = null
+      spare = await pending
+    }
+    if (spare && !spare.parked.usable()) {
+      this.discard(spare)
+      spare = null
+    }
+    return spare ?? (await this.park())
+  }
+
+  /** Parks the next command's shell, unless one is parked or being parked. */
+  refill(): void {
+    if (this.spare || this.refilling || this.state() !== 'running') return
+    const pending = this.park().catch(() => null)
+    this.refilling = pending
+    void pending.then((spare) => {
+      if (this.refilling !== pending) return
+      this.refilling = null
+      if (!spare) return
+      if (this.state() === 'destroyed' || this.spare) this.discard(spare)
+      else this.spare = spare
+    })
+  }
+
+  /** A command's (or process's) exec group is done with: removed, or kept until what it left running ends. */
+  release(group: string | null): void {
+    if (group && !this.cgroup.removeExec(group)) this.lingering.add(group)
+  }
+
+  /** Ends a parked shell that will not be used, and releases its group once it is gone. */
+  discard(spare: Spare): void {
+    const { child } = spare.parked
+    if (child.exitCode !== null || child.signalCode !== null) return this.release(spare.exec)
+    child.once('exit', () => this.release(spare.exec))
+    child.kill('SIGKILL')
+  }
+
+  /** The sandbox is being destroyed: the spare goes (parked shells live in the cgroup, but without cgroups nothing else would end them). */
+  drop(): void {
+    if (this.spare) this.discard(this.spare)
+    this.spare = null
+  }
+
+  private async park(): Promise<Spare> {
+    const exec = this.cgroup.newExec()
+    const spare = { parked: parkExec(this.tools, this.cgroup.procsFiles(exec)), exec }
+    try {
+      await spare.parked.ready
+    } catch (err) {
+      this.discard(spare)
+      throw new SandboxUnavailableError(`the command could not join the sandbox's cgroups: ${(err as Error).message}`)
+    }
+    return spare
+  }
+
+  private sweep(): void {
+    for (const exec of this.lingering) if (this.cgroup.removeExec(exec)) this.lingering.delete(exec)
+  }
+}
