@@ -57,6 +57,22 @@ describe('the spawner', { skip: !root && 'needs root' }, () => {
     }
   })
 
+  it('holds no pipe of an exited process, read or not', async () => {
+    const open = () => fs.readdirSync('/proc/self/fd').length
+    const warm = spawnDetached('/bin/true', [], { env: ENV, pipes: 3, uid, gid })
+    await exited(warm)
+    const before = open()
+    for (let i = 0; i < 40; i++) {
+      // Its stdin written and ended, its output never read: as a parked shell let go, or a command's stdin.
+      const p = spawnDetached('/bin/sh', ['-c', 'cat > /dev/null; echo unread; echo unread >&2'], { env: ENV, pipes: 4, uid, gid })
+      await p.opened
+      p.stdin!.end('input\n')
+      await exited(p)
+    }
+    // Closing follows the exit by a tick or so.
+    await waitFor(() => open() <= before + 4)
+  })
+
   it('starts processes from its own process, not by forking this one', async () => {
     const p = spawnDetached('/bin/sleep', ['30'], { env: ENV, pipes: 3, uid, gid })
     await p.opened

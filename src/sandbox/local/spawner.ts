@@ -200,6 +200,12 @@ class RemoteProcess extends EventEmitter implements SpawnedProcess {
     // Every pipe arrived before the exit (the channel keeps order), unless the spawner died.
     this.refuse(new Error(`the process exited (${signal ?? code}) before its pipes arrived`))
     this.emit('exit', code, signal)
+    // As a ChildProcess does at the exit: a pipe its user never read (a stdin it only wrote, a
+    // shell parked and let go) reads on to its end and closes, or its fd would be held for good.
+    // Whoever reads it has had this tick to start.
+    process.nextTick(() => {
+      for (const s of this.stdio) if (s && s.readable && !s.destroyed) s.resume()
+    })
   }
 
   failed(err: Error): void {
