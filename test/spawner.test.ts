@@ -89,6 +89,13 @@ describe('the spawner', { skip: !root && 'needs root' }, () => {
     const err = await new Promise<Error>((resolve) => p.once('error', resolve))
     assert.match(err.message, /ENOENT/)
     await assert.rejects(p.opened)
+    assert.equal(p.exitCode, -1, 'as a ChildProcess that could not spawn')
+    // Nor does the spawner keep the pipes it made for it (a missing `nft`, on every network build).
+    const spawner = spawnerPids()[0]!
+    const held = () => fs.readdirSync(`/proc/${spawner}/fd`).length
+    const before = held()
+    for (let i = 0; i < 30; i++) await new Promise((resolve) => spawnDetached('/nonexistent/program', [], { env: ENV, pipes: 3, uid, gid }).once('error', resolve))
+    await waitFor(() => held() <= before + 2)
   })
 
   it('when the spawner is killed, its processes are killed and told so, and the next start gets a new spawner', async () => {

@@ -6,7 +6,8 @@ import type { Socket } from 'node:net'
 import type { SpawnerReply, SpawnerRequest } from './spawner-protocol.ts'
 
 const children = new Map<number, ChildProcess>()
-const reply = (m: SpawnerReply, handle?: Socket) => process.send!(m, handle)
+// The service may be gone (stopping): what cannot be told any more is dropped quietly.
+const reply = (m: SpawnerReply, handle?: Socket) => process.send!(m, handle, {}, () => {})
 
 process.on('message', (m: SpawnerRequest) => {
   if (m.t === 'kill') {
@@ -33,7 +34,11 @@ process.on('message', (m: SpawnerRequest) => {
     children.delete(m.id)
     reply({ t: 'error', id: m.id, message: err.message })
   })
-  if (child.pid === undefined) return
+  // Not started (no such program, say): its pipes, made already, are closed here.
+  if (child.pid === undefined) {
+    for (const s of pipes) s?.destroy()
+    return
+  }
   children.set(m.id, child)
   reply({ t: 'pid', id: m.id, pid: child.pid })
   // One handle a message (the channel's rule); the channel keeps these messages and the exit in order.

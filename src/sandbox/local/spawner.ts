@@ -50,40 +50,56 @@ function connection(): Connection {
   return current
 }
 
+/** How many spawners a start is asked of before it fails: one more after a spawner's death. */
+const ATTEMPTS = 2
+
 class Connection {
   dead = false
-  private readonly proc: ChildProcess
+  private readonly proc: ChildProcess | null = null
   private readonly live = new Map<number, RemoteProcess>()
+  /** Why the spawner could not be started (fork refused: no pids, no memory, no fds). */
+  private readonly failure: Error | null = null
 
   constructor() {
-    this.proc = fork(path.join(import.meta.dirname, 'spawner-process.ts'), [], {
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-      // Not the service's flags (a profiler's, say): the spawner is a plain Node process.
-      execArgv: [],
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
-    })
+    try {
+      this.proc = fork(path.join(import.meta.dirname, 'spawner-process.ts'), [], {
+        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+        // Not the service's flags (a profiler's, say): the spawner is a plain Node process.
+        execArgv: [],
+        env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+      })
+    } catch (err) {
+      this.failure = err as Error
+      this.dead = true
+      return
+    }
     // Neither the process nor its channel keeps the service up, unless a process of ours lives.
     this.proc.unref()
     this.proc.channel?.unref()
     this.proc.on('message', (m: SpawnerReply, handle?: Socket) => this.receive(m, handle))
-    this.proc.on('error', () => this.gone())
-    this.proc.on('exit', () => this.gone())
+    // A fork refused (EAGAIN at the pids limit, say) fails what was asked of it, and no more: a
+    // spawner started again at once would be refused again, for ever.
+    this.proc.on('error', (err) => this.gone(err))
+    // 'close', not 'exit': every message it sent before dying has been read by then (a pid among
+    // them), so nothing it started is asked again of the next.
+    this.proc.on('close', () => this.gone(null))
   }
 
   start(child: RemoteProcess): void {
+    child.conn = this
+    child.attempts++
+    if (this.dead || !this.proc) return child.failed(new Error(`the spawner process could not be started: ${this.failure?.message ?? 'it died'}`))
     if (this.live.size === 0) this.proc.channel?.ref()
     this.live.set(child.id, child)
-    child.conn = this
     this.send(child.request)
+    // A kill asked of a spawner that died before it started the process.
+    if (child.killWith) this.send({ t: 'kill', id: child.id, signal: child.killWith })
   }
 
   send(req: SpawnerRequest): void {
-    if (this.dead) return
-    try {
-      this.proc.send(req)
-    } catch {
-      this.gone()
-    }
+    if (this.dead || !this.proc?.connected) return
+    // Its death is told by 'close'; what could not be sent meanwhile is settled then.
+    this.proc.send(req, undefined, {}, () => {})
   }
 
   private receive(m: SpawnerReply, handle?: Socket): void {
@@ -97,22 +113,24 @@ class Connection {
 
   private end(child: RemoteProcess, report: () => void): void {
     this.live.delete(child.id)
-    if (this.live.size === 0) this.proc.channel?.unref()
+    if (this.live.size === 0) this.proc?.channel?.unref()
     report()
   }
 
   /**
-   * The spawner died (killed from outside): its processes' exits would never be told. They are
-   * killed and reported killed, as a sandbox whose init died. What it had not started yet (asked
-   * for just before its death) is asked of a new spawner.
+   * The spawner died (killed from outside), or could not be started (`refused`): its processes'
+   * exits would never be told. They are killed and reported killed, as a sandbox whose init died.
+   * What it had not started yet is asked of a new spawner, once; refused, it fails.
    */
-  private gone(): void {
+  private gone(refused: Error | null): void {
     if (this.dead) return
     this.dead = true
     for (const child of [...this.live.values()]) {
       this.live.delete(child.id)
       if (child.pid === undefined) {
-        connection().start(child)
+        if (refused) child.failed(new Error(`the spawner process could not be started: ${refused.message}`))
+        else if (child.attempts < ATTEMPTS) connection().start(child)
+        else child.failed(new Error('the spawner process died before it started the process'))
         continue
       }
       try {
@@ -122,7 +140,7 @@ class Connection {
       }
       child.exited(null, 'SIGKILL')
     }
-    this.proc.channel?.unref()
+    this.proc?.channel?.unref()
   }
 }
 
@@ -137,8 +155,11 @@ class RemoteProcess extends EventEmitter implements SpawnedProcess {
   private open!: () => void
   private refuse!: (err: Error) => void
 
-  /** The spawner that started it (or is asked to). */
+  /** The spawner that started it (or is asked to), and how many were asked. */
   conn: Connection | null = null
+  attempts = 0
+  /** The signal a kill asked for, sent again should the start be asked of another spawner. */
+  killWith: NodeJS.Signals | null = null
   readonly id: number
   readonly request: SpawnerRequest
   private readonly pipes: number
@@ -168,6 +189,7 @@ class RemoteProcess extends EventEmitter implements SpawnedProcess {
 
   kill(signal: NodeJS.Signals = 'SIGTERM'): boolean {
     if (this.done) return false
+    this.killWith = signal
     this.conn?.send({ t: 'kill', id: this.id, signal })
     return true
   }
@@ -210,6 +232,8 @@ class RemoteProcess extends EventEmitter implements SpawnedProcess {
 
   failed(err: Error): void {
     this.done = true
+    // As a ChildProcess that could not spawn: a negative exit code, and no 'exit'.
+    this.exitCode = -1
     this.refuse(err)
     // `opened` tells it already; an 'error' nobody listens to would throw out of the channel's handler.
     if (this.listenerCount('error') > 0) this.emit('error', err)
