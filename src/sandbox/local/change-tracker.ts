@@ -2,13 +2,15 @@ import fs from 'node:fs'
 import type { ChangeWindow, FileStamp, WorkspaceChange, WorkspaceSnapshot } from '../sandbox.ts'
 import { SandboxUnavailableError } from '../sandbox.ts'
 import { FileTree } from './file-tree.ts'
-import { openWorkspaceDir, SKIPPED_DIRS, snapshotTree } from './workspace-walk.ts'
+import { foldersBelow, openWorkspaceDir, SKIPPED_DIRS, snapshotTree } from './workspace-walk.ts'
 import { WorkspaceWatcher } from './workspace-watch.ts'
 
 /** After a watcher could not start (no inotifywait, limits reached), walks only until this much later, then tries again. */
 const RETRY_MS = 60_000
 /** Paths looked at between two yields to the event loop. */
 const SLICE = 256
+/** Unwatched folders walked at every sync before the watcher is started again instead. */
+const MAX_UNWATCHED = 256
 
 /** A window's view: each path changed since it opened, with its stamp then (null: no regular file there). */
 type Opened = Map<string, FileStamp | null>
@@ -33,6 +35,8 @@ export class ChangeTracker {
   private watcher: WorkspaceWatcher | null = null
   /** Paths named by the watcher since the last sync; true: look below it too. */
   private dirty = new Map<string, boolean>()
+  /** Folders the watcher left unwatched (see WorkspaceWatcher.watchedInodes): walked at every sync. */
+  private unwatched = new Set<string>()
   private windows = new Set<Opened>()
   private queue: Promise<unknown> = Promise.resolve()
   private retryAt = 0
@@ -112,6 +116,7 @@ export class ChangeTracker {
     }
     const dirty = this.dirty
     this.dirty = new Map()
+    for (const rel of this.unwatched) dirty.set(rel, true)
     // Folders first, shallowest first: a path below a folder walked in this sync needs no second look.
     const walked = new Set<string>()
     const below = (rel: string) => {
@@ -127,6 +132,20 @@ export class ChangeTracker {
       // A burst of writes names many paths: let the service breathe between slices.
       if (++looked % SLICE === 0) await new Promise((r) => setImmediate(r))
     }
+    const appeared = [...walked].filter((rel) => !this.unwatched.has(rel))
+    for (const rel of this.unwatched) if (this.entry(rel.split('/')) !== 'folder') this.unwatched.delete(rel)
+    if (appeared.length > 0) this.findUnwatched(appeared)
+  }
+
+  /**
+   * Folders at and below those that appeared, which the watcher does not watch: their changes
+   * would go unnamed, so they are walked at every sync from now on (too many: a new watcher).
+   */
+  private findUnwatched(appeared: string[]): void {
+    const watched = this.watcher?.watchedInodes()
+    if (!watched) return
+    for (const rel of appeared) for (const [path, ino] of foldersBelow(this.root, rel)) if (!watched.has(ino)) this.unwatched.add(path)
+    if (this.unwatched.size > MAX_UNWATCHED) this.dropWatcher()
   }
 
   private async startWatcher(): Promise<void> {
@@ -152,6 +171,8 @@ export class ChangeTracker {
   private dropWatcher(): void {
     this.watcher?.close()
     this.watcher = null
+    // The next watcher watches the whole tree again.
+    this.unwatched.clear()
   }
 
   /** Brings the stamps of `rel` (and, when `deep` or it was a file, of everything below it) up to date, noting changes. */
@@ -173,8 +194,19 @@ export class ChangeTracker {
       this.files.set(p, is)
     }
     // A write through one hard link is a write to all of them; the watcher named only one path.
-    // Their stamps are looked at again (once: theirs then match, and their links' in turn).
-    for (const [p, is] of rewritten) for (const link of this.files.linksOf(is.ino, p)) await this.reconcile(link, false)
+    // The links share the inode, so its stamp is theirs: set, not looked up (a file with
+    // thousands of links costs one pass over them, not a look at each from each).
+    const inodes = new Set<number>()
+    for (const [p, is] of rewritten) {
+      if (inodes.has(is.ino)) continue
+      inodes.add(is.ino)
+      for (const link of this.files.linksOf(is.ino, p)) {
+        const was = this.files.get(link)
+        if (same(was, is)) continue
+        this.note(link, was ?? null)
+        this.files.set(link, is)
+      }
+    }
   }
 
   private note(path: string, was: FileStamp | null): void {

@@ -92,6 +92,42 @@ export async function walkTree(fd: number, prefix: string, visit: Visit): Promis
   await walk(fd, prefix)
 }
 
+/**
+ * Every folder at and below the workspace folder `rel` (outside SKIPPED_DIRS, never through a link),
+ * by path with its inode number. Synchronous: it runs on folders that just appeared, not on the tree.
+ */
+export function foldersBelow(root: string, rel: string): Map<string, number> {
+  const out = new Map<string, number>()
+  const fd = openWorkspaceDir(root, rel)
+  if (fd === null) return out
+  const walk = (dir: number, path: string) => {
+    out.set(path, fs.fstatSync(dir).ino)
+    let entries: Dirent[]
+    try {
+      entries = fs.readdirSync(`/proc/self/fd/${dir}`, { withFileTypes: true })
+    } catch (err) {
+      if (racy(err)) return
+      throw err
+    }
+    for (const e of entries) {
+      if (!e.isDirectory() || SKIPPED_DIRS.has(e.name)) continue
+      const sub = openSubdir(dir, e.name)
+      if (sub === null) continue
+      try {
+        walk(sub, path === '' ? e.name : `${path}/${e.name}`)
+      } finally {
+        fs.closeSync(sub)
+      }
+    }
+  }
+  try {
+    walk(fd, rel)
+  } finally {
+    fs.closeSync(fd)
+  }
+  return out
+}
+
 /** Every regular file of the workspace (outside SKIPPED_DIRS) with the metadata that tells a change. */
 export async function snapshotWorkspace(dir: string): Promise<WorkspaceSnapshot> {
   const root = fs.openSync(dir, O_RDONLY | O_DIRECTORY)

@@ -116,6 +116,28 @@ export class WorkspaceWatcher {
     return done
   }
 
+  /**
+   * The inode numbers of every folder inotifywait watches now, read from its inotify fd's fdinfo;
+   * null when they cannot be read (the process gone). inotifywait adds a new folder's watch after
+   * scanning it for subfolders, so a subfolder made in between (`mkdir -p a/b`) is never watched:
+   * the caller finds such folders with this and looks at them itself.
+   */
+  watchedInodes(): Set<number> | null {
+    const pid = this.child.pid
+    if (!pid) return null
+    try {
+      for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
+        if (fs.readlinkSync(`/proc/${pid}/fd/${fd}`) !== 'anon_inode:inotify') continue
+        const out = new Set<number>()
+        for (const m of fs.readFileSync(`/proc/${pid}/fdinfo/${fd}`, 'utf8').matchAll(/^inotify wd:\S+ ino:([0-9a-f]+) /gm)) out.add(parseInt(m[1]!, 16))
+        return out
+      }
+    } catch {
+      /* gone meanwhile */
+    }
+    return null
+  }
+
   /** Stops the process and removes the fence folder. Idempotent. */
   close(): void {
     this.over = true
