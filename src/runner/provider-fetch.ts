@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream'
-import { Agent, request } from 'undici'
+import { request } from 'undici'
 
 /**
  * The fetch the model providers' clients send through: undici's request API under a WHATWG
@@ -7,9 +7,9 @@ import { Agent, request } from 'undici'
  * web streams both ways, about 0.2 ms more a call than this (measured on a 100 KB conversation),
  * paid on every agent step. What the SDK sees is the same: a Response with status, headers and a
  * streamed body; a failed connection rejects as fetch's does (TypeError 'fetch failed', the reason
- * in `cause`), an abort with the signal's reason.
+ * in `cause`), an abort with the signal's reason. It goes through the same global dispatcher as
+ * fetch (its keep-alive, and a proxy the deployment set on it).
  */
-const pool = new Agent({ keepAliveTimeout: 30_000 })
 
 export async function providerFetch(input: string | URL | Request, init: RequestInit = {}): Promise<Response> {
   // The SDKs pass a URL and a string body; anything else goes the standard way.
@@ -22,14 +22,13 @@ export async function providerFetch(input: string | URL | Request, init: Request
       headers: headerRecord(init.headers),
       body: init.body ?? undefined,
       signal,
-      dispatcher: pool,
     })
   } catch (err) {
     if (signal?.aborted) throw signal.reason
     throw new TypeError('fetch failed', { cause: err })
   }
-  // Redirects are fetch's to follow, with its rules for methods and bodies: the first answer was
-  // only a pointer, so asking again there is what fetch would have done.
+  // Redirects are fetch's to follow, with its rules for methods and bodies: the request is sent
+  // again, through fetch, which then follows the pointer as it would have the first time.
   if (res.statusCode >= 300 && res.statusCode < 400 && res.headers.location) {
     res.body.resume()
     return fetch(input, init)

@@ -62,6 +62,7 @@ const closeFd = (fd: number) => {
 const READ_INLINE_MAX = 256 * 1024
 const readFd = promisify(fs.readFile) as (fd: number) => Promise<Buffer>
 const writeFd = promisify(fs.writeFile) as (fd: number, data: Buffer) => Promise<void>
+const truncateFd = promisify(fs.ftruncate)
 
 // The walks below (open, lstat, fstat, close of names in the workspace) run on the event loop, not
 // on libuv's thread pool: each is a few µs on a local disk, where a round trip through the pool
@@ -239,7 +240,9 @@ export async function writeWorkspaceFile(root: string, p: string, data: Buffer, 
     if (created) fs.fchownSync(fd, uid, uid)
     // The umask trims the creation mode; an explicit mode is meant as given.
     if (mode !== undefined) fs.fchmodSync(fd, mode & 0o777)
-    fs.ftruncateSync(fd, 0)
+    // Emptying a large file frees its blocks, which can take a while: not on the event loop.
+    if (st.size <= READ_INLINE_MAX) fs.ftruncateSync(fd, 0)
+    else await truncateFd(fd, 0)
     if (data.length <= READ_INLINE_MAX) fs.writeFileSync(fd, data)
     else await writeFd(fd, data)
   } finally {

@@ -47,7 +47,11 @@ export function removeLeftFences(prefix: string, held: (name: string) => boolean
     if (!entry.startsWith(FENCE_PREFIX + prefix)) continue
     const owner = entry.slice(FENCE_PREFIX.length, -7)
     if (entry.at(-7) !== '-' || held(owner)) continue
-    fs.rmSync(path.join(os.tmpdir(), entry), { recursive: true, force: true })
+    // Only a folder of ours (mkdtemp made it, as this user): never what another user put there.
+    const where = path.join(os.tmpdir(), entry)
+    const st = fs.lstatSync(where, { throwIfNoEntry: false })
+    if (!st?.isDirectory() || st.uid !== process.getuid?.()) continue
+    fs.rmSync(where, { recursive: true, force: true })
   }
 }
 
