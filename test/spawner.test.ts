@@ -1,6 +1,6 @@
 import { after, describe, it } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
@@ -112,6 +112,41 @@ describe('the spawner', { skip: !root && 'needs root' }, () => {
     q.stdin!.end('\n')
     assert.equal(await readAll(q.stdout!), 'again\n')
     assert.deepEqual(await exited(q), { code: 0, signal: null })
+  })
+})
+
+describe('a spawner whose service died', { skip: !root && 'needs root' }, () => {
+  it('ends, even with a pipe still on its way, and what it started reads its end', async () => {
+    // A service stand-in asks for a process and then never reads its channel again (a loop that
+    // never yields), so the spawner's handles wait for a receipt; then it is killed outright.
+    const code = `
+      import fs from 'node:fs'
+      const { spawnDetached } = await import(${JSON.stringify(path.resolve(import.meta.dirname, '../src/sandbox/local/spawner.ts'))})
+      spawnDetached('/bin/sh', ['-c', 'read x; sleep 30'], { env: { PATH: '/usr/bin:/bin' }, pipes: 3, uid: 0, gid: 0 })
+      fs.writeSync(1, 'asked\\n')
+      for (;;) {}`
+    const standIn = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'inherit'] })
+    let said = ''
+    standIn.stdout.on('data', (c) => (said += c))
+    await waitFor(() => said.includes('asked'))
+    const spawner = Number(spawnSync('pgrep', ['-P', String(standIn.pid), '-f', 'spawner-process.ts'], { encoding: 'utf8' }).stdout.trim())
+    assert.ok(spawner > 0, 'the stand-in has a spawner')
+    let started = 0
+    await waitFor(() => (started = Number(spawnSync('pgrep', ['-P', String(spawner), '-x', 'sh'], { encoding: 'utf8' }).stdout.trim() || 0)) > 0)
+    standIn.kill('SIGKILL')
+    try {
+      await waitFor(() => !alive(spawner))
+      // Its stdin's other end closed with the spawner: `read` returned and it went on to sleep.
+      await waitFor(() => spawnSync('pgrep', ['-P', String(started), '-x', 'sleep']).status === 0)
+    } finally {
+      for (const pid of [spawner, -started]) {
+        try {
+          process.kill(pid, 'SIGKILL')
+        } catch {
+          /* gone, as it should be */
+        }
+      }
+    }
   })
 })
 

@@ -52,5 +52,11 @@ process.on('message', (m: SpawnerRequest) => {
 })
 
 // The service is gone (stopped, or killed): what it started lives on in its sandboxes' cgroups,
-// which the next service clears, as it would after the service's own death.
+// which the next service clears, as it would after the service's own death. 'disconnect' is not
+// told while a pipe's handle waits for the service's receipt (which will never come), so the
+// parent is watched too: reparented means orphaned. Exiting closes what was never handed over.
 process.on('disconnect', () => process.exit(0))
+const parent = process.ppid
+setInterval(() => {
+  if (process.ppid !== parent) process.exit(0)
+}, 200).unref()

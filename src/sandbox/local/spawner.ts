@@ -63,7 +63,8 @@ class Connection {
   constructor() {
     try {
       this.proc = fork(path.join(import.meta.dirname, 'spawner-process.ts'), [], {
-        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+        // Its stderr is the service's (a crash of it is seen), its stdout nobody's: it prints nothing.
+        stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
         // Not the service's flags (a profiler's, say): the spawner is a plain Node process.
         execArgv: [],
         env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
