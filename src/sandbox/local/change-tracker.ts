@@ -2,7 +2,7 @@ import fs from 'node:fs'
 import type { ChangeWindow, FileStamp, WorkspaceChange, WorkspaceSnapshot } from '../sandbox.ts'
 import { SandboxUnavailableError } from '../sandbox.ts'
 import { FileTree } from './file-tree.ts'
-import { foldersBelow, openWorkspaceDir, SKIPPED_DIRS, snapshotTree } from './workspace-walk.ts'
+import { openWorkspaceDir, SKIPPED_DIRS, snapshotTree } from './workspace-walk.ts'
 import { WorkspaceWatcher } from './workspace-watch.ts'
 
 /** After a watcher could not start (no inotifywait, limits reached), walks only until this much later, then tries again. */
@@ -37,6 +37,8 @@ export class ChangeTracker {
   private dirty = new Map<string, boolean>()
   /** Folders the watcher left unwatched (see WorkspaceWatcher.watchedInodes): walked at every sync. */
   private unwatched = new Set<string>()
+  /** The folders this sync's walks went through, by path with their inode (null: not collected). */
+  private walkedFolders: Map<string, number> | null = null
   private windows = new Set<Opened>()
   private queue: Promise<unknown> = Promise.resolve()
   private retryAt = 0
@@ -125,26 +127,33 @@ export class ChangeTracker {
     }
     const order = [...dirty].sort(([a, da], [b, db]) => (da !== db ? (da ? -1 : 1) : a.split('/').length - b.split('/').length))
     let looked = 0
-    for (const [rel, deep] of order) {
-      if (below(rel)) continue
-      await this.reconcile(rel, deep)
-      if (deep) walked.add(rel)
-      // A burst of writes names many paths: let the service breathe between slices.
-      if (++looked % SLICE === 0) await new Promise((r) => setImmediate(r))
+    const folders = new Map<string, number>()
+    this.walkedFolders = folders
+    try {
+      for (const [rel, deep] of order) {
+        if (below(rel)) continue
+        await this.reconcile(rel, deep)
+        if (deep) walked.add(rel)
+        // A burst of writes names many paths: let the service breathe between slices.
+        if (++looked % SLICE === 0) await new Promise((r) => setImmediate(r))
+      }
+    } finally {
+      this.walkedFolders = null
     }
-    const appeared = [...walked].filter((rel) => !this.unwatched.has(rel))
+    const appeared = [...walked].some((rel) => !this.unwatched.has(rel))
     for (const rel of this.unwatched) if (this.entry(rel.split('/')) !== 'folder') this.unwatched.delete(rel)
-    if (appeared.length > 0) this.findUnwatched(appeared)
+    if (appeared) this.findUnwatched(folders)
   }
 
   /**
-   * Folders at and below those that appeared, which the watcher does not watch: their changes
-   * would go unnamed, so they are walked at every sync from now on (too many: a new watcher).
+   * Of the folders this sync walked (those that appeared, and below them), the ones the watcher
+   * does not watch: their changes would go unnamed, so they are walked at every sync from now on
+   * (too many: a new watcher).
    */
-  private findUnwatched(appeared: string[]): void {
+  private findUnwatched(folders: Map<string, number>): void {
     const watched = this.watcher?.watchedInodes()
     if (!watched) return
-    for (const rel of appeared) for (const [path, ino] of foldersBelow(this.root, rel)) if (!watched.has(ino)) this.unwatched.add(path)
+    for (const [path, ino] of folders) if (!watched.has(ino)) this.unwatched.add(path)
     if (this.unwatched.size > MAX_UNWATCHED) this.dropWatcher()
   }
 
@@ -232,7 +241,8 @@ export class ChangeTracker {
     const fd = openWorkspaceDir(this.root, rel)
     if (fd === null) return new Map()
     try {
-      return await snapshotTree(fd, rel === '' ? '' : `${rel}/`)
+      const folders = this.walkedFolders
+      return await snapshotTree(fd, rel === '' ? '' : `${rel}/`, folders ? (path, dir) => folders.set(path, fs.fstatSync(dir).ino) : undefined)
     } finally {
       fs.closeSync(fd)
     }

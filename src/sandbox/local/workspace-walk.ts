@@ -58,10 +58,17 @@ export function openWorkspaceDir(root: string, rel: string): number | null {
 /** Sees a non-folder entry: its path under the walk's prefix and a host path reaching the entry itself. */
 export type Visit = (rel: string, entry: Dirent, where: string) => void
 
-/** Calls `visit` for every non-folder entry below the folder `fd` (links included, never followed); skips SKIPPED_DIRS. */
-export async function walkTree(fd: number, prefix: string, visit: Visit): Promise<void> {
+/** Sees a folder of the walk (the first one included): its path under the prefix ('' for the first under ''), and its open fd. */
+export type VisitFolder = (rel: string, fd: number) => void
+
+/**
+ * Calls `visit` for every non-folder entry below the folder `fd` (links included, never followed),
+ * and `visitFolder` for every folder walked; skips SKIPPED_DIRS.
+ */
+export async function walkTree(fd: number, prefix: string, visit: Visit, visitFolder?: VisitFolder): Promise<void> {
   let count = 0
   const walk = async (dir: number, pre: string): Promise<void> => {
+    visitFolder?.(pre.slice(0, -1), dir)
     let entries: Dirent[]
     try {
       entries = fs.readdirSync(`/proc/self/fd/${dir}`, { withFileTypes: true })
@@ -92,42 +99,6 @@ export async function walkTree(fd: number, prefix: string, visit: Visit): Promis
   await walk(fd, prefix)
 }
 
-/**
- * Every folder at and below the workspace folder `rel` (outside SKIPPED_DIRS, never through a link),
- * by path with its inode number. Synchronous: it runs on folders that just appeared, not on the tree.
- */
-export function foldersBelow(root: string, rel: string): Map<string, number> {
-  const out = new Map<string, number>()
-  const fd = openWorkspaceDir(root, rel)
-  if (fd === null) return out
-  const walk = (dir: number, path: string) => {
-    out.set(path, fs.fstatSync(dir).ino)
-    let entries: Dirent[]
-    try {
-      entries = fs.readdirSync(`/proc/self/fd/${dir}`, { withFileTypes: true })
-    } catch (err) {
-      if (racy(err)) return
-      throw err
-    }
-    for (const e of entries) {
-      if (!e.isDirectory() || SKIPPED_DIRS.has(e.name)) continue
-      const sub = openSubdir(dir, e.name)
-      if (sub === null) continue
-      try {
-        walk(sub, path === '' ? e.name : `${path}/${e.name}`)
-      } finally {
-        fs.closeSync(sub)
-      }
-    }
-  }
-  try {
-    walk(fd, rel)
-  } finally {
-    fs.closeSync(fd)
-  }
-  return out
-}
-
 /** Every regular file of the workspace (outside SKIPPED_DIRS) with the metadata that tells a change. */
 export async function snapshotWorkspace(dir: string): Promise<WorkspaceSnapshot> {
   const root = fs.openSync(dir, O_RDONLY | O_DIRECTORY)
@@ -138,8 +109,8 @@ export async function snapshotWorkspace(dir: string): Promise<WorkspaceSnapshot>
   }
 }
 
-/** Every regular file below the folder `fd` (outside SKIPPED_DIRS), by its path under `prefix`, with its stamp. */
-export async function snapshotTree(fd: number, prefix: string): Promise<WorkspaceSnapshot> {
+/** Every regular file below the folder `fd` (outside SKIPPED_DIRS), by its path under `prefix`, with its stamp; `visitFolder` sees the folders walked. */
+export async function snapshotTree(fd: number, prefix: string, visitFolder?: VisitFolder): Promise<WorkspaceSnapshot> {
   const out: WorkspaceSnapshot = new Map()
   await walkTree(fd, prefix, (rel, entry, where) => {
     if (!entry.isFile()) return
@@ -149,7 +120,7 @@ export async function snapshotTree(fd: number, prefix: string): Promise<Workspac
     } catch (err) {
       if (!racy(err)) throw err
     }
-  })
+  }, visitFolder)
   return out
 }
 
