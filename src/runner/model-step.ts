@@ -1,4 +1,6 @@
-import { APICallError, streamText, type LanguageModel, type ModelMessage, type ToolSet } from 'ai'
+import { APICallError, experimental_streamLanguageModelCall as streamModelCall, type LanguageModel, type ModelMessage, type ToolSet } from 'ai'
+// The SDK's own assembly of a step's content into the messages to send back (streamText's).
+import { toResponseMessages } from 'ai/internal'
 
 export type ToolCallRequest = { toolCallId: string; toolName: string; input: unknown }
 
@@ -56,8 +58,11 @@ export function classifyProviderError(err: unknown): ProviderFailure {
 /**
  * One model call, streamed: deltas go to the callbacks as they arrive, and the settled assistant
  * message comes back for the runner to persist before anything else happens. Tools carry no
- * `execute`, so the SDK never runs one: the runner decides and runs them itself. Rejects with a
- * ProviderFailure, or with the signal's reason when the turn was aborted.
+ * `execute`: the runner decides and runs them itself. One call, not streamText's loop of steps:
+ * the SDK's single-call stream standardizes the prompt, speaks the provider's protocol and parses
+ * tool calls as streamText does, without the stitching, teeing and step machinery around it
+ * (about 1 ms an agent step). Rejects with a ProviderFailure, or with the signal's reason when the
+ * turn was aborted.
  */
 export async function runModelStep(req: StepRequest): Promise<StepResult> {
   const attempt = new AbortController()
@@ -75,40 +80,39 @@ export async function runModelStep(req: StepRequest): Promise<StepResult> {
   }
   try {
     arm()
-    const result = streamText({
+    /** What the call produced, as the SDK collected it (text, reasoning with its signatures, tool calls). */
+    let content: Parameters<typeof toResponseMessages>[0]['content'] | null = null
+    const { stream } = await streamModelCall({
       model: req.model,
       instructions: req.instructions,
       messages: req.messages,
       tools: req.tools,
       maxOutputTokens: req.maxOutputTokens,
-      maxRetries: 0,
       abortSignal: attempt.signal,
-      // Failures arrive as stream parts and are handled below; the SDK's default logs the
-      // request body, the conversation included.
-      onError: () => {},
+      onLanguageModelCallEnd: (end) => {
+        content = [...end.content]
+      },
     })
     const toolCalls: ToolCallRequest[] = []
     let text = ''
     let usage = { input: 0, output: 0 }
     let failure: unknown = null
-    for await (const part of result.fullStream) {
+    for await (const part of stream) {
       arm()
       if (part.type === 'text-delta') {
         text += part.text
         req.onText(part.text)
       } else if (part.type === 'reasoning-delta') req.onThinking(part.text)
       else if (part.type === 'tool-call') toolCalls.push({ toolCallId: part.toolCallId, toolName: part.toolName, input: part.input })
-      else if (part.type === 'finish-step') usage = { input: part.usage.inputTokens ?? 0, output: part.usage.outputTokens ?? 0 }
+      else if (part.type === 'model-call-end') usage = { input: part.usage.inputTokens ?? 0, output: part.usage.outputTokens ?? 0 }
       else if (part.type === 'error') failure ??= part.error
-      else if (part.type === 'abort') failure ??= new Error('aborted')
     }
     if (req.signal.aborted) throw req.signal.reason
     if (stalled) throw new ProviderFailure('retryable', `The model stream sent nothing for ${Math.round(req.stallMs / 1000)} s and was abandoned.`)
     if (failure) throw classifyProviderError(failure)
-    const response = await result.response
-    // Only the assistant message: the SDK answers calls it cannot parse (an unknown tool, say) with
-    // its own tool message, but every result is the runner's to give.
-    const messages = (response.messages as ModelMessage[]).filter((m) => m.role === 'assistant')
+    if (!content) throw new ProviderFailure('retryable', 'The model stream ended before the model finished its answer.')
+    // Only the assistant message: the results of its calls are the runner's to give.
+    const messages = (await toResponseMessages({ content, tools: req.tools })).filter((m) => m.role === 'assistant') as ModelMessage[]
     return { messages, text, toolCalls, usage }
   } catch (err) {
     if (req.signal.aborted) throw req.signal.reason
