@@ -3,7 +3,8 @@ import assert from 'node:assert/strict'
 import type { LightMyRequestResponse } from 'fastify'
 import { errorOf, forEachDialect, useWarren } from './harness.ts'
 import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
-import { getCredential, getCredentialKey, getDefaultCredential, findCredentialForModel } from '../src/models/models.store.ts'
+import { getCredential, getDefaultCredential, findCredentialForModel } from '../src/models/models.store.ts'
+import { ModelConnections } from '../src/runner/model-connections.ts'
 import { secretBox } from '../src/shared/secret-box.ts'
 import { randomText } from '../src/shared/ids.ts'
 import { listProviderModels } from '../src/models/list-provider-models.ts'
@@ -243,8 +244,28 @@ forEachDialect('model connections', (dialect) => {
     const row = await w().store.db.selectFrom('model_credentials').selectAll().where('id', '=', kept.json().id).executeTakeFirstOrThrow()
     assert.ok(!row.api_key_enc.includes(secret), 'stored sealed')
     // The harness seals with a fixed 32-byte key of sevens.
-    assert.equal(await getCredentialKey(w().store.db, secretBox(Buffer.alloc(32, 7)), org.orgId, kept.json().id), secret)
-    assert.equal(await getCredentialKey(w().store.db, secretBox(Buffer.alloc(32, 7)), 'org_other', kept.json().id), null)
+    const connections = new ModelConnections(w().store.db, secretBox(Buffer.alloc(32, 7)))
+    assert.equal((await connections.open(org.orgId, kept.json().id, 'm'))?.key, secret)
+    assert.equal(await connections.open('org_other', kept.json().id, 'm'), null)
+  })
+
+  it('a driver keeps the opened key and model between steps, yet sees a resealed key and a deleted connection at once', async () => {
+    const org = await newOrg()
+    const box = secretBox(Buffer.alloc(32, 7))
+    const id = (await connect(org, { provider: 'openai', api_key: 'sk-first-key-0123456789', models: ['m'] })).json().id
+    const connections = new ModelConnections(w().store.db, box)
+    const first = await connections.open(org.orgId, id, 'm')
+    const again = await connections.open(org.orgId, id, 'm')
+    assert.equal(again?.key, 'sk-first-key-0123456789')
+    assert.equal(again?.model, first?.model, 'the same model object while nothing changed')
+    assert.notEqual((await connections.open(org.orgId, id, 'other'))?.model, first?.model, 'one model per name')
+    // A master key rotation reseals the row: what the row says now is what is used.
+    await w().store.db.updateTable('model_credentials').set({ api_key_enc: box.seal('sk-second-key-0123456789') }).where('id', '=', id).execute()
+    const resealed = await connections.open(org.orgId, id, 'm')
+    assert.equal(resealed?.key, 'sk-second-key-0123456789')
+    assert.notEqual(resealed?.model, first?.model)
+    assert.equal((await call({ method: 'DELETE', url: `/v1/model-credentials/${id}`, token: org.token })).statusCode, 200)
+    assert.equal(await connections.open(org.orgId, id, 'm'), null)
   })
 
   it('finds the connection for a model: the default when it lists it, else the oldest that does', async () => {

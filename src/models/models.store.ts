@@ -71,10 +71,13 @@ export async function findCredentialForModel(db: Db, orgId: string, model: strin
   return listing.find((c) => c.isDefault) ?? listing[0] ?? null
 }
 
-/** The provider key in clear, for the code that calls the provider; null when there is no such connection. */
-export async function getCredentialKey(db: Db, box: SecretBox, orgId: string, id: string): Promise<string | null> {
-  const row = await db.selectFrom('model_credentials').select('api_key_enc').where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst()
-  return row ? box.open(row.api_key_enc) : null
+/**
+ * The connection with its key as stored (sealed): one read for a caller that keeps the opened key
+ * and opens it again only when the sealed text changed (ModelConnections).
+ */
+export async function getSealedCredential(db: Db, orgId: string, id: string): Promise<{ credential: CredentialRecord; sealedKey: string } | null> {
+  const row = await orgRows(db, orgId).where('id', '=', id).executeTakeFirst()
+  return row ? { credential: toCredential(row), sealedKey: row.api_key_enc } : null
 }
 
 /** The connection already made with this provider, address and key, if any. */

@@ -2,7 +2,6 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { Deps } from '../deps.ts'
 import type { LiveEventName } from '../events/events.schema.ts'
 import { withEvents } from '../events/record-event.ts'
-import { getCredential, getCredentialKey } from '../models/models.store.ts'
 import type { ModelMessage } from 'ai'
 import { appendConversation, compactConversation, estimateTokens } from '../turns/conversation.store.ts'
 import { markSteersDelivered, undeliveredSteers } from '../turns/steers.store.ts'
@@ -13,13 +12,13 @@ import { offeredTools, toolKind, toolsInPlay } from './agent-tools.ts'
 import type { McpHub, McpUnavailable } from '../mcp/mcp-hub.ts'
 import { planCompaction } from './compaction.ts'
 import { agentInstructions } from './instructions.ts'
-import { contextWindow, languageModel, maxOutputTokens } from './language-model.ts'
+import { contextWindow, maxOutputTokens } from './language-model.ts'
 import { ProviderFailure, runModelStep, type StepResult } from './model-step.ts'
 import { recordStep } from './record-step.ts'
 import { takenCallIds, withFreshCallIds } from './call-ids.ts'
 import type { TurnScope } from './run-calls.ts'
 
-type Ctx = Pick<Deps, 'store' | 'bus' | 'config' | 'box' | 'metrics'> & { mcp: McpHub }
+type Ctx = Pick<Deps, 'store' | 'bus' | 'config' | 'metrics'> & { mcp: McpHub }
 
 /** A turn that cannot go on, with the code and message it fails with. */
 export class TurnFailure extends Error {
@@ -39,14 +38,14 @@ export async function agentStep(ctx: Ctx, scope: TurnScope): Promise<StepResult>
   const { turn, agent, signal } = scope
   const db = ctx.store.db
   const credentialId = agent.model_credential_id
-  const credential = credentialId ? await getCredential(db, turn.org_id, credentialId) : null
-  const key = credential ? await getCredentialKey(db, ctx.box, turn.org_id, credential.id) : null
-  if (!credential || key === null) {
+  const connection = credentialId ? await scope.models.open(turn.org_id, credentialId, agent.model) : null
+  if (!connection) {
     throw new TurnFailure({
       code: 'provider_error',
       message: 'This session has no model connection: the one it ran on was deleted and the organization had no other. Connect a model (POST /v1/model-credentials) and send the message again.',
     })
   }
+  const { credential, key, model } = connection
 
   const steers = await undeliveredSteers(db, turn.id)
   if (steers.length) {
@@ -62,7 +61,6 @@ export async function agentStep(ctx: Ctx, scope: TurnScope): Promise<StepResult>
   const instructions = agentInstructions(WORKSPACE_MOUNT, agent.instructions ?? '')
   const window = contextWindow(agent.model, ctx.config.contextWindowTokens)
   const overhead = estimateTokens(instructions) + estimateTokens(Object.entries(tools).map(([n, t]) => [n, t.description, t.inputSchema]))
-  const model = languageModel(credential, key, agent.model)
 
   /** The conversation to send, compacted first when it nears the window (or when `force`d). */
   const compact = async (budget: number, force: boolean): Promise<ModelMessage[]> => {

@@ -16,6 +16,7 @@ import { recordCallResult, type CallResult } from './record-step.ts'
 import { moveSession } from '../sessions/session-status.ts'
 import type { StoredAgent } from '../sessions/sessions.store.ts'
 import type { ConversationView } from './conversation-view.ts'
+import type { ModelConnections } from './model-connections.ts'
 
 type Ctx = Pick<Deps, 'store' | 'bus' | 'config' | 'workspaces' | 'metrics'> & { mcp: McpHub; browser: BrowserHub }
 
@@ -27,6 +28,8 @@ export type TurnScope = {
   seen: Map<string, string>
   /** The session's conversation, read through its driver (only what is new each time). */
   conversation: ConversationView
+  /** The model connections the driver opened (their keys opened once). */
+  models: ModelConnections
 }
 
 const asObject = (v: unknown): Record<string, unknown> => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {})

@@ -4,6 +4,7 @@ import { ApiError } from '../errors.ts'
 import { withEvents } from '../events/record-event.ts'
 import { getSessionRowById, storedAgentOf } from '../sessions/sessions.store.ts'
 import { ConversationView } from './conversation-view.ts'
+import { ModelConnections } from './model-connections.ts'
 import { expiredApprovals, resolvePendingCall } from '../turns/pending-calls.store.ts'
 import { undeliveredSteers } from '../turns/steers.store.ts'
 import { requestCancel, workingTurns, type TurnRow } from '../turns/turns.store.ts'
@@ -113,6 +114,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
     const release = workspaces.hold(sessionId)
     // Read whole once per driver, then only what each move added.
     const conversation = new ConversationView(store.db, sessionId)
+    const models = new ModelConnections(store.db, runnerDeps.box)
     try {
       for (;;) {
         d.again = false
@@ -136,7 +138,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
         const agent = storedAgentOf(session)
         if (!seen.has(turn.id)) (seen.set(turn.id, new Map()), seenBy.set(turn.id, sessionId))
         d.current = turn.id
-        const scope: TurnScope = { turn, agent, signal: d.controller.signal, seen: seen.get(turn.id)!, conversation }
+        const scope: TurnScope = { turn, agent, signal: d.controller.signal, seen: seen.get(turn.id)!, conversation, models }
         let outcome: 'parked' | 'continue' | 'done'
         try {
           outcome = await advance(scope)
