@@ -12,9 +12,13 @@ import { spawnDetached, type SpawnedProcess } from './spawner.ts'
  * not be watched (the watch limit), both of which end this watcher (`onLost`) so that the caller
  * walks the tree once instead.
  *
- * Events of one inotify instance come in the order they happened, so a file created in a private
- * folder watched by the same process (the fence) is a barrier: once its event is read, every
- * change made in the workspace before it has been reported.
+ * Events of one inotify instance come in the order they happened, so a change to a file in a
+ * private folder watched by the same process (the fence) is a barrier: once its event is read,
+ * every change made in the workspace before it has been reported. The fence touches (futimes) one
+ * of two files kept open, in turn: one syscall and one event, where creating and removing a file
+ * cost a journal write and a second event (half a millisecond a fence on this project's disks).
+ * In turn, because inotify merges an event identical to the one still unread before it: two
+ * touches of one file in a row could arrive as one event, two files never merge.
  */
 
 export type WatchHooks = {
@@ -27,6 +31,8 @@ export type WatchHooks = {
 /** How long a fence may take before the watcher is taken for stuck (a loaded host is slow, not broken). */
 const FENCE_TIMEOUT_MS = 10_000
 const START_TIMEOUT_MS = 120_000
+/** The fence files, touched in turn. */
+const FENCE_FILES = ['a', 'b'] as const
 const EVENTS = ['modify', 'attrib', 'create', 'delete', 'move', 'delete_self', 'move_self', 'q_overflow', 'unmount']
 
 /** Fence folders are `<tmp>/warren-fence-<sandbox name>-<6 random characters>`. */
@@ -60,15 +66,20 @@ const escapeRegex = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 export class WorkspaceWatcher {
   private child: SpawnedProcess
   private fenceDir: string
+  /** The two fence files, open; fence n touches fenceFds[n % 2]. */
+  private fenceFds: [number, number]
+  /** Fences asked for, and fence events read (each ends the fence of its number). */
   private fences = 0
+  private fenced = 0
   private waiting = new Map<number, { resolve: () => void; reject: (err: Error) => void; timer: NodeJS.Timeout }>()
   private over = false
   private hooks: WatchHooks
   private root: string
 
-  private constructor(root: string, fenceDir: string, child: SpawnedProcess, hooks: WatchHooks) {
+  private constructor(root: string, fenceDir: string, fenceFds: [number, number], child: SpawnedProcess, hooks: WatchHooks) {
     this.root = root
     this.fenceDir = fenceDir
+    this.fenceFds = fenceFds
     this.child = child
     this.hooks = hooks
   }
@@ -85,6 +96,8 @@ export class WorkspaceWatcher {
    */
   static async start(root: string, hooks: WatchHooks, owner: string): Promise<WorkspaceWatcher> {
     const fenceDir = fs.mkdtempSync(path.join(os.tmpdir(), `${FENCE_PREFIX}${owner}-`))
+    // Made before inotifywait starts: their creation is never an event.
+    const fenceFds: [number, number] = [fs.openSync(path.join(fenceDir, FENCE_FILES[0]), 'w'), fs.openSync(path.join(fenceDir, FENCE_FILES[1]), 'w')]
     // Events below .git and node_modules folders are dropped by inotifywait (their folders are
     // still watched: the regex filters events, not the recursion), not those of a file so named
     // (a worktree's `.git` file is the agent's); -P: links are never followed.
@@ -94,7 +107,7 @@ export class WorkspaceWatcher {
     // survives the exec): a crash leaves no watcher behind holding an inotify instance. Started by
     // the spawner so that the service's event loop never pays for a fork of the service.
     const child = spawnDetached('setpriv', ['--pdeathsig', 'KILL', '--', 'inotifywait', ...args], { env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, pipes: 3 })
-    const watcher = new WorkspaceWatcher(root, fenceDir, child, hooks)
+    const watcher = new WorkspaceWatcher(root, fenceDir, fenceFds, child, hooks)
     try {
       await watcher.established()
     } catch (err) {
@@ -113,7 +126,7 @@ export class WorkspaceWatcher {
       this.waiting.set(n, { resolve, reject, timer })
     })
     try {
-      fs.writeFileSync(path.join(this.fenceDir, String(n)), '')
+      fs.futimesSync(this.fenceFds[n % 2]!, n, n)
     } catch (err) {
       this.end(`the fence could not be written: ${(err as Error).message}`)
     }
@@ -151,6 +164,8 @@ export class WorkspaceWatcher {
     }
     this.waiting.clear()
     if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGKILL')
+    for (const fd of this.fenceFds) if (fd >= 0) fs.closeSync(fd)
+    this.fenceFds = [-1, -1]
     fs.rmSync(this.fenceDir, { recursive: true, force: true })
   }
 
@@ -207,7 +222,7 @@ export class WorkspaceWatcher {
     const events = record.slice(0, space).split(',')
     const where = record.slice(space + 1)
     if (events.includes('Q_OVERFLOW')) return this.end('the inotify queue overflowed')
-    if (where.startsWith(this.fenceDir + '/')) return this.fenced(where.slice(this.fenceDir.length + 1), events)
+    if (where.startsWith(this.fenceDir + '/')) return this.fenceEvent(where.slice(this.fenceDir.length + 1), events)
     const rel = where === this.root || where === `${this.root}/` ? '' : where.startsWith(`${this.root}/`) ? where.slice(this.root.length + 1) : null
     if (rel === null) return
     if (rel === '' && events.some((e) => e === 'DELETE_SELF' || e === 'MOVE_SELF' || e === 'UNMOUNT')) return this.end('the workspace folder itself went')
@@ -218,16 +233,16 @@ export class WorkspaceWatcher {
     this.hooks.changed(rel, events.includes('ISDIR'))
   }
 
-  private fenced(name: string, events: string[]): void {
-    if (!events.includes('CREATE')) return
-    const n = Number(name)
-    // In order: this fence's event also tells every earlier fence's changes are in.
-    for (const [k, w] of this.waiting) {
-      if (k > n) continue
-      clearTimeout(w.timer)
-      this.waiting.delete(k)
-      w.resolve()
-    }
-    fs.rm(path.join(this.fenceDir, name), { force: true }, () => {})
+  private fenceEvent(name: string, events: string[]): void {
+    if (!events.includes('ATTRIB')) return
+    const n = ++this.fenced
+    // Touches come back in the order they were made, one event each: anything else means events
+    // were lost or merged, and no later fence could be trusted.
+    if (name !== FENCE_FILES[n % 2]) return this.end(`fence ${n} came back as a touch of "${name}"`)
+    const w = this.waiting.get(n)
+    if (!w) return
+    clearTimeout(w.timer)
+    this.waiting.delete(n)
+    w.resolve()
   }
 }
