@@ -4,7 +4,7 @@ import type { AnyEvent } from '../events/events.schema.ts'
 import { withEvents } from '../events/record-event.ts'
 import type { FileChange } from '../tools/builtin/builtin-tool.ts'
 import { appendConversation } from '../turns/conversation.store.ts'
-import { countStep, isWorking, setRunningCall, turnEventScope, type TurnRow } from '../turns/turns.store.ts'
+import { countStep, endRunningCall, turnEventScope, type TurnRow } from '../turns/turns.store.ts'
 import type { StepResult, ToolCallRequest } from './model-step.ts'
 import type { ResultPart } from '../tools/result-parts.ts'
 
@@ -23,9 +23,10 @@ export async function recordStep(
 ): Promise<void> {
   const now = Date.now()
   await withEvents(ctx.store, ctx.bus, async (trx, record) => {
-    if (!(await isWorking(trx, turn.id))) return
-    await appendConversation(trx, turn.session_id, turn.id, step.messages, now)
+    // A turn settled meanwhile (its session deleted, say) never changes: nothing is written.
     const n = await countStep(trx, turn.id)
+    if (n === null) return
+    await appendConversation(trx, turn.session_id, turn.id, step.messages, now)
     await trx
       .insertInto('model_steps')
       .values({
@@ -69,10 +70,9 @@ export async function recordCallResult(ctx: Ctx, turn: TurnRow, call: ToolCallRe
   }
   await withEvents(ctx.store, ctx.bus, async (trx, record) => {
     // The turn may have been settled meanwhile (its session deleted): a settled turn never changes.
-    if (!(await isWorking(trx, turn.id))) return
+    if (!(await endRunningCall(trx, turn.id))) return
     for (const e of r.events ?? []) await record({ ...turnEventScope(turn), type: e.type, payload: e.payload })
     await appendConversation(trx, turn.session_id, turn.id, [message], Date.now())
-    await setRunningCall(trx, turn.id, null)
     if (r.summary !== undefined) {
       await record({
         ...turnEventScope(turn),

@@ -1,4 +1,5 @@
 import type { ModelMessage } from 'ai'
+import { sql, type Expression } from 'kysely'
 import type { Db } from '../db/database.ts'
 import { fromJson, toJson } from '../shared/json.ts'
 
@@ -10,22 +11,29 @@ export const estimateTokens = (m: unknown): number => Math.ceil(JSON.stringify(m
 /** Appends messages after the session's last one, in order. */
 export async function appendConversation(db: Db, sessionId: string, turnId: string, messages: ModelMessage[], now: number): Promise<void> {
   if (messages.length === 0) return
+  const row = (m: ModelMessage, ordinal: number | Expression<number>) => ({
+    session_id: sessionId,
+    ordinal,
+    turn_id: turnId,
+    role: m.role,
+    message: toJson(m),
+    tokens: estimateTokens(m),
+    compacted: 0,
+    created_at: now,
+  })
+  if (messages.length === 1) {
+    // One statement, as every step appends one message twice: the next ordinal is read where it
+    // is written. (Several rows cannot do this: each row's subquery would see a different table
+    // on SQLite and the same on PostgreSQL.)
+    const next = sql<number>`(select coalesce(max(ordinal), 0) + 1 from conversation where session_id = ${sessionId})`
+    await db.insertInto('conversation').values(row(messages[0]!, next)).execute()
+    return
+  }
   const last = await db.selectFrom('conversation').select('ordinal').where('session_id', '=', sessionId).orderBy('ordinal', 'desc').limit(1).executeTakeFirst()
   let ordinal = last?.ordinal ?? 0
   await db
     .insertInto('conversation')
-    .values(
-      messages.map((m) => ({
-        session_id: sessionId,
-        ordinal: ++ordinal,
-        turn_id: turnId,
-        role: m.role,
-        message: toJson(m),
-        tokens: estimateTokens(m),
-        compacted: 0,
-        created_at: now,
-      })),
-    )
+    .values(messages.map((m) => row(m, ++ordinal)))
     .execute()
 }
 

@@ -75,9 +75,10 @@ export async function markTurnStarted(db: Db, id: string, now: number): Promise<
 }
 
 /** Counts one more model step of the turn and returns its number. */
-export async function countStep(db: Db, id: string): Promise<number> {
-  const row = await db.updateTable('turns').set((eb) => ({ steps: eb('steps', '+', 1) })).where('id', '=', id).returning('steps').executeTakeFirstOrThrow()
-  return Number(row.steps)
+/** Counts a model step of a working turn: its number, or null when the turn settled meanwhile (nothing changed). */
+export async function countStep(db: Db, id: string): Promise<number | null> {
+  const row = await db.updateTable('turns').set((eb) => ({ steps: eb('steps', '+', 1) })).where('id', '=', id).where('status', '=', 'working').returning('steps').executeTakeFirst()
+  return row ? Number(row.steps) : null
 }
 
 /** Settles a working turn; returns false when it had already settled (a settled turn never moves). */
@@ -100,6 +101,12 @@ export async function setRunningCall(db: Db, id: string, callId: string | null):
   await db.updateTable('turns').set({ running_call: callId }).where('id', '=', id).execute()
 }
 
+/** Ends the running call of a working turn; false when the turn settled meanwhile (nothing changed). */
+export async function endRunningCall(db: Db, id: string): Promise<boolean> {
+  const r = await db.updateTable('turns').set({ running_call: null }).where('id', '=', id).where('status', '=', 'working').executeTakeFirst()
+  return Number(r.numUpdatedRows) > 0
+}
+
 /** Deleting a session cancels its turns; nothing is left working on a session that is gone. */
 export async function cancelSessionTurns(db: Db, sessionId: string, now: number): Promise<TurnRow[]> {
   const working = await workingTurns(db, sessionId)
@@ -107,9 +114,4 @@ export async function cancelSessionTurns(db: Db, sessionId: string, now: number)
   await db.updateTable('turns').set({ status: 'cancelled', completed_at: now, running_call: null, artifacts: 'failed' }).where('session_id', '=', sessionId).where('status', '=', 'working').execute()
   await db.updateTable('pending_calls').set({ status: 'cancelled', resolved_at: now }).where('session_id', '=', sessionId).where('status', '=', 'pending').execute()
   return working
-}
-
-/** Whether the turn still takes writes: a settled turn never changes again. */
-export async function isWorking(db: Db, id: string): Promise<boolean> {
-  return (await db.selectFrom('turns').select('status').where('id', '=', id).executeTakeFirst())?.status === 'working'
 }
