@@ -64,6 +64,9 @@ export class ExecShells {
 
   /** A command's (or process's) exec group is done with: removed, or kept until what it left running ends. */
   release(group: string | null): void {
+    // A destroyed sandbox's groups went with it; a group of that name now may be another
+    // sandbox's (the same name made again), whose shell has yet to join it.
+    if (this.state() === 'destroyed') return
     if (group && !this.cgroup.removeExec(group)) this.lingering.add(group)
   }
 
