@@ -92,6 +92,7 @@ export async function agentStep(ctx: Ctx, scope: TurnScope): Promise<StepResult>
       const raw = await runModelStep({ model, instructions, messages, tools, maxOutputTokens: maxOutputTokens(credential.provider, agent.model), signal, stallMs: ctx.config.modelStallMs, onText: transient('agent.text'), onThinking: transient('agent.thinking') })
       timer({ result: 'ok' })
       const step = withFreshCallIds(raw, await takenCallIds(db, turn.session_id, raw.toolCalls.map((c) => c.toolCallId)))
+      scope.early.open(turn.session_id, step.toolCalls)
       await recordStep(ctx, turn, step, { model: agent.model, credentialId: credential.id, isSandboxTool: (n) => ['builtin', 'network', 'mcp'].includes(toolKind(n, inPlay)) })
       return step
     } catch (caught) {

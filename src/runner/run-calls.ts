@@ -17,6 +17,7 @@ import { moveSession } from '../sessions/session-status.ts'
 import type { StoredAgent } from '../sessions/sessions.store.ts'
 import type { ConversationView } from './conversation-view.ts'
 import type { ModelConnections } from './model-connections.ts'
+import type { EarlyWindow } from './early-window.ts'
 
 type Ctx = Pick<Deps, 'store' | 'bus' | 'config' | 'workspaces' | 'metrics'> & { mcp: McpHub; browser: BrowserHub }
 
@@ -30,6 +31,8 @@ export type TurnScope = {
   conversation: ConversationView
   /** The model connections the driver opened (their keys opened once). */
   models: ModelConnections
+  /** The change window of the step's first bash call, opened while the step was persisted. */
+  early: EarlyWindow
 }
 
 const asObject = (v: unknown): Record<string, unknown> => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {})
@@ -41,6 +44,15 @@ const asObject = (v: unknown): Record<string, unknown> => (v && typeof v === 'ob
  * wakes the runner again.
  */
 export async function handleOpenCalls(ctx: Ctx, scope: TurnScope, open: ToolCallRequest[]): Promise<'parked' | 'continue'> {
+  try {
+    return await workThrough(ctx, scope, open)
+  } finally {
+    // Its call refused, parked or cut short: the window opened for it is closed.
+    scope.early.drop()
+  }
+}
+
+async function workThrough(ctx: Ctx, scope: TurnScope, open: ToolCallRequest[]): Promise<'parked' | 'continue'> {
   const { turn, agent } = scope
   const { inPlay } = await toolsInPlay(ctx, turn, agent.tools)
   const rows = new Map((await callsOfTurn(ctx.store.db, turn.id)).map((c) => [c.callId, c]))
@@ -202,7 +214,8 @@ async function runCall(ctx: Ctx, scope: TurnScope, call: ToolCallRequest, kind: 
   }
   const sandbox = await ctx.workspaces.acquire(turn.session_id)
   await setRunningCall(ctx.store.db, turn.id, call.toolCallId)
-  const outcome = await tool.run(args, { sandbox, mount: WORKSPACE_MOUNT, signal: scope.signal, seen: scope.seen })
+  const window = scope.early.take(call.toolCallId, sandbox)
+  const outcome = await tool.run(args, { sandbox, mount: WORKSPACE_MOUNT, signal: scope.signal, seen: scope.seen, window })
   await recordCallResult(ctx, turn, call, { output: outcome.output, isError: outcome.isError, summary: outcome.summary, cancelled: outcome.cancelled, changes: outcome.changes })
   if (scope.signal.aborted) throw scope.signal.reason
 }

@@ -5,6 +5,7 @@ import { withEvents } from '../events/record-event.ts'
 import { getSessionRowById, storedAgentOf } from '../sessions/sessions.store.ts'
 import { ConversationView } from './conversation-view.ts'
 import { ModelConnections } from './model-connections.ts'
+import { EarlyWindow } from './early-window.ts'
 import { expiredApprovals, resolvePendingCall } from '../turns/pending-calls.store.ts'
 import { undeliveredSteers } from '../turns/steers.store.ts'
 import { requestCancel, workingTurns, type TurnRow } from '../turns/turns.store.ts'
@@ -115,6 +116,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
     // Read whole once per driver, then only what each move added.
     const conversation = new ConversationView(store.db, sessionId)
     const models = new ModelConnections(store.db, runnerDeps.box)
+    const early = new EarlyWindow((id) => workspaces.live(id))
     try {
       for (;;) {
         d.again = false
@@ -138,11 +140,12 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
         const agent = storedAgentOf(session)
         if (!seen.has(turn.id)) (seen.set(turn.id, new Map()), seenBy.set(turn.id, sessionId))
         d.current = turn.id
-        const scope: TurnScope = { turn, agent, signal: d.controller.signal, seen: seen.get(turn.id)!, conversation, models }
+        const scope: TurnScope = { turn, agent, signal: d.controller.signal, seen: seen.get(turn.id)!, conversation, models, early }
         let outcome: 'parked' | 'continue' | 'done'
         try {
           outcome = await advance(scope)
         } catch (err) {
+          early.drop()
           const reason = d.controller.signal.aborted ? d.controller.signal.reason : null
           if (isStop(reason) && (reason.turnId === turn.id || reason.stop === 'forget' || reason.stop === 'close')) {
             if (reason.stop === 'forget' || reason.stop === 'close') return
@@ -167,6 +170,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
         if (outcome === 'done') await settle(turn, { status: 'completed' }, d.ending.signal)
       }
     } finally {
+      early.drop()
       release()
     }
   }

@@ -1,4 +1,4 @@
-import type { Sandbox } from '../../sandbox/sandbox.ts'
+import type { ChangeWindow, Sandbox } from '../../sandbox/sandbox.ts'
 import { workspacePath } from './paths.ts'
 
 /** A file a tool call created, modified or deleted in the workspace. */
@@ -20,6 +20,8 @@ export type ToolContext = {
   onOutput?: (chunk: string) => void
   /** Text contents the turn has seen, by path, so that bash changes can carry diffs; tools update it. */
   seen: Map<string, string>
+  /** A change window opened for this call already (null: none, the tool opens its own). */
+  window?: Promise<ChangeWindow | null>
 }
 
 export type ToolOutcome = {
