@@ -15,6 +15,8 @@ type Opened = { sandbox: Sandbox; window: ChangeWindow } | null
 export class EarlyWindow {
   private readonly live: (sessionId: string) => Promise<Sandbox | null>
   private held: { callId: string; opened: Promise<Opened> } | null = null
+  /** Closes the window last taken unless its taker did. */
+  private lent: (() => void) | null = null
 
   constructor(live: (sessionId: string) => Promise<Sandbox | null>) {
     this.live = live
@@ -35,25 +37,39 @@ export class EarlyWindow {
 
   /**
    * The window opened for `callId` in `sandbox`, or null when there is none (the bash tool then
-   * opens its own). Taken once.
+   * opens its own). Taken once; lent: closed by its taker, or by drop() once the call is over
+   * should the tool have returned without using it (arguments it refused, say).
    */
   async take(callId: string, sandbox: Sandbox): Promise<ChangeWindow | null> {
-    if (this.held?.callId !== callId) return null
-    const opened = await this.held.opened
+    const held = this.held
+    if (held?.callId !== callId) return null
+    // Cleared now, not after the wait: by then another step's window may be held.
     this.held = null
+    const opened = await held.opened
     if (!opened) return null
+    const { window } = opened
     // The workspace came back as another sandbox meanwhile: that window says nothing of this one.
     if (opened.sandbox !== sandbox) {
-      void opened.window.close().catch(() => {})
+      void window.close().catch(() => {})
       return null
     }
-    return opened.window
+    let closed = false
+    const close = () => {
+      closed = true
+      return window.close()
+    }
+    this.lent = () => {
+      if (!closed) void close().catch(() => {})
+    }
+    return { close }
   }
 
-  /** Closes a window nobody took. */
+  /** Closes a window nobody took, and one taken but left open. */
   drop(): void {
     const held = this.held
     this.held = null
     void held?.opened.then((o) => o?.window.close()).catch(() => {})
+    this.lent?.()
+    this.lent = null
   }
 }

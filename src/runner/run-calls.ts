@@ -214,7 +214,7 @@ async function runCall(ctx: Ctx, scope: TurnScope, call: ToolCallRequest, kind: 
   }
   const sandbox = await ctx.workspaces.acquire(turn.session_id)
   await setRunningCall(ctx.store.db, turn.id, call.toolCallId)
-  const window = scope.early.take(call.toolCallId, sandbox)
+  const window = await scope.early.take(call.toolCallId, sandbox)
   const outcome = await tool.run(args, { sandbox, mount: WORKSPACE_MOUNT, signal: scope.signal, seen: scope.seen, window })
   await recordCallResult(ctx, turn, call, { output: outcome.output, isError: outcome.isError, summary: outcome.summary, cancelled: outcome.cancelled, changes: outcome.changes })
   if (scope.signal.aborted) throw scope.signal.reason

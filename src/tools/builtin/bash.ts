@@ -32,7 +32,7 @@ export const bash = defineTool({
   },
   async run(args, ctx): Promise<ToolOutcome> {
     const timeoutS = args.timeout_seconds ?? DEFAULT_TIMEOUT_S
-    const window = (await ctx.window) ?? (await openChanges(ctx.sandbox))
+    const window = ctx.window ?? (await openChanges(ctx.sandbox))
     const acc = new HeadTail(HALF_OUTPUT)
     const take = (s: string) => {
       if (s === '') return

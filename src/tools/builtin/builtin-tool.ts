@@ -21,7 +21,7 @@ export type ToolContext = {
   /** Text contents the turn has seen, by path, so that bash changes can carry diffs; tools update it. */
   seen: Map<string, string>
   /** A change window opened for this call already (null: none, the tool opens its own). */
-  window?: Promise<ChangeWindow | null>
+  window?: ChangeWindow | null
 }
 
 export type ToolOutcome = {
