@@ -97,7 +97,14 @@ export class WorkspaceWatcher {
   static async start(root: string, hooks: WatchHooks, owner: string): Promise<WorkspaceWatcher> {
     const fenceDir = fs.mkdtempSync(path.join(os.tmpdir(), `${FENCE_PREFIX}${owner}-`))
     // Made before inotifywait starts: their creation is never an event.
-    const fenceFds: [number, number] = [fs.openSync(path.join(fenceDir, FENCE_FILES[0]), 'w'), fs.openSync(path.join(fenceDir, FENCE_FILES[1]), 'w')]
+    const fenceFds: [number, number] = [-1, -1]
+    try {
+      for (const i of [0, 1] as const) fenceFds[i] = fs.openSync(path.join(fenceDir, FENCE_FILES[i]), 'w')
+    } catch (err) {
+      for (const fd of fenceFds) if (fd >= 0) fs.closeSync(fd)
+      fs.rmSync(fenceDir, { recursive: true, force: true })
+      throw err
+    }
     // Events below .git and node_modules folders are dropped by inotifywait (their folders are
     // still watched: the regex filters events, not the recursion), not those of a file so named
     // (a worktree's `.git` file is the agent's); -P: links are never followed.
@@ -234,7 +241,9 @@ export class WorkspaceWatcher {
   }
 
   private fenceEvent(name: string, events: string[]): void {
-    if (!events.includes('ATTRIB')) return
+    // Its files or folder removed from outside (a tmp cleaner): no fence could be told again.
+    if (events.some((e) => e === 'DELETE' || e === 'MOVED_FROM' || e.endsWith('_SELF'))) return this.end(`the fence ${name ? `file "${name}"` : 'folder'} went`)
+    if (name === '' || !events.includes('ATTRIB')) return
     const n = ++this.fenced
     // Touches come back in the order they were made, one event each: anything else means events
     // were lost or merged, and no later fence could be trusted.
