@@ -21,7 +21,7 @@ forEachDialect('the conversation as a driver reads it', (dialect) => {
   it('reads what each move appended, in order, as the store has it', async () => {
     const db = w().store.db
     const sid = `ses_view_${dialect}_append`
-    const view = new ConversationView(db, sid)
+    const view = new ConversationView(w().store, sid)
     assert.deepEqual(await view.read(), [])
     await appendConversation(db, sid, 'turn_a', [user('one')], 1)
     await same(view, sid)
@@ -31,10 +31,31 @@ forEachDialect('the conversation as a driver reads it', (dialect) => {
     assert.deepEqual((await view.read()).map((e) => e.ordinal), [1, 2, 3, 4])
   })
 
+  it('asks the store again only when something was written since its last read (where the store marks writes)', async () => {
+    const store = w().store
+    const sid = `ses_view_${dialect}_quiet`
+    let reads = 0
+    // Counts the view's reads of the store.
+    const db = new Proxy(store.db, { get: (t, k, r) => (k === 'selectFrom' ? (reads++, t.selectFrom.bind(t)) : Reflect.get(t, k, r)) })
+    const view = new ConversationView({ db, writeMark: store.writeMark }, sid)
+    await appendConversation(store.db, sid, 'turn_a', [user('one')], 1)
+    await same(view, sid)
+    const first = reads
+    await view.read()
+    await view.read()
+    assert.equal(reads - first, store.writeMark ? 0 : 2, 'nothing written: nothing read')
+    // Any write at all, even of another session, and the next read looks.
+    await appendConversation(store.db, `${sid}_other`, 'turn_b', [user('elsewhere')], 2)
+    await view.read()
+    assert.equal(reads - first, store.writeMark ? 1 : 3)
+    await appendConversation(store.db, sid, 'turn_a', [user('two')], 3)
+    await same(view, sid)
+  })
+
   it('holds a compaction it was told of, and what follows it', async () => {
     const db = w().store.db
     const sid = `ses_view_${dialect}_compact`
-    const view = new ConversationView(db, sid)
+    const view = new ConversationView(w().store, sid)
     await appendConversation(db, sid, 'turn_a', [user('one'), tool('c1', 'x'.repeat(5000)), user('two'), tool('c2', 'y')], 1)
     await same(view, sid)
     const summary = user('[summary of one and its call]')
@@ -49,7 +70,7 @@ forEachDialect('the conversation as a driver reads it', (dialect) => {
   it('reads the conversation whole again when what follows it was compacted behind it', async () => {
     const db = w().store.db
     const sid = `ses_view_${dialect}_rewritten`
-    const view = new ConversationView(db, sid)
+    const view = new ConversationView(w().store, sid)
     await appendConversation(db, sid, 'turn_a', [user('one'), user('two'), user('three')], 1)
     await same(view, sid)
     // Another writer (the view was not told) appended two and compacted up to the second: the

@@ -114,7 +114,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
   async function drive(sessionId: string, d: Driver): Promise<void> {
     const release = workspaces.hold(sessionId)
     // Read whole once per driver, then only what each move added.
-    const conversation = new ConversationView(store.db, sessionId)
+    const conversation = new ConversationView(store, sessionId)
     const models = new ModelConnections(store.db, runnerDeps.box)
     const early = new EarlyWindow((id) => workspaces.live(id))
     try {
