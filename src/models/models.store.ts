@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto'
 import type { Db } from '../db/database.ts'
 import type { Tables } from '../db/tables.ts'
-import type { SecretBox } from '../shared/secret-box.ts'
 import { fromJson, toJson } from '../shared/json.ts'
 
 /** A model connection as the rest of the service sees it: never the key. */

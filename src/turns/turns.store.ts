@@ -74,7 +74,6 @@ export async function markTurnStarted(db: Db, id: string, now: number): Promise<
   return Number(r.numUpdatedRows) > 0
 }
 
-/** Counts one more model step of the turn and returns its number. */
 /** Counts a model step of a working turn: its number, or null when the turn settled meanwhile (nothing changed). */
 export async function countStep(db: Db, id: string): Promise<number | null> {
   const row = await db.updateTable('turns').set((eb) => ({ steps: eb('steps', '+', 1) })).where('id', '=', id).where('status', '=', 'working').returning('steps').executeTakeFirst()
