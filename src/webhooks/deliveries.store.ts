@@ -17,6 +17,14 @@ export async function pendingDeliveries(db: Db, skip: string[], limit: number): 
   return rows.map((r) => ({ id: r.id, subscriptionId: r.subscription_id, attempts: Number(r.attempts), nextAttemptAt: Number(r.next_attempt_at) }))
 }
 
+/**
+ * A delivery's status as a value no index serves, for statements that name their deliveries by id:
+ * they are found through the primary key. Without statistics SQLite guesses that `status =
+ * 'pending'` selects a few rows, and for an IN list of some 30 ids it scanned every pending
+ * delivery through the due-time index instead: a backlog made every batch cost the whole backlog.
+ */
+const PENDING_BY_VALUE = sql<string>`status || ''`
+
 export type ClaimedDelivery = { id: string; subscriptionId: string; eventSeq: number; attempts: number }
 
 /** Which deliveries to claim: these (picked from pendingDeliveries), or up to `limit` due ones of one subscription. */
@@ -29,15 +37,15 @@ export type ClaimTarget = { ids: string[] } | { subscriptionId: string; limit: n
  * on them; SQLite has a single writer.
  */
 export async function claimDeliveries(db: Db, dialect: DialectName, which: ClaimTarget, now: number, leaseUntil: number): Promise<ClaimedDelivery[]> {
-  let due = db.selectFrom('webhook_deliveries').select('id').where('status', '=', 'pending')
+  let due = db.selectFrom('webhook_deliveries').select('id')
   if ('ids' in which) {
     if (which.ids.length === 0) return []
-    due = due.where('id', 'in', which.ids).where('next_attempt_at', '<=', now)
+    due = due.where('id', 'in', which.ids).where(PENDING_BY_VALUE, '=', 'pending').where('next_attempt_at', '<=', now)
   } else {
     // Through the subscription's index, unordered (deliveries may arrive out of order anyway): the
     // `+ 0` keeps the planner off the due-time index, which would walk every other subscription's
     // due backlog to find this one's.
-    due = due.where('subscription_id', '=', which.subscriptionId).where(sql<number>`next_attempt_at + 0`, '<=', now).limit(which.limit)
+    due = due.where('status', '=', 'pending').where('subscription_id', '=', which.subscriptionId).where(sql<number>`next_attempt_at + 0`, '<=', now).limit(which.limit)
   }
   const rows = await db
     .updateTable('webhook_deliveries')
@@ -91,7 +99,7 @@ export async function recordOutcomes(db: Db, outcomes: DeliveryOutcome[]): Promi
       else await rescheduleDelivery(trx, o.id, o.lease, o.at)
     }
     for (const [attempts, ids] of delivered) {
-      await trx.updateTable('webhook_deliveries').set({ status: 'delivered', attempts, next_attempt_at: null }).where('id', 'in', ids).where('status', '=', 'pending').execute()
+      await trx.updateTable('webhook_deliveries').set({ status: 'delivered', attempts, next_attempt_at: null }).where('id', 'in', ids).where(PENDING_BY_VALUE, '=', 'pending').execute()
     }
   })
 }
