@@ -16,10 +16,10 @@ import { newId } from '../src/shared/ids.ts'
 import { secretBox } from '../src/shared/secret-box.ts'
 import { insertTurn } from '../src/turns/turns.store.ts'
 import { deliveryBody, signDelivery } from '../src/webhooks/delivery-body.ts'
-import { deliveryWorker, type DeliveryWorker } from '../src/webhooks/delivery-worker.ts'
+import { DELIVERY_LIMITS, deliveryWorker, type DeliveryWorker } from '../src/webhooks/delivery-worker.ts'
 import { guardedLookup, refusedHost, type Resolver } from '../src/shared/guarded-lookup.ts'
 import { deliverySender } from '../src/webhooks/send-delivery.ts'
-import { Kysely, type CompiledQuery } from 'kysely'
+import { Kysely, type CompiledQuery, type KyselyPlugin } from 'kysely'
 import { openSqlite } from '../src/db/sqlite-dialect.ts'
 import type { Tables } from '../src/db/tables.ts'
 import { claimDeliveries, recordOutcomes } from '../src/webhooks/deliveries.store.ts'
@@ -378,6 +378,44 @@ forEachDialect('webhook delivery worker', (dialect) => {
     await waitFor('every delivery delivered', async () => (await rows()).every((r) => r.status === 'delivered'))
     assert.deepEqual([...new Set((await rows()).map((r) => Number(r.attempts)))], [1], 'one counted attempt each')
     await second.close()
+  })
+
+  it('does not claim again for a subscription whose backlog a claim found empty, until something new may be due', async () => {
+    const path = `/drained-${dialect}`
+    const sub = await subscribe(path, ['session.created'])
+    const N = 30
+    await withEvents(w().store, w().bus, async (_trx, record) => {
+      for (let i = 0; i < N; i++) await record({ orgId: sub.orgId, sessionId: `ses_drained_${i}`, type: 'session.created', payload: { session_id: `ses_drained_${i}` } })
+    })
+    // Claims are the worker's only updates that return rows.
+    let claims = 0
+    const counting: KyselyPlugin = {
+      transformQuery: (args) => {
+        if (args.node.kind === 'UpdateQueryNode' && args.node.returning) claims++
+        return args.node
+      },
+      transformResult: async (args) => args.result,
+    }
+    const store = { ...w().store, db: w().store.db.withPlugin(counting) }
+    // No poll during the test: only what the worker does on its own after each attempt is counted.
+    const worker = deliveryWorker({ store, bus: w().bus, box, config: w().config, ca: cert.cert }, { ...DELIVERY_LIMITS, pollMs: 600_000 })
+    workers.push(worker)
+    worker.start()
+    const rows = () => w().store.db.selectFrom('webhook_deliveries').select('status').where('subscription_id', '=', sub.id).execute()
+    await waitFor('every delivery delivered', async () => (await rows()).every((r) => r.status === 'delivered'))
+    await receiver.waitFor(path, N)
+    const afterDrain = claims
+    // The first claims take everything (the pump's, then one ahead of the lanes); one that comes
+    // back short ends them. Before, every finishing attempt claimed again and found nothing.
+    assert.ok(afterDrain <= 4, `${afterDrain} claims for ${N} deliveries of one subscription`)
+    // Something new is due: the committed event wakes the worker, which claims again.
+    await withEvents(w().store, w().bus, async (_trx, record) => {
+      await record({ orgId: sub.orgId, sessionId: 'ses_drained_more', type: 'session.created', payload: { session_id: 'ses_drained_more' } })
+    })
+    await receiver.waitFor(path, N + 1)
+    await waitFor('the new one delivered', async () => (await rows()).every((r) => r.status === 'delivered'))
+    assert.ok(claims > afterDrain)
+    await worker.close()
   })
 
   it('two workers on one store deliver every event exactly once', async () => {

@@ -107,6 +107,12 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
    * claimed ahead without looking again, a look that would read every claimed-ahead backlog.
    */
   let othersQuiet = false
+  /**
+   * Subscriptions whose last claim ahead came back short: nothing more of theirs was due, so their
+   * finishing attempts do not claim again (and find nothing) until something may have changed it.
+   * Cleared with othersQuiet: a committed event or a timer.
+   */
+  const drained = new Set<string>()
   const recorder = outcomeRecorder(db)
 
   const hold = (subscriptionId: string, n: number) => {
@@ -156,6 +162,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
       timer = null
       timerAt = Infinity
       othersQuiet = false
+      drained.clear()
       kick()
     }, Math.max(0, when - now))
     timer.unref()
@@ -231,7 +238,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
    */
   function refill(subscriptionId: string): void {
     const queued = ready.get(subscriptionId)?.length ?? 0
-    if (closing || claiming.has(subscriptionId) || queued >= limits.perSubscription) return
+    if (closing || claiming.has(subscriptionId) || drained.has(subscriptionId) || queued >= limits.perSubscription) return
     // As many as its lanes get through in half the time a claimed one may wait: the rest would go back.
     const ahead = Math.min(AHEAD, Math.floor((limits.perSubscription * (LEASE_MARGIN_MS - LEASE_GUARD_MS)) / (2 * Math.max(1, took.get(subscriptionId) ?? 0))))
     const n = Math.min(limits.perSubscription - held(subscriptionId) + ahead - queued, AHEAD_TOTAL - readyTotal)
@@ -241,7 +248,10 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
     const lease = leaseFrom(now)
     track(
       claimDeliveries(db, store.dialect, { subscriptionId, limit: n }, now, lease)
-        .then((claimed) => launch(claimed, lease, false))
+        .then((claimed) => {
+          if (claimed.length < n) drained.add(subscriptionId)
+          return launch(claimed, lease, false)
+        })
         .catch(failed('claiming deliveries failed; the next look finds them'))
         .finally(() => claiming.delete(subscriptionId)),
     )
@@ -376,6 +386,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
       unsubscribe = bus.subscribe((n) => {
         if (!webhookTypes.has(n.type) && n.type !== RESYNC) return
         othersQuiet = false
+        drained.clear()
         kick()
       })
       kick()
