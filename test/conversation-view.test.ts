@@ -35,8 +35,15 @@ forEachDialect('the conversation as a driver reads it', (dialect) => {
     const store = w().store
     const sid = `ses_view_${dialect}_quiet`
     let reads = 0
-    // Counts the view's reads of the store.
-    const db = new Proxy(store.db, { get: (t, k, r) => (k === 'selectFrom' ? (reads++, t.selectFrom.bind(t)) : Reflect.get(t, k, r)) })
+    // Counts the view's reads of the store: built queries, and prepared ones (run as compiled).
+    const counted = new Set<string | symbol>(['selectFrom', 'executeQuery'])
+    const db = new Proxy(store.db, {
+      get: (t, k) => {
+        if (counted.has(k)) reads++
+        const v = Reflect.get(t, k, t)
+        return typeof v === 'function' ? v.bind(t) : v
+      },
+    })
     const view = new ConversationView({ db, writeMark: store.writeMark }, sid)
     await appendConversation(store.db, sid, 'turn_a', [user('one')], 1)
     await same(view, sid)

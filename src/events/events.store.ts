@@ -1,4 +1,5 @@
 import { lockSeq, type Db, type DialectName } from '../db/database.ts'
+import { prepared } from '../db/prepared.ts'
 import { fromJson, toJson } from '../shared/json.ts'
 import type { EventName, EventPayloads } from './events.schema.ts'
 
@@ -21,6 +22,10 @@ export type StoredEvent = {
   payload: Record<string, unknown>
 }
 
+const insertEvent = prepared((db, orgId: string, sessionId: string | null, turnId: string | null, type: string, createdAt: number, payload: string) =>
+  db.insertInto('events').values({ org_id: orgId, session_id: sessionId, turn_id: turnId, type, created_at: createdAt, payload }).returning('seq'),
+)
+
 /**
  * Appends one event and returns it with its deployment-wide seq. Call it inside the transaction
  * that makes the change it reports.
@@ -28,20 +33,9 @@ export type StoredEvent = {
 export async function appendEvent<N extends EventName>(db: Db, dialect: DialectName, input: EventInput<N>): Promise<StoredEvent> {
   await lockSeq(db, dialect)
   const createdAt = Date.now()
-  const row = await db
-    .insertInto('events')
-    .values({
-      org_id: input.orgId,
-      session_id: input.sessionId,
-      turn_id: input.turnId ?? null,
-      type: input.type,
-      created_at: createdAt,
-      payload: toJson(input.payload),
-    })
-    .returning('seq')
-    .executeTakeFirstOrThrow()
+  const [row] = await insertEvent(db, input.orgId, input.sessionId, input.turnId ?? null, input.type, createdAt, toJson(input.payload))
   return {
-    seq: Number(row.seq),
+    seq: Number(row!.seq),
     orgId: input.orgId,
     sessionId: input.sessionId,
     turnId: input.turnId ?? null,
@@ -63,7 +57,7 @@ type EventRow = {
 
 export function toStoredEvent(row: EventRow): StoredEvent {
   return {
-    seq: Number(row.seq),
+    seq: Number(row!.seq),
     orgId: row.org_id,
     sessionId: row.session_id,
     turnId: row.turn_id,

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto'
 import type { Db } from '../db/database.ts'
+import { prepared } from '../db/prepared.ts'
 import type { Tables } from '../db/tables.ts'
 import { fromJson, toJson } from '../shared/json.ts'
 
@@ -75,9 +76,11 @@ export async function findCredentialForModel(db: Db, orgId: string, model: strin
  * and opens it again only when the sealed text changed (ModelConnections).
  */
 export async function getSealedCredential(db: Db, orgId: string, id: string): Promise<{ credential: CredentialRecord; sealedKey: string } | null> {
-  const row = await orgRows(db, orgId).where('id', '=', id).executeTakeFirst()
+  const [row] = await credentialOf(db, orgId, id)
   return row ? { credential: toCredential(row), sealedKey: row.api_key_enc } : null
 }
+
+const credentialOf = prepared((db, orgId: string, id: string) => orgRows(db, orgId).where('id', '=', id))
 
 /** The connection already made with this provider, address and key, if any. */
 export async function findConnected(db: Db, orgId: string, provider: string, baseUrl: string, fingerprint: string): Promise<CredentialView | null> {

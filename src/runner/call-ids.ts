@@ -1,4 +1,5 @@
 import type { Db } from '../db/database.ts'
+import { prepared } from '../db/prepared.ts'
 import { randomText } from '../shared/ids.ts'
 import type { StepResult } from './model-step.ts'
 
@@ -10,9 +11,11 @@ import type { StepResult } from './model-step.ts'
  */
 export async function takenCallIds(db: Db, sessionId: string, ids: string[]): Promise<Set<string>> {
   if (ids.length === 0) return new Set()
-  const rows = await db.selectFrom('pending_calls').select('call_id').where('session_id', '=', sessionId).where('call_id', 'in', ids).execute()
+  // Nearly every step asks for one call: that statement is prepared, a list is built each time.
+  const rows = ids.length === 1 ? await oneTaken(db, sessionId, ids[0]!) : await db.selectFrom('pending_calls').select('call_id').where('session_id', '=', sessionId).where('call_id', 'in', ids).execute()
   return new Set(rows.map((r) => r.call_id))
 }
+const oneTaken = prepared((db, sessionId: string, id: string) => db.selectFrom('pending_calls').select('call_id').where('session_id', '=', sessionId).where('call_id', '=', id))
 
 /**
  * Some OpenAI-compatible servers number their tool calls `call_0`, `call_1` … on every step. A

@@ -4,7 +4,7 @@ import type { AnyEvent } from '../events/events.schema.ts'
 import { withEvents } from '../events/record-event.ts'
 import type { FileChange } from '../tools/builtin/builtin-tool.ts'
 import { appendConversation } from '../turns/conversation.store.ts'
-import { countStep, endRunningCall, turnEventScope, type TurnRow } from '../turns/turns.store.ts'
+import { countStep, endRunningCall, insertModelStep, turnEventScope, type TurnRow } from '../turns/turns.store.ts'
 import type { StepResult, ToolCallRequest } from './model-step.ts'
 import type { ResultPart } from '../tools/result-parts.ts'
 
@@ -27,20 +27,7 @@ export async function recordStep(
     const n = await countStep(trx, turn.id)
     if (n === null) return
     await appendConversation(trx, turn.session_id, turn.id, step.messages, now)
-    await trx
-      .insertInto('model_steps')
-      .values({
-        turn_id: turn.id,
-        step: n,
-        session_id: turn.session_id,
-        org_id: turn.org_id,
-        model: meta.model,
-        model_credential_id: meta.credentialId,
-        input_tokens: step.usage.input,
-        output_tokens: step.usage.output,
-        created_at: now,
-      })
-      .execute()
+    await insertModelStep(trx, { turnId: turn.id, step: n, sessionId: turn.session_id, orgId: turn.org_id, model: meta.model, credentialId: meta.credentialId, inputTokens: step.usage.input, outputTokens: step.usage.output, now })
     if (step.text.trim()) await record({ ...turnEventScope(turn), type: 'agent.message', payload: { text: step.text } })
     for (const c of step.toolCalls) {
       if (meta.isSandboxTool(c.toolName)) await record({ ...turnEventScope(turn), type: 'agent.tool_call', payload: { toolCallId: c.toolCallId, toolName: c.toolName, args: c.input } })

@@ -173,8 +173,9 @@ export function toSession(row: SessionRow, defaultTools: ToolEntry[], requiredAc
 
 /** A live session by id alone, for the runner, which acts on behalf of the session's own organization. */
 export async function getSessionRowById(db: Db, id: string): Promise<SessionRow | null> {
-  return (await db.selectFrom('sessions').selectAll().where('id', '=', id).where('deleted_at', 'is', null).executeTakeFirst()) ?? null
+  return (await liveSessionById(db, id))[0] ?? null
 }
+const liveSessionById = prepared((db, id: string) => db.selectFrom('sessions').selectAll().where('id', '=', id).where('deleted_at', 'is', null))
 
 /** The wire shapes of these sessions, each with its own `required_actions` (one query for all). */
 export async function toSessions(db: Db, rows: SessionRow[], defaultTools: ToolEntry[]): Promise<Session[]> {

@@ -1,6 +1,7 @@
 import type { ModelMessage } from 'ai'
 import { sql, type Expression } from 'kysely'
 import type { Db } from '../db/database.ts'
+import { prepared, preparedWrite } from '../db/prepared.ts'
 import { fromJson, toJson } from '../shared/json.ts'
 
 export type ConversationEntry = { ordinal: number; turnId: string; message: ModelMessage; tokens: number }
@@ -25,8 +26,8 @@ export async function appendConversation(db: Db, sessionId: string, turnId: stri
     // One statement, as every step appends one message twice: the next ordinal is read where it
     // is written. (Several rows cannot do this: each row's subquery would see a different table
     // on SQLite and the same on PostgreSQL.)
-    const next = sql<number>`(select coalesce(max(ordinal), 0) + 1 from conversation where session_id = ${sessionId})`
-    await db.insertInto('conversation').values(row(messages[0]!, next)).execute()
+    const m = messages[0]!
+    await appendOne(db, sessionId, turnId, m.role, toJson(m), estimateTokens(m), now)
     return
   }
   const last = await db.selectFrom('conversation').select('ordinal').where('session_id', '=', sessionId).orderBy('ordinal', 'desc').limit(1).executeTakeFirst()
@@ -37,16 +38,26 @@ export async function appendConversation(db: Db, sessionId: string, turnId: stri
     .execute()
 }
 
+const appendOne = preparedWrite((db, sessionId: string, turnId: string, role: string, message: string, tokens: number, now: number) =>
+  db.insertInto('conversation').values({
+    session_id: sessionId,
+    ordinal: sql<number>`(select coalesce(max(ordinal), 0) + 1 from conversation where session_id = ${sessionId})`,
+    turn_id: turnId,
+    role,
+    message,
+    tokens,
+    compacted: 0,
+    created_at: now,
+  }),
+)
+
+const conversationAfter = prepared((db, sessionId: string, after: number) =>
+  db.selectFrom('conversation').select(['ordinal', 'turn_id', 'message', 'tokens']).where('session_id', '=', sessionId).where('ordinal', '>', after).where('compacted', '=', 0).orderBy('ordinal'),
+)
+
 /** What the model sees: every message not compacted away, in order (only those after `after` when given). */
 export async function loadConversation(db: Db, sessionId: string, after = 0): Promise<ConversationEntry[]> {
-  const rows = await db
-    .selectFrom('conversation')
-    .select(['ordinal', 'turn_id', 'message', 'tokens'])
-    .where('session_id', '=', sessionId)
-    .where('ordinal', '>', after)
-    .where('compacted', '=', 0)
-    .orderBy('ordinal')
-    .execute()
+  const rows = await conversationAfter(db, sessionId, after)
   return rows.map((r) => ({ ordinal: r.ordinal, turnId: r.turn_id, message: fromJson<ModelMessage>(r.message, { role: 'user', content: '' }), tokens: r.tokens }))
 }
 

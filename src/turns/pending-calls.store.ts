@@ -1,5 +1,6 @@
 import type { Selectable } from 'kysely'
 import type { Db } from '../db/database.ts'
+import { prepared } from '../db/prepared.ts'
 import type { Tables } from '../db/tables.ts'
 import { fromJson, toJson } from '../shared/json.ts'
 
@@ -75,9 +76,9 @@ export async function resolvePendingCall(db: Db, sessionId: string, callId: stri
 }
 
 export async function callsOfTurn(db: Db, turnId: string): Promise<PendingCall[]> {
-  const rows = await db.selectFrom('pending_calls').selectAll().where('turn_id', '=', turnId).orderBy('created_at').execute()
-  return rows.map(toPendingCall)
+  return (await turnCalls(db, turnId)).map(toPendingCall)
 }
+const turnCalls = prepared((db, turnId: string) => db.selectFrom('pending_calls').selectAll().where('turn_id', '=', turnId).orderBy('created_at'))
 
 export async function cancelPendingCalls(db: Db, turnId: string, now: number): Promise<number> {
   const r = await db.updateTable('pending_calls').set({ status: 'cancelled', resolved_at: now }).where('turn_id', '=', turnId).where('status', '=', 'pending').executeTakeFirst()

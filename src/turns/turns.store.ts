@@ -1,4 +1,5 @@
 import type { Selectable } from 'kysely'
+import { prepared, preparedWrite } from '../db/prepared.ts'
 import type { Db } from '../db/database.ts'
 import type { Tables } from '../db/tables.ts'
 import { fromJson, toJson } from '../shared/json.ts'
@@ -65,8 +66,9 @@ export function sessionTurnsQuery(db: Db, sessionId: string) {
 
 /** The session's working turns in queue order: the running one (started) first, then the waiting ones. */
 export async function workingTurns(db: Db, sessionId: string): Promise<TurnRow[]> {
-  return sessionTurns(db, sessionId).where('status', '=', 'working').orderBy('ordinal').execute()
+  return workingOf(db, sessionId)
 }
+const workingOf = prepared((db, sessionId: string) => sessionTurns(db, sessionId).where('status', '=', 'working').orderBy('ordinal'))
 
 /** False when the turn was settled (cancelled) or started meanwhile. */
 export async function markTurnStarted(db: Db, id: string, now: number): Promise<boolean> {
@@ -76,9 +78,21 @@ export async function markTurnStarted(db: Db, id: string, now: number): Promise<
 
 /** Counts a model step of a working turn: its number, or null when the turn settled meanwhile (nothing changed). */
 export async function countStep(db: Db, id: string): Promise<number | null> {
-  const row = await db.updateTable('turns').set((eb) => ({ steps: eb('steps', '+', 1) })).where('id', '=', id).where('status', '=', 'working').returning('steps').executeTakeFirst()
+  const [row] = await nextStep(db, id)
   return row ? Number(row.steps) : null
 }
+const nextStep = prepared((db, id: string) => db.updateTable('turns').set((eb) => ({ steps: eb('steps', '+', 1) })).where('id', '=', id).where('status', '=', 'working').returning('steps'))
+
+/** One model call of a turn, with what it cost (the usage reports read these). */
+export type ModelStepRecord = { turnId: string; step: number; sessionId: string; orgId: string; model: string; credentialId: string; inputTokens: number; outputTokens: number; now: number }
+
+export async function insertModelStep(db: Db, s: ModelStepRecord): Promise<void> {
+  await modelStepRow(db, s.turnId, s.step, s.sessionId, s.orgId, s.model, s.credentialId, s.inputTokens, s.outputTokens, s.now)
+}
+const modelStepRow = preparedWrite(
+  (db, turnId: string, step: number, sessionId: string, orgId: string, model: string, credentialId: string, inputTokens: number, outputTokens: number, now: number) =>
+    db.insertInto('model_steps').values({ turn_id: turnId, step, session_id: sessionId, org_id: orgId, model, model_credential_id: credentialId, input_tokens: inputTokens, output_tokens: outputTokens, created_at: now }),
+)
 
 /** Settles a working turn; returns false when it had already settled (a settled turn never moves). */
 export async function settleTurnRow(db: Db, id: string, status: Exclude<TurnStatus, 'working'>, error: TurnError | null, now: number): Promise<boolean> {
@@ -97,14 +111,15 @@ export async function requestCancel(db: Db, id: string): Promise<void> {
 }
 
 export async function setRunningCall(db: Db, id: string, callId: string | null): Promise<void> {
-  await db.updateTable('turns').set({ running_call: callId }).where('id', '=', id).execute()
+  await runningCall(db, id, callId)
 }
+const runningCall = preparedWrite((db, id: string, callId: string | null) => db.updateTable('turns').set({ running_call: callId }).where('id', '=', id))
 
 /** Ends the running call of a working turn; false when the turn settled meanwhile (nothing changed). */
 export async function endRunningCall(db: Db, id: string): Promise<boolean> {
-  const r = await db.updateTable('turns').set({ running_call: null }).where('id', '=', id).where('status', '=', 'working').executeTakeFirst()
-  return Number(r.numUpdatedRows) > 0
+  return (await noRunningCall(db, id)) > 0
 }
+const noRunningCall = preparedWrite((db, id: string) => db.updateTable('turns').set({ running_call: null }).where('id', '=', id).where('status', '=', 'working'))
 
 /** Deleting a session cancels its turns; nothing is left working on a session that is gone. */
 export async function cancelSessionTurns(db: Db, sessionId: string, now: number): Promise<TurnRow[]> {
