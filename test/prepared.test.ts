@@ -25,7 +25,7 @@ forEachDialect('prepared statements', (dialect) => {
     assert.equal(await insert(db, 'b', 'x', 10), 1)
     assert.equal(await insert(db, 'c', null, 5), 1)
     const byNote = prepared((db, note: string, min: number) =>
-      db.selectFrom(table as never).select(['id', 'n'] as never).where('note' as never, '=', note).where('n' as never, '>=', min).orderBy('id' as never),
+      db.selectFrom(table as never).select(['id', 'n'] as never).where('note' as never, '=', note as never).where('n' as never, '>=', min as never).orderBy('id' as never),
     )
     assert.deepEqual(plain(await byNote(db, 'x', 0)), [{ id: 'a', n: 1 }, { id: 'b', n: 11 }])
     assert.deepEqual(plain(await byNote(db, 'x', 5)), [{ id: 'b', n: 11 }])
@@ -33,7 +33,7 @@ forEachDialect('prepared statements', (dialect) => {
     const nulls = await db.selectFrom(table as never).select(['id', 'note'] as never).where('note' as never, 'is', null).execute()
     assert.deepEqual(plain(nulls), [{ id: 'c', note: null }])
     // Counted like the built statement: the rows it changed.
-    const renote = preparedWrite((db, from: string, to: string) => db.updateTable(table as never).set({ note: to } as never).where('note' as never, '=', from))
+    const renote = preparedWrite((db, from: string, to: string) => db.updateTable(table as never).set({ note: to } as never).where('note' as never, '=', from as never))
     assert.equal(await renote(db, 'x', 'z'), 2)
     assert.equal(await renote(db, 'x', 'z'), 0)
     // Inside a transaction, on its connection.

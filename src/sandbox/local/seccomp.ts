@@ -136,6 +136,15 @@ export function seccompFilter(arch: Arch = hostArch()): Buffer {
  * shell it cannot filter never starts.
  */
 export function filterWrap(perl: string, arch: Arch = hostArch()): string[] {
+  const key = `${perl}\0${arch}`
+  let argv = wraps.get(key)
+  if (!argv) wraps.set(key, (argv = wrapArgv(perl, arch)))
+  // Every parked shell starts with it (a step's bash call parks the next): made once, copied out.
+  return [...argv]
+}
+const wraps = new Map<string, string[]>()
+
+function wrapArgv(perl: string, arch: Arch): string[] {
   const calls = arch === 'arm64' ? { prctl: 167, seccomp: 277 } : { prctl: 157, seccomp: 317 }
   const script = [
     'my $f = pack("H*", shift);',
