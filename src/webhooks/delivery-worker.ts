@@ -1,23 +1,11 @@
-import type { Db } from '../db/database.ts'
 import type { Deps } from '../deps.ts'
 import type { StoredEvent } from '../events/events.store.ts'
 import { RESYNC } from '../events/event-bus.ts'
 import { WEBHOOK_EVENT_TYPES } from '../events/vocabulary.ts'
-import type { SecretBox } from '../shared/secret-box.ts'
 import { silentLog, type Log } from '../shared/log.ts'
-import { deliveryBody, signDelivery } from './delivery-body.ts'
-import {
-  claimDeliveries,
-  deliveryEvents,
-  deliveryTargets,
-  markFailed,
-  pendingDeliveries,
-  rescheduleDelivery,
-  turnsPublishing,
-  type ClaimedDelivery,
-  type DeliveryOutcome,
-  type DeliveryTarget,
-} from './deliveries.store.ts'
+import { attemptDelivery } from './attempt-delivery.ts'
+import { claimedReader, type ClaimedRead, type ReadyDelivery } from './claimed-deliveries.ts'
+import { claimDeliveries, markFailed, pendingDeliveries, rescheduleDelivery, type ClaimedDelivery, type DeliveryOutcome } from './deliveries.store.ts'
 import { outcomeRecorder } from './outcome-recorder.ts'
 import { deliverySender } from './send-delivery.ts'
 
@@ -77,7 +65,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
   const delays = config.webhookRetryDelaysMs
   const log = deps.log ?? silentLog
   const sender = deliverySender({ allowPrivate: config.allowPrivateWebhooks, timeoutMs: config.webhookTimeoutMs, maxSockets: limits.total, ca: deps.ca })
-  const targets = targetCache(db, box)
+  const readClaimed = claimedReader(db, box, config.turnCompletedWaitMs)
 
   // Attempts in flight, claims being made counted in advance, so that the caps hold while they run.
   const bySubscription = new Map<string, number>()
@@ -95,7 +83,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
   /** The last pump stopped at the overall cap: a freed slot goes to whatever is due first, not back to its subscription. */
   let crowded = false
   /** Claimed, ready to go, not yet attempted (no lane was free), per subscription in claim order. */
-  const ready = new Map<string, Ready[]>()
+  const ready = new Map<string, ReadyDelivery[]>()
   let readyTotal = 0
   /** How long each subscription's last attempt took: a slow receiver gets fewer claimed ahead. */
   const took = new Map<string, number>()
@@ -268,7 +256,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
         continue
       }
       hold(subscriptionId, 1)
-      track(attempt(r.row, r.event, r.target, r.lease))
+      track(attempt(r))
     }
     if (queue?.length === 0) ready.delete(subscriptionId)
   }
@@ -287,37 +275,29 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
    */
   async function launch(claimed: ClaimedDelivery[], lease: number, counted = true): Promise<void> {
     if (claimed.length === 0) return
-    let events: Map<number, StoredEvent>
-    let publishing: Set<string>
-    let where: Map<string, DeliveryTarget>
+    let read: ClaimedRead
     try {
-      events = await deliveryEvents(db, claimed.map((c) => c.eventSeq))
-      where = await targets(claimed.map((c) => c.subscriptionId))
-      const now = Date.now()
-      const waiting = [...events.values()].filter((e) => e.type === 'turn.completed' && now < e.createdAt + config.turnCompletedWaitMs)
-      publishing = await turnsPublishing(db, waiting.map(turnOf).filter((t): t is string => t !== null))
-    } catch (err) {
-      // Their leases run out and they are claimed again.
+      read = await readClaimed(claimed, lease)
+    } finally {
+      // Read or not, they are no longer counted in flight: queued, given back, or (the read
+      // failed) left to their leases, which run out so that they are claimed again.
       if (counted) for (const row of claimed) hold(row.subscriptionId, -1)
-      throw err
     }
     const touched = new Set<string>()
-    for (const row of claimed) {
-      if (counted) hold(row.subscriptionId, -1)
-      const event = events.get(row.eventSeq)
-      const target = where.get(row.subscriptionId)
-      if (event && target && !closing && !isHeld(event, publishing)) {
-        const queue = ready.get(row.subscriptionId) ?? []
-        if (queue.length === 0) ready.set(row.subscriptionId, queue)
-        queue.push({ row, event, target, lease })
-        readyTotal++
-        touched.add(row.subscriptionId)
+    for (const r of read.ready) {
+      // The worker is closing: given back at once, like what is held.
+      if (closing) {
+        read.notNow.push({ row: r.row, event: r.event })
         continue
       }
-      // Not attempted now: held (turn.completed), the worker is closing, or its event is gone. A
-      // delivery without a target went with its subscription (deleted in the same transaction).
-      if (target) await giveBack(row, event, lease).catch(failed(`giving delivery ${row.id} back failed; it is claimed again once its claim runs out`))
+      const queue = ready.get(r.row.subscriptionId) ?? []
+      if (queue.length === 0) ready.set(r.row.subscriptionId, queue)
+      queue.push(r)
+      readyTotal++
+      touched.add(r.row.subscriptionId)
     }
+    // Not attempted now: held (turn.completed), the worker is closing, or its event is gone.
+    for (const { row, event } of read.notNow) await giveBack(row, event, lease).catch(failed(`giving delivery ${row.id} back failed; it is claimed again once its claim runs out`))
     for (const sub of touched) startReady(sub)
     if (closing) dropReady()
   }
@@ -331,30 +311,16 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
     arm(at)
   }
 
-  async function attempt(row: ClaimedDelivery, event: StoredEvent, target: DeliveryTarget, lease: number): Promise<void> {
+  async function attempt(d: ReadyDelivery): Promise<void> {
+    const { row } = d
     const abort = new AbortController()
     aborts.add(abort)
     let outcome: DeliveryOutcome
     try {
-      const body = deliveryBody(event)
-      const timestamp = String(Date.now())
-      const headers = {
-        'content-type': 'application/json',
-        'user-agent': 'warren-webhooks/0.1',
-        'x-service-timestamp': timestamp,
-        'x-service-signature': signDelivery(target.secret, timestamp, body),
-        'x-warren-delivery': row.id,
-      }
-      // Done before the claim runs out, so that no other process takes it while it is on the wire.
-      const sent = Date.now()
-      const result = await sender.send({ url: target.url, headers, body }, abort.signal, lease - LEASE_GUARD_MS)
-      const at = Date.now()
+      const sent = await attemptDelivery(sender, d, delays, abort.signal, d.lease - LEASE_GUARD_MS)
+      outcome = sent.outcome
       if (took.size > 10_000) took.clear()
-      took.set(row.subscriptionId, at - sent)
-      const k = row.attempts + 1
-      if ('aborted' in result) outcome = { id: row.id, kind: 'rescheduled', lease, at }
-      else if (result.ok) outcome = { id: row.id, kind: 'delivered', attempts: k }
-      else outcome = { id: row.id, kind: 'failed', lease, attempts: k, error: result.reason, at, nextAttemptAt: k >= delays.length ? null : at + delays[k]! }
+      took.set(row.subscriptionId, sent.tookMs)
     } catch (err) {
       return failed(`attempting delivery ${row.id} failed; it is tried again once its claim runs out`)(err)
     } finally {
@@ -407,32 +373,4 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
       sender.close()
     },
   }
-}
-
-type Ready = { row: ClaimedDelivery; event: StoredEvent; target: DeliveryTarget; lease: number }
-
-/**
- * Where each subscription's deliveries go, remembered: a subscription never changes, and a deleted
- * one takes its deliveries with it, so nothing is claimed for it afterwards.
- */
-function targetCache(db: Db, box: SecretBox) {
-  const known = new Map<string, DeliveryTarget>()
-  return async (subscriptionIds: string[]): Promise<Map<string, DeliveryTarget>> => {
-    const missing = [...new Set(subscriptionIds)].filter((id) => !known.has(id))
-    if (missing.length > 0) {
-      if (known.size > 10_000) known.clear()
-      for (const [id, t] of await deliveryTargets(db, box, missing)) known.set(id, t)
-    }
-    return new Map(subscriptionIds.flatMap((id) => (known.has(id) ? [[id, known.get(id)!] as const] : [])))
-  }
-}
-
-function turnOf(e: StoredEvent): string | null {
-  return (e.payload.turn_id as string | undefined) ?? e.turnId
-}
-
-/** `turn.completed` waits until its turn's artifacts are published (`publishing` holds only turns still within the wait). */
-function isHeld(e: StoredEvent, publishing: Set<string>): boolean {
-  const turn = turnOf(e)
-  return e.type === 'turn.completed' && turn !== null && publishing.has(turn)
 }
