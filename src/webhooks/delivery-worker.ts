@@ -101,6 +101,13 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
    * Cleared with othersQuiet: a committed event or a timer.
    */
   const drained = new Set<string>()
+  /** Moves with every clearing of `drained`: a claim that began before one does not mark its subscription drained. */
+  let wakes = 0
+  const wake = () => {
+    othersQuiet = false
+    drained.clear()
+    wakes++
+  }
   const recorder = outcomeRecorder(db)
 
   const hold = (subscriptionId: string, n: number) => {
@@ -149,8 +156,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
     timer = setTimeout(() => {
       timer = null
       timerAt = Infinity
-      othersQuiet = false
-      drained.clear()
+      wake()
       kick()
     }, Math.max(0, when - now))
     timer.unref()
@@ -232,12 +238,13 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
     const n = Math.min(limits.perSubscription - held(subscriptionId) + ahead - queued, AHEAD_TOTAL - readyTotal)
     if (n <= 0) return
     claiming.add(subscriptionId)
+    const since = wakes
     const now = Date.now()
     const lease = leaseFrom(now)
     track(
       claimDeliveries(db, store.dialect, { subscriptionId, limit: n }, now, lease)
         .then((claimed) => {
-          if (claimed.length < n) drained.add(subscriptionId)
+          if (claimed.length < n && since === wakes) drained.add(subscriptionId)
           return launch(claimed, lease, false)
         })
         .catch(failed('claiming deliveries failed; the next look finds them'))
@@ -252,6 +259,8 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
       const r = queue.shift()!
       readyTotal--
       if (Date.now() + config.webhookTimeoutMs > r.lease - LEASE_GUARD_MS) {
+        // Due again at once: the subscription's next claim finds it.
+        drained.delete(subscriptionId)
         track(recorder.record({ id: r.row.id, kind: 'rescheduled', lease: r.lease, at: Date.now() }).catch(failed(`giving delivery ${r.row.id} back failed; it is claimed again once its claim runs out`)))
         continue
       }
@@ -351,8 +360,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps, limits: DeliveryWorkerL
       // Committed webhook events are due at once; record-event notifies after the commit.
       unsubscribe = bus.subscribe((n) => {
         if (!webhookTypes.has(n.type) && n.type !== RESYNC) return
-        othersQuiet = false
-        drained.clear()
+        wake()
         kick()
       })
       kick()
