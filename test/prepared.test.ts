@@ -4,6 +4,9 @@ import { sql } from 'kysely'
 import { prepared, preparedWrite } from '../src/db/prepared.ts'
 import { forEachDialect, useWarren } from './harness.ts'
 
+/** Made once for both dialects' suites: each dialect compiles and keeps its own text. */
+const byId = prepared((db, id: string) => db.selectFrom('orgs').select('name').where('id', '=', id))
+
 /**
  * Prepared statements are compiled once per dialect and run with each call's values: what they
  * read and write must be exactly what the same query built afresh reads and writes.
@@ -43,6 +46,12 @@ forEachDialect('prepared statements', (dialect) => {
     })
   })
 
+  it('keeps one compiled statement per dialect', async () => {
+    const { orgId } = await w().mint()
+    const [org] = await byId(w().store.db, orgId)
+    assert.ok(org?.name, `the ${dialect} store answered its own statement`)
+  })
+
   it('refuses an argument that is not bound as a value', async () => {
     const db = w().store.db
     // A column name is part of the statement's text: it cannot change from one call to the next.
@@ -50,5 +59,11 @@ forEachDialect('prepared statements', (dialect) => {
     await assert.rejects(byColumn(db, 'id'), /every argument must be a value parameter/)
     const unused = prepared((db, _id: string) => db.selectFrom(table as never).select('id' as never))
     await assert.rejects(unused(db, 'a'), /every argument must be a value parameter/)
+    // Made into another value on its way in: it would be bound as the placeholder for ever.
+    const prefixed = prepared((db, id: string) => db.selectFrom(table as never).select('id' as never).where('id' as never, 'like', `${id}%` as never))
+    await assert.rejects(prefixed(db, 'a'), /every argument must be a value parameter/)
+    // With returning, SQLite answers rows and no count: that is prepared()'s.
+    const returning = preparedWrite((db, id: string) => db.deleteFrom(table as never).where('id' as never, '=', id as never).returning('id' as never))
+    await assert.rejects(returning(db, 'nothing'), /with returning is prepared/)
   })
 })

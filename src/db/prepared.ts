@@ -4,12 +4,16 @@ import type { Db } from './database.ts'
 /** What a prepared statement's arguments may be: plain values, each bound as a parameter. */
 type Value = string | number | null
 
+const MARK = '\u0000prepared-arg-'
+
 /**
  * A query built and compiled once per dialect, then run with fresh values: hot paths (the token
  * lookup, reading one session, the statements of every agent step) skip rebuilding and compiling
  * Kysely's tree, and its garbage, on every call. In a step's cold code that building measured
  * about 0.7 ms of Kysely a step. Each argument must be used as a plain value parameter (one may
- * be used more than once); a list whose length varies cannot be prepared.
+ * be used more than once); a list whose length varies cannot be prepared, nor a build that
+ * branches on an argument's value (it is compiled once, with placeholders). It is compiled
+ * through the first Kysely instance it is given: plugins of another instance do not apply to it.
  */
 function compiledOnce<A extends Value[], R>(build: (db: Db, ...args: A) => Compilable<R>) {
   const byDialect = new Map<unknown, { compiled: CompiledQuery<R>; slots: number[] }>()
@@ -18,10 +22,13 @@ function compiledOnce<A extends Value[], R>(build: (db: Db, ...args: A) => Compi
     let plan = byDialect.get(key)
     if (!plan) {
       // Placeholders that cannot collide with real values show where each argument lands.
-      const placeholders = args.map((_, i) => `\u0000prepared-arg-${i}\u0000`) as A
+      const placeholders = args.map((_, i) => `${MARK}${i}\u0000`) as A
       const compiled = build(db, ...placeholders).compile()
       const slots = compiled.parameters.map((p) => placeholders.indexOf(p as string))
-      if (!args.every((_, i) => slots.includes(i)) || placeholders.some((p) => compiled.sql.includes(p as string))) {
+      // An argument in the text, unused, or changed on its way into a value (a prefix pattern made
+      // from it, say) would be bound as the placeholder for ever.
+      const altered = compiled.parameters.some((p, i) => slots[i]! < 0 && typeof p === 'string' && p.includes(MARK))
+      if (!args.every((_, i) => slots.includes(i)) || compiled.sql.includes(MARK) || altered) {
         throw new Error('prepared: every argument must be a value parameter')
       }
       byDialect.set(key, (plan = { compiled, slots }))
@@ -40,6 +47,11 @@ export function prepared<A extends Value[], R>(build: (db: Db, ...args: A) => Co
 
 /** A prepared insert, update or delete without `returning`: resolves to the rows it changed. */
 export function preparedWrite<A extends Value[]>(build: (db: Db, ...args: A) => Compilable<unknown>) {
-  const run = compiledOnce(build)
+  // With `returning` SQLite answers rows and no count (PostgreSQL both): such a statement is prepared().
+  const run = compiledOnce((db, ...args: A) => {
+    const query = build(db, ...args)
+    if ((query.compile().query as { returning?: unknown }).returning) throw new Error('preparedWrite: a statement with returning is prepared()')
+    return query
+  })
   return async (db: Db, ...args: A): Promise<number> => Number((await run(db, ...args)).numAffectedRows ?? 0)
 }
