@@ -1,7 +1,6 @@
 // What the cluster suites share: a fake model routed per test by its user text, and the calls a
 // test makes of a cluster's nodes (a session, a message, a settled turn, the session's items).
 import assert from 'node:assert/strict'
-import { execFileSync, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Cluster } from './cluster.ts'
@@ -100,13 +99,5 @@ export async function ownerIndex(cluster: Cluster, sessionId: string): Promise<n
   return -1
 }
 
-/**
- * What of a node's sandbox prefix is left on this host: its cgroups (warm ones included) in every
- * hierarchy, its network namespaces and its nftables table. A node stopped cleanly leaves none.
- */
-export function leftOnHost(prefix: string): string[] {
-  const cgroups = execFileSync('find', ['/sys/fs/cgroup', '-maxdepth', '3', '-type', 'd', '-name', `warren-${prefix}-*`], { encoding: 'utf8' }).split('\n').filter(Boolean)
-  const namespaces = execFileSync('ip', ['netns', 'list'], { encoding: 'utf8' }).split('\n').map((l) => l.split(' ')[0]!).filter((n) => n.startsWith(`${prefix}-`))
-  const table = spawnSync('nft', ['list', 'table', 'inet', `warren_${prefix}`], { stdio: 'ignore' }).status === 0 ? [`nft table warren_${prefix}`] : []
-  return [...cgroups, ...namespaces.map((n) => `netns ${n}`), ...table]
-}
+/** What of a node's sandbox prefix is left on this host (a node stopped cleanly leaves none). */
+export { leftOnHost } from './left-on-host.ts'
