@@ -35,7 +35,7 @@ export async function appendEvent<N extends EventName>(db: Db, dialect: DialectN
   const createdAt = Date.now()
   const [row] = await insertEvent(db, input.orgId, input.sessionId, input.turnId ?? null, input.type, createdAt, toJson(input.payload))
   return {
-    seq: Number(row!.seq),
+    seq: Number(row.seq),
     orgId: input.orgId,
     sessionId: input.sessionId,
     turnId: input.turnId ?? null,
@@ -57,7 +57,7 @@ type EventRow = {
 
 export function toStoredEvent(row: EventRow): StoredEvent {
   return {
-    seq: Number(row!.seq),
+    seq: Number(row.seq),
     orgId: row.org_id,
     sessionId: row.session_id,
     turnId: row.turn_id,

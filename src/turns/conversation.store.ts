@@ -1,5 +1,5 @@
 import type { ModelMessage } from 'ai'
-import { sql, type Expression } from 'kysely'
+import { sql } from 'kysely'
 import type { Db } from '../db/database.ts'
 import { prepared, preparedWrite } from '../db/prepared.ts'
 import { fromJson, toJson } from '../shared/json.ts'
@@ -7,27 +7,24 @@ import { fromJson, toJson } from '../shared/json.ts'
 export type ConversationEntry = { ordinal: number; turnId: string; message: ModelMessage; tokens: number }
 
 /** A rough token count (about four characters a token), enough to decide when to compact. */
-export const estimateTokens = (m: unknown): number => Math.ceil(JSON.stringify(m).length / 4)
+export const estimateTokens = (m: unknown): number => tokensOfJson(JSON.stringify(m))
+/** The same count of a message already stringified (it is stored as that text). */
+const tokensOfJson = (json: string): number => Math.ceil(json.length / 4)
 
 /** Appends messages after the session's last one, in order. */
 export async function appendConversation(db: Db, sessionId: string, turnId: string, messages: ModelMessage[], now: number): Promise<void> {
   if (messages.length === 0) return
-  const row = (m: ModelMessage, ordinal: number | Expression<number>) => ({
-    session_id: sessionId,
-    ordinal,
-    turn_id: turnId,
-    role: m.role,
-    message: toJson(m),
-    tokens: estimateTokens(m),
-    compacted: 0,
-    created_at: now,
-  })
+  const row = (m: ModelMessage, ordinal: number) => {
+    const message = toJson(m)
+    return { session_id: sessionId, ordinal, turn_id: turnId, role: m.role, message, tokens: tokensOfJson(message), compacted: 0, created_at: now }
+  }
   if (messages.length === 1) {
     // One statement, as every step appends one message twice: the next ordinal is read where it
     // is written. (Several rows cannot do this: each row's subquery would see a different table
     // on SQLite and the same on PostgreSQL.)
     const m = messages[0]!
-    await appendOne(db, sessionId, turnId, m.role, toJson(m), estimateTokens(m), now)
+    const message = toJson(m)
+    await appendOne(db, sessionId, turnId, m.role, message, tokensOfJson(message), now)
     return
   }
   const last = await db.selectFrom('conversation').select('ordinal').where('session_id', '=', sessionId).orderBy('ordinal', 'desc').limit(1).executeTakeFirst()
