@@ -243,6 +243,12 @@ forEachDialect('webhook delivery worker', (dialect) => {
     })
   }
 
+  /** `n` committed session.created events of the organization, of sessions `${prefix}_0` … */
+  const sessionsCreated = (orgId: string, prefix: string, n: number) =>
+    withEvents(w().store, w().bus, async (_trx, record) => {
+      for (let i = 0; i < n; i++) await record({ orgId, sessionId: `${prefix}_${i}`, type: 'session.created', payload: { session_id: `${prefix}_${i}` } })
+    })
+
   const deliveryOf = (subscriptionId: string) => w().store.db.selectFrom('webhook_deliveries').selectAll().where('subscription_id', '=', subscriptionId).executeTakeFirstOrThrow()
 
   it('holds turn.completed while the turn publishes its artifacts, uncounted, and sends it once they are ready', async () => {
@@ -290,9 +296,7 @@ forEachDialect('webhook delivery worker', (dialect) => {
 
   it('concurrent claims of the same deliveries never share one', async () => {
     const sub = await subscribe(`/claims-${dialect}`, ['session.created'])
-    await withEvents(w().store, w().bus, async (_trx, record) => {
-      for (let i = 0; i < 50; i++) await record({ orgId: sub.orgId, sessionId: `ses_claim_${i}`, type: 'session.created', payload: { session_id: `ses_claim_${i}` } })
-    })
+    await sessionsCreated(sub.orgId, 'ses_claim', 50)
     const other = await secondStore()
     const ids = (await w().store.db.selectFrom('webhook_deliveries').select('id').where('subscription_id', '=', sub.id).execute()).map((r) => r.id)
     const now = Date.now()
@@ -309,9 +313,7 @@ forEachDialect('webhook delivery worker', (dialect) => {
     const path = `/ahead-${dialect}`
     const sub = await subscribe(path, ['session.created'])
     const N = 40
-    await withEvents(w().store, w().bus, async (_trx, record) => {
-      for (let i = 0; i < N; i++) await record({ orgId: sub.orgId, sessionId: `ses_ahead_${i}`, type: 'session.created', payload: { session_id: `ses_ahead_${i}` } })
-    })
+    await sessionsCreated(sub.orgId, 'ses_ahead', N)
     // The first answers come at once; the rest hang, so the lanes fill and what was claimed ahead waits.
     receiver.script(path, [200, 200, 200, 200, 'hang'])
     const first = startWorker()
@@ -337,9 +339,7 @@ forEachDialect('webhook delivery worker', (dialect) => {
     const hook = `/drained-${dialect}`
     const sub = await subscribe(hook, ['session.created'])
     const N = 30
-    await withEvents(w().store, w().bus, async (_trx, record) => {
-      for (let i = 0; i < N; i++) await record({ orgId: sub.orgId, sessionId: `ses_drained_${i}`, type: 'session.created', payload: { session_id: `ses_drained_${i}` } })
-    })
+    await sessionsCreated(sub.orgId, 'ses_drained', N)
     // Claims are the worker's only updates that return rows.
     let claims = 0
     const counting: KyselyPlugin = {
@@ -363,9 +363,7 @@ forEachDialect('webhook delivery worker', (dialect) => {
     assert.ok(afterDrain <= 4, `${afterDrain} claims for ${N} deliveries of one subscription`)
     // Something new is due: the committed events wake the worker, which claims again, ahead too
     // (the look it makes first takes only the subscription's lanes' worth).
-    await withEvents(w().store, w().bus, async (_trx, record) => {
-      for (let i = 0; i < N; i++) await record({ orgId: sub.orgId, sessionId: `ses_drained_more_${i}`, type: 'session.created', payload: { session_id: `ses_drained_more_${i}` } })
-    })
+    await sessionsCreated(sub.orgId, 'ses_drained_more', N)
     await receiver.waitFor(hook, 2 * N)
     await waitFor('the new ones delivered', async () => (await rows()).every((r) => r.status === 'delivered'))
     assert.ok(claims > afterDrain)
