@@ -13,8 +13,10 @@ import { waitFor } from './fixtures.ts'
 
 forEachDialect('previews', (dialect) => {
   // A short idle pause: the test of a paused workspace waits for it, the others are unaffected
-  // (every request wakes the workspace, and an open request or WebSocket holds it awake).
-  const w = useWarren(dialect, { env: { ...NO_RATE_LIMITS, WARREN_IDLE_PAUSE_MS: '1500' } })
+  // (every request wakes the workspace, and an open request or WebSocket holds it awake). Names
+  // are not held after withdrawal here, so that a name can go to another organization at once
+  // (previews.names.test.ts holds them).
+  const w = useWarren(dialect, { env: { ...NO_RATE_LIMITS, WARREN_IDLE_PAUSE_MS: '1500', WARREN_PREVIEW_NAME_HOLD_MS: '0' } })
   let fake: FakeModelServer
   let base: string
   let org: Awaited<ReturnType<typeof newOrg>>
