@@ -282,16 +282,20 @@ forEachDialect('previews', (dialect) => {
     assert.equal((await c.getSession(empty)).preview.url, null)
   })
 
-  it('a paused workspace resumes on a request', async () => {
+  it('a paused workspace resumes on a request, and its running time from then on is counted (as the README says)', async () => {
     const res = await c.call('POST', `/v1/sessions/${sid}/preview`, { subdomain: 'wake-up', port: 3000 })
     assert.equal(res.statusCode, 200, res.body)
     await waitFor('the workspace pauses when idle', async () => (await c.getSession(sid)).environment.state === 'paused', 20_000)
+    const usage = async () => (await c.call('GET', `/v1/sessions/${sid}/usage`)).json() as { intervals: number }
+    const before = await usage()
+    // A visitor with no token at all.
     const page = await hostRequest(base, hostOf('wake-up'), '/')
     assert.equal(page.status, 200)
     assert.match(page.body, /Hello from site/)
     assert.equal((await c.getSession(sid)).environment.state, 'running')
     const moves = (await c.items(sid)).map((i) => i.detail.event).filter((e) => e === 'sandbox.paused' || e === 'sandbox.resumed')
     assert.deepEqual(moves.slice(-2), ['sandbox.paused', 'sandbox.resumed'])
+    assert.equal((await usage()).intervals, before.intervals + 1, 'the visit opened a running interval')
   })
 
   it('DELETE takes it down at once: open connections are cut, the name is free, a second DELETE is a 404', async () => {
