@@ -23,7 +23,8 @@ export async function deleteSession(deps: Pick<Deps, 'store' | 'bus' | 'node' | 
       await record({ orgId, sessionId: id, turnId: t.id, type: 'turn.failed', payload: { session_id: id, turn_id: t.id, status: 'cancelled' } })
     }
     await deleteSeedFiles(trx, id)
-    await withdrawPreview(trx, id, Date.now() + deps.config.previewNameHoldMs, Date.now())
+    const now = Date.now()
+    await withdrawPreview(trx, id, now + deps.config.previewNameHoldMs, now)
     await record({ orgId, sessionId: id, type: 'session.deleted', payload: { session_id: id } })
     return turns.length
   })
