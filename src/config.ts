@@ -55,6 +55,8 @@ export type Config = {
   /** Remote MCP servers at loopback and private addresses are refused unless set (local testing). */
   allowPrivateMcp: boolean
   previewDomain: string
+  /** How long a withdrawn preview name stays its organization's; 0: free at once. */
+  previewNameHoldMs: number
   /** The SearXNG instance web_search and image_search ask; undefined: both are unavailable. */
   searchUrl: string | undefined
   /** CIDRs the workspaces' egress proxy lets through although private (a deployment's own hosts, tests' namespaces). */
@@ -172,6 +174,7 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
     allowPrivateWebhooks: bool('WARREN_ALLOW_PRIVATE_WEBHOOKS'),
     allowPrivateMcp: bool('WARREN_ALLOW_PRIVATE_MCP'),
     previewDomain: (env.WARREN_PREVIEW_DOMAIN || `preview.localhost:${port}`).toLowerCase(),
+    previewNameHoldMs: int('WARREN_PREVIEW_NAME_HOLD_MS', 86_400_000, 0),
     publicUrl: (env.WARREN_PUBLIC_URL || `http://${reachableHost(env.HOST || '127.0.0.1')}:${port}`).replace(/\/+$/, ''),
     searchUrl: env.WARREN_SEARCH_URL ? env.WARREN_SEARCH_URL.replace(/\/+$/, '') : undefined,
     sandboxAllowPrivate: list('WARREN_SANDBOX_ALLOW_PRIVATE'),

@@ -59,6 +59,19 @@ describe('previews in a real browser [sqlite]', () => {
     await context.close()
   })
 
+  it('keeps every cookie the site sets on its host, however it spells Domain, the WebSocket handshake\'s too', async () => {
+    const context = await browser.newContext()
+    const page = await context.newPage()
+    await page.goto(`${published}cookies`)
+    await page.goto(published)
+    await page.locator('#ws', { hasText: 'echo: ping from the page' }).waitFor({ timeout: 15_000 })
+    const host = new URL(published).hostname
+    const cookies = await context.cookies()
+    assert.deepEqual(cookies.map((c) => c.name).sort(), ['a', 'b', 'c', 'd', 'e', 'plain', 'seen', 'ws'])
+    for (const c of cookies) assert.equal(c.domain, host, c.name)
+    await context.close()
+  })
+
   it('shows the service page, not a browser error, for a name nothing is published under', async () => {
     const page = await browser.newPage()
     const answer = await page.goto(published.replace('browser-check', 'nobody-here'))

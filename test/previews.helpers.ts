@@ -45,11 +45,11 @@ export function hostRequest(base: string, host: string, path: string, opts: { me
 }
 
 /** A WebSocket client on a raw socket: opens with the given Host, sends text, reads text frames. */
-export async function openWebSocket(base: string, host: string, path: string): Promise<{ status: number; send(text: string): void; next(): Promise<string>; closed: Promise<void>; close(): void; head: string }> {
+export async function openWebSocket(base: string, host: string, path: string, headers: Record<string, string> = {}): Promise<{ status: number; send(text: string): void; next(): Promise<string>; closed: Promise<void>; close(): void; head: string }> {
   const u = new URL(base)
   const socket = net.connect({ host: u.hostname, port: Number(u.port) })
   const key = randomBytes(16).toString('base64')
-  socket.write(`GET ${path} HTTP/1.1\r\nHost: ${host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\n\r\n`)
+  socket.write(`GET ${path} HTTP/1.1\r\nHost: ${host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`)
   let buf = Buffer.alloc(0)
   const frames: string[] = []
   const waiters: ((s: string) => void)[] = []

@@ -13,8 +13,10 @@ import { waitFor } from './fixtures.ts'
 
 forEachDialect('previews', (dialect) => {
   // A short idle pause: the test of a paused workspace waits for it, the others are unaffected
-  // (every request wakes the workspace, and an open request or WebSocket holds it awake).
-  const w = useWarren(dialect, { env: { ...NO_RATE_LIMITS, WARREN_IDLE_PAUSE_MS: '1500' } })
+  // (every request wakes the workspace, and an open request or WebSocket holds it awake). Names
+  // are not held after withdrawal here, so that a name can go to another organization at once
+  // (previews.names.test.ts holds them).
+  const w = useWarren(dialect, { env: { ...NO_RATE_LIMITS, WARREN_IDLE_PAUSE_MS: '1500', WARREN_PREVIEW_NAME_HOLD_MS: '0' } })
   let fake: FakeModelServer
   let base: string
   let org: Awaited<ReturnType<typeof newOrg>>
@@ -75,6 +77,30 @@ forEachDialect('previews', (dialect) => {
     // A large body goes through whole.
     const big = await hostRequest(base, hostOf(sub), '/big?bytes=3000000')
     assert.equal(big.body.length, 3_000_000)
+  })
+
+  it('keeps every cookie the site sets on its own host, however its Domain attribute is spelt', async () => {
+    const answer = await hostRequest(base, hostOf(sid.replace(/_/g, '-')), '/cookies')
+    assert.equal(answer.status, 200)
+    assert.deepEqual(answer.headers['set-cookie'], ['a=1; Path=/', 'b=2', 'c=3; Path=/; HttpOnly', 'd=4; Max-Age=60', 'e=5'])
+  })
+
+  it("never passes the caller's Authorization on to the workspace; its own host's cookies go back to it", async () => {
+    const sub = sid.replace(/_/g, '-')
+    const echo = await hostRequest(base, hostOf(sub), '/echo', { headers: { authorization: `Bearer ${org.token}`, cookie: 'seen=1; plain=2' } })
+    const got = JSON.parse(echo.body)
+    assert.equal(got.headers.authorization, undefined)
+    assert.equal(JSON.stringify(got).includes(org.token), false)
+    // A browser sends a host only the cookies scoped to it: the ones this site set itself.
+    assert.equal(got.headers.cookie, 'seen=1; plain=2')
+    // A WebSocket upgrade carries no Authorization either.
+    const ws = await openWebSocket(base, hostOf(sub), '/ws', { authorization: `Bearer ${org.token}` })
+    assert.equal(ws.status, 101, ws.head)
+    assert.match(ws.head, /x-authorization-seen: none/i)
+    // Its handshake's cookie stays on the host too.
+    assert.match(ws.head, /set-cookie: ws=1; Path=\/\r?$/im)
+    assert.doesNotMatch(ws.head, /domain/i)
+    ws.close()
   })
 
   it('passes a chunked upload on whole, also one that waited for 100 Continue', async () => {
@@ -153,18 +179,21 @@ forEachDialect('previews', (dialect) => {
     const page = await get(org.token)
     assert.equal(page.status, 200)
     assert.match(await page.text(), /Hello from site/)
+    // The API's origin is every session's: a cookie set there would reach every other session's site.
+    assert.deepEqual(page.headers.getSetCookie(), [])
     assert.equal((await get(null)).status, 401)
     const stranger = await newOrg(w())
     const hidden = await get(stranger.token)
     assert.equal(hidden.status, 404)
     assert.match((await hidden.json()).error.message, new RegExp(sid))
 
-    const echo = await get(org.token, 'deep/path?q=1', { method: 'POST', body: '{"a":1}', headers: { 'content-type': 'application/json' } })
+    const echo = await get(org.token, 'deep/path?q=1', { method: 'POST', body: '{"a":1}', headers: { 'content-type': 'application/json', cookie: 'from=api-origin' } })
     assert.equal(echo.status, 200)
     const got = await echo.json()
     assert.equal(got.url, '/deep/path?q=1')
     assert.equal(got.body, '{"a":1}')
     assert.equal(got.headers.authorization, undefined)
+    assert.equal(got.headers.cookie, undefined)
     assert.equal(JSON.stringify(got).includes(org.token), false)
 
     // Reading through it needs sessions:read; writing, sessions:write.
@@ -253,16 +282,20 @@ forEachDialect('previews', (dialect) => {
     assert.equal((await c.getSession(empty)).preview.url, null)
   })
 
-  it('a paused workspace resumes on a request', async () => {
+  it('a paused workspace resumes on a request, and its running time from then on is counted (as the README says)', async () => {
     const res = await c.call('POST', `/v1/sessions/${sid}/preview`, { subdomain: 'wake-up', port: 3000 })
     assert.equal(res.statusCode, 200, res.body)
     await waitFor('the workspace pauses when idle', async () => (await c.getSession(sid)).environment.state === 'paused', 20_000)
+    const usage = async () => (await c.call('GET', `/v1/sessions/${sid}/usage`)).json() as { intervals: number }
+    const before = await usage()
+    // A visitor with no token at all.
     const page = await hostRequest(base, hostOf('wake-up'), '/')
     assert.equal(page.status, 200)
     assert.match(page.body, /Hello from site/)
     assert.equal((await c.getSession(sid)).environment.state, 'running')
     const moves = (await c.items(sid)).map((i) => i.detail.event).filter((e) => e === 'sandbox.paused' || e === 'sandbox.resumed')
     assert.deepEqual(moves.slice(-2), ['sandbox.paused', 'sandbox.resumed'])
+    assert.equal((await usage()).intervals, before.intervals + 1, 'the visit opened a running interval')
   })
 
   it('DELETE takes it down at once: open connections are cut, the name is free, a second DELETE is a 404', async () => {

@@ -232,6 +232,8 @@ export type Tables = {
     port: number
     created_at: number
   }
+  /** A withdrawn preview name, its organization's alone until held_until (Unix ms). */
+  preview_name_holds: { subdomain: string; org_id: string; held_until: number }
   /** A complete blob of the database blob store: present only once every chunk of its upload is written. */
   blobs: { space: string; key: string; upload: string; size: number; chunks: number; created_at: number }
   blob_chunks: { upload: string; seq: number; data: Uint8Array }

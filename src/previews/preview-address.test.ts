@@ -2,7 +2,7 @@ import { it } from 'node:test'
 import assert from 'node:assert/strict'
 import { derivedSubdomain, previewSubdomainOf } from './preview-address.ts'
 import { parseListeningPorts } from './listening-ports.ts'
-import { hostOnlyCookies } from './preview-gateway.ts'
+import { hostOnlyCookies, hostOnlyCookiesInHead } from './preview-cookies.ts'
 
 it('finds the subdomain under the preview domain, whatever the case and the ports', () => {
   const domain = 'preview.localhost:8080'
@@ -39,4 +39,10 @@ it('reads listening ports a preview can reach from /proc/net/tcp and tcp6', () =
 
 it('keeps cookies on the host that set them', () => {
   assert.deepEqual(hostOnlyCookies(['a=1; Domain=preview.localhost; Path=/', 'b=2; path=/; domain=.x; HttpOnly', 'c=3']), ['a=1; Path=/', 'b=2; path=/; HttpOnly', 'c=3'])
+  // Spelt as a browser still reads it: spaces or tabs around the name and the `=`, any case, no value.
+  assert.deepEqual(hostOnlyCookies(['a=1; Domain = .x; Path=/', 'b=2;DOMAIN\t=x', 'c=3; Secure; domain', 'domain=4; Path=/']), ['a=1; Path=/', 'b=2', 'c=3; Secure', 'domain=4; Path=/'])
+  assert.equal(
+    hostOnlyCookiesInHead('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\nset-cookie : ws=1; Domain = .x\r\nX-Domain: kept\r\n\r\n'),
+    'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nset-cookie : ws=1\r\nX-Domain: kept\r\n\r\n',
+  )
 })

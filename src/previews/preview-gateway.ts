@@ -10,6 +10,7 @@ import { hopByHop } from '../shared/hop-by-hop.ts'
 import { previewBySubdomain, type PreviewRow } from './previews.store.ts'
 import { markedCache } from '../db/marked-cache.ts'
 import { Agent, type Dispatcher } from 'undici'
+import { hostOnlyCookies, hostOnlyCookiesInHead } from './preview-cookies.ts'
 
 /**
  * Serves previews: a request whose Host is `{subdomain}.{preview domain}` goes to the port its
@@ -30,12 +31,17 @@ export type PreviewGateway = {
   close(): void
 }
 
-// On the API's own origin the caller's token is not passed on (and the page runs sandboxed, an
-// opaque origin: a site served there must not act as the API's origin in a browser). An Expect
-// was answered by this server already; the pool would refuse it.
-const UPSTREAM_DROP = new Set(['expect'])
-const API_ORIGIN_DROP = new Set(['expect', 'authorization'])
-const NOTHING = new Set<string>()
+// The caller's credentials never reach a workspace: its Authorization (a token for the API, or
+// anything else a client sends everywhere) on any address. On a preview host the browser sends
+// only that host's cookies, which the site set itself (their Domain dropped on the way out), so
+// they go back to it. On the API's own origin, shared by every session's token-gated preview,
+// cookies go neither way. An Expect was answered by this server already; the pool would refuse it.
+const PREVIEW_HOST_DROP = new Set(['expect', 'authorization'])
+const API_ORIGIN_DROP = new Set(['expect', 'authorization', 'cookie'])
+// Passed on to the node that owns the workspace, a request goes as it came: that node drops.
+const TO_PEER_DROP = new Set(['expect'])
+/** The most a workspace's WebSocket handshake answer may take before its blank line. */
+const MAX_UPGRADE_HEAD = 64 * 1024
 
 /** `headers`: set on the request to it (a peer node's secret). */
 type Target = { host: string; port: number; release: () => void; headers?: Record<string, string> }
@@ -138,7 +144,7 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
       release()
       if (!res.writableFinished) controller?.abort(new Error('the client went away'))
     })
-    const headers = forwardedHeaders(req, onApiOrigin && !toPeer ? API_ORIGIN_DROP : UPSTREAM_DROP)
+    const headers = forwardedHeaders(req, toPeer ? TO_PEER_DROP : onApiOrigin ? API_ORIGIN_DROP : PREVIEW_HOST_DROP)
     if (target.headers) Object.assign(headers, target.headers)
     // A request without a length or chunks has no body: nothing is read from it.
     const body = req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined ? null : req
@@ -154,7 +160,7 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
           const hop = hopByHop(answer)
           for (const name in answer) {
             const value = answer[name]
-            if (value === undefined || hop.has(name)) continue
+            if (value === undefined || hop.has(name) || (name === 'set-cookie' && onApiOrigin)) continue
             out[name] = name === 'set-cookie' ? hostOnlyCookies([value].flat()) : value
           }
           if (onApiOrigin) out['content-security-policy'] = 'sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads'
@@ -203,7 +209,7 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
     upstream.once('connect', () => {
       // The request goes on as the client wrote it (upgrade headers included), then both ways raw.
       const lines = [`${req.method} ${req.url} HTTP/1.1`]
-      const headers = { ...forwardedHeaders(req, NOTHING), ...target.headers }
+      const headers = { ...forwardedHeaders(req, target.headers ? TO_PEER_DROP : PREVIEW_HOST_DROP), ...target.headers }
       for (let i = 0; i < req.rawHeaders.length; i += 2) {
         const name = req.rawHeaders[i]!.toLowerCase()
         if (name === 'connection' || name === 'upgrade') lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`)
@@ -212,7 +218,7 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
       upstream.write(lines.join('\r\n') + '\r\n\r\n')
       if (head.length > 0) upstream.write(head)
       socket.pipe(upstream)
-      upstream.pipe(socket)
+      relayAnswerHead(upstream, socket)
     })
   }
 
@@ -255,9 +261,25 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
 }
 
 /**
- * Cookies a preview sets stay on its own host: a Domain attribute would let one preview set
- * cookies for every other preview under the same domain.
+ * Relays the workspace's answer to an upgrade: its head with the cookies kept on the host (as
+ * for any other answer), then the rest raw, both ways. A head that never ends is cut.
  */
-export function hostOnlyCookies(cookies: string[]): string[] {
-  return cookies.map((c) => c.replace(/;\s*domain=[^;]*/gi, ''))
+function relayAnswerHead(upstream: net.Socket, socket: Duplex): void {
+  let buffered = Buffer.alloc(0)
+  const onData = (chunk: Buffer) => {
+    buffered = Buffer.concat([buffered, chunk])
+    const end = /\r?\n\r?\n/.exec(buffered.toString('latin1'))
+    if (!end) {
+      if (buffered.length > MAX_UPGRADE_HEAD) upstream.destroy()
+      return
+    }
+    // Paused before the listener goes: a stream left flowing with no listener loses what comes.
+    upstream.pause()
+    upstream.off('data', onData)
+    const headEnd = end.index + end[0].length
+    socket.write(Buffer.from(hostOnlyCookiesInHead(buffered.subarray(0, headEnd).toString('latin1')), 'latin1'))
+    if (buffered.length > headEnd) socket.write(buffered.subarray(headEnd))
+    upstream.pipe(socket)
+  }
+  upstream.on('data', onData)
 }

@@ -19,16 +19,38 @@ export async function previewOfSession(db: Db, sessionId: string): Promise<Previ
   return toPreviewRow(await db.selectFrom('previews').selectAll().where('session_id', '=', sessionId).executeTakeFirst())
 }
 
-/** Replaces the session's preview (one per session) with this one. */
-export async function putPreview(db: Db, row: PreviewRow): Promise<void> {
+/** Replaces the session's preview (one per session) with this one; a name it leaves is held until `holdUntil`. */
+export async function putPreview(db: Db, row: PreviewRow, holdUntil: number): Promise<void> {
+  const previous = await previewOfSession(db, row.session_id)
+  if (previous && previous.subdomain !== row.subdomain) await holdPreviewName(db, previous, holdUntil, row.created_at)
   await db.deleteFrom('previews').where('session_id', '=', row.session_id).execute()
   await db.insertInto('previews').values(row).execute()
 }
 
-/** Removes the session's preview; true when there was one. */
-export async function deletePreviewRow(db: Db, sessionId: string): Promise<boolean> {
-  const res = await db.deleteFrom('previews').where('session_id', '=', sessionId).executeTakeFirst()
-  return Number(res.numDeletedRows) > 0
+/** Removes the session's preview, its name held for its organization until `holdUntil`; false when it had none. */
+export async function withdrawPreview(db: Db, sessionId: string, holdUntil: number, now: number): Promise<boolean> {
+  const previous = await previewOfSession(db, sessionId)
+  if (!previous) return false
+  await db.deleteFrom('previews').where('session_id', '=', sessionId).execute()
+  await holdPreviewName(db, previous, holdUntil, now)
+  return true
+}
+
+/** Keeps a withdrawn name its organization's until `until` (holds already over are cleared on the way). */
+async function holdPreviewName(db: Db, row: Pick<PreviewRow, 'subdomain' | 'org_id'>, until: number, now: number): Promise<void> {
+  await db.deleteFrom('preview_name_holds').where('held_until', '<=', now).execute()
+  if (until <= now) return
+  await db
+    .insertInto('preview_name_holds')
+    .values({ subdomain: row.subdomain, org_id: row.org_id, held_until: until })
+    .onConflict((oc) => oc.column('subdomain').doUpdateSet({ org_id: row.org_id, held_until: until }))
+    .execute()
+}
+
+/** The organization a withdrawn name is still held for, and until when; null when it is free. */
+export async function previewNameHold(db: Db, subdomain: string, now: number): Promise<{ org_id: string; held_until: number } | null> {
+  const hold = await db.selectFrom('preview_name_holds').select(['org_id', 'held_until']).where('subdomain', '=', subdomain).where('held_until', '>', now).executeTakeFirst()
+  return hold ? { org_id: hold.org_id, held_until: Number(hold.held_until) } : null
 }
 
 /** The session object's `preview` fields. */

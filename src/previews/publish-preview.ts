@@ -6,7 +6,7 @@ import { NO_PREVIEW } from '../sessions/sessions.store.ts'
 import { listeningPorts } from './listening-ports.ts'
 import { derivedSubdomain, publishedUrl, tokenUrl } from './preview-address.ts'
 import type { Preview, PublishPreviewBody } from './previews.schema.ts'
-import { deletePreviewRow, previewBySubdomain, putPreview, setSessionPreview } from './previews.store.ts'
+import { previewBySubdomain, previewNameHold, putPreview, setSessionPreview, withdrawPreview } from './previews.store.ts'
 
 /**
  * Publishes the session's preview (replacing the one it had): the port named, or the lowest one
@@ -36,7 +36,13 @@ export async function publishPreview(deps: Pick<Deps, 'store' | 'bus' | 'config'
     // Event transactions run one at a time, so no other session can take the name between the two.
     const holder = await previewBySubdomain(trx, subdomain)
     if (holder && holder.session_id !== session.id) throw new ApiError('conflict', `The subdomain "${subdomain}" is taken by another session; choose another.`)
-    await putPreview(trx, { subdomain, session_id: session.id, org_id: orgId, port, created_at: now })
+    // A name withdrawn lately still leads its organization's links and visitors here: only that
+    // organization may take it back before the hold ends.
+    const hold = await previewNameHold(trx, subdomain, now)
+    if (hold && hold.org_id !== orgId) {
+      throw new ApiError('conflict', `The subdomain "${subdomain}" was withdrawn recently and is held for the organization that published it until ${new Date(hold.held_until).toISOString()}; choose another.`)
+    }
+    await putPreview(trx, { subdomain, session_id: session.id, org_id: orgId, port, created_at: now }, now + config.previewNameHoldMs)
     await setSessionPreview(trx, session.id, { url: tokenUrl(config, session.id), published_url: url, port }, now)
     await record({ orgId, sessionId: session.id, type: 'preview.ready', payload: { port, url } })
   })
@@ -44,11 +50,12 @@ export async function publishPreview(deps: Pick<Deps, 'store' | 'bus' | 'config'
 }
 
 /** Takes the session's preview down; false when it had none. The caller cuts open connections. */
-export async function unpublishPreview(deps: Pick<Deps, 'store'>, orgId: string, sessionId: string): Promise<boolean> {
+export async function unpublishPreview(deps: Pick<Deps, 'store' | 'config'>, orgId: string, sessionId: string): Promise<boolean> {
   return deps.store.db.transaction().execute(async (trx) => {
     await requireSession(trx, orgId, sessionId)
-    if (!(await deletePreviewRow(trx, sessionId))) return false
-    await setSessionPreview(trx, sessionId, NO_PREVIEW, Date.now())
+    const now = Date.now()
+    if (!(await withdrawPreview(trx, sessionId, now + deps.config.previewNameHoldMs, now))) return false
+    await setSessionPreview(trx, sessionId, NO_PREVIEW, now)
     return true
   })
 }

@@ -1,18 +1,18 @@
 import type { Deps } from '../deps.ts'
 import { withEvents } from '../events/record-event.ts'
 import { deleteSeedFiles } from '../files/seed-files.store.ts'
-import { deletePreviewRow } from '../previews/previews.store.ts'
+import { withdrawPreview } from '../previews/previews.store.ts'
 import { cancelSessionTurns } from '../turns/turns.store.ts'
 import { requireSession } from './require-session.ts'
 import { markSessionDeleted } from './sessions.store.ts'
 
 /**
  * Deletes a session: marks it deleted, cancels its turns (each `turn.ended` and `turn.failed`),
- * drops its seed files and preview and records `session.deleted`, in one transaction. Only after
+ * drops its seed files and preview (its name held for the organization) and records `session.deleted`, in one transaction. Only after
  * the commit are its runner, preview connections and workspace let go, so a failed delete leaves
  * a session that still works; its slot is free from the commit on.
  */
-export async function deleteSession(deps: Pick<Deps, 'store' | 'bus' | 'node' | 'previews' | 'metrics'>, orgId: string, id: string): Promise<void> {
+export async function deleteSession(deps: Pick<Deps, 'store' | 'bus' | 'node' | 'previews' | 'metrics' | 'config'>, orgId: string, id: string): Promise<void> {
   const { store, bus, node, previews } = deps
   const cancelled = await withEvents(store, bus, async (trx, record) => {
     await requireSession(trx, orgId, id)
@@ -23,7 +23,8 @@ export async function deleteSession(deps: Pick<Deps, 'store' | 'bus' | 'node' | 
       await record({ orgId, sessionId: id, turnId: t.id, type: 'turn.failed', payload: { session_id: id, turn_id: t.id, status: 'cancelled' } })
     }
     await deleteSeedFiles(trx, id)
-    await deletePreviewRow(trx, id)
+    const now = Date.now()
+    await withdrawPreview(trx, id, now + deps.config.previewNameHoldMs, now)
     await record({ orgId, sessionId: id, type: 'session.deleted', payload: { session_id: id } })
     return turns.length
   })
