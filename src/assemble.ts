@@ -26,6 +26,7 @@ import { createMetrics, type Metrics } from './shared/metrics.ts'
 import { countDeliveries, earliestPendingDue } from './webhooks/deliveries.store.ts'
 import { countedProvider } from './sandbox/counted-provider.ts'
 import { listenMetrics, type MetricsListener } from './http/metrics-listener.ts'
+import { privateDataDir } from './shared/private-data-dir.ts'
 
 const PURGE_EVERY_MS = 3_600_000
 
@@ -87,6 +88,8 @@ export type Assembly = {
  * and the benches all come through here, so what one runs the others run too.
  */
 export async function assemble(config: Config, overrides: AssembleOverrides = {}): Promise<Assembly> {
+  // Before anything is written there; said in the log once the app (and its logger) exists.
+  const tightened = privateDataDir(config.dataDir)
   const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, pgSchema: overrides.pgSchema })
   // Several processes on one PostgreSQL wake each other's streams and workers through it.
   const bus = config.databaseUrl ? await pgEventBus(config.databaseUrl, await currentSchema(store)) : memoryEventBus()
@@ -170,6 +173,7 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     metrics,
     logger: overrides.logger ?? { level: config.logLevel, redact: ['req.headers.authorization'] },
   })
+  if (tightened.length > 0) app.log.warn({ component: 'store', paths: tightened }, 'the data folder was open to other users: made readable by the service\'s user alone')
   const webhooks = deliveryWorker({ store, bus, config, box, log, ...(overrides.webhookCa ? { ca: overrides.webhookCa } : {}) })
   let metricsListener: MetricsListener | null = null
   // What a node stopped half way left (a snapshot of a deleted session, bytes not yet released).

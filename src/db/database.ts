@@ -1,8 +1,8 @@
-import fs from 'node:fs'
 import path from 'node:path'
 import { Kysely, PostgresDialect, sql, type RawBuilder } from 'kysely'
 import { Migrator, type Migration } from 'kysely/migration'
 import pg from 'pg'
+import { ensurePrivateFile, privateDataDir } from '../shared/private-data-dir.ts'
 import { openSqlite } from './sqlite-dialect.ts'
 import type { Tables } from './tables.ts'
 import * as m001 from './migrations/001-initial.ts'
@@ -68,7 +68,10 @@ export async function openStore(opts: OpenStoreOptions): Promise<Store> {
     await migrate(store)
     return store
   }
-  fs.mkdirSync(opts.dataDir, { recursive: true })
+  // Conversations, tool output and the nodes' secrets: for the service's user alone (the CLI opens
+  // the store too, maybe first). The serving process tightens and says so before it gets here.
+  privateDataDir(opts.dataDir)
+  ensurePrivateFile(sqliteFile(opts.dataDir))
   const { dialect, raw } = openSqlite(sqliteFile(opts.dataDir))
   const db = new Kysely<Tables>({ dialect })
   // data_version moves with other connections' commits, total_changes() with this connection's.
