@@ -135,6 +135,7 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
   node = serviceNode({
     store,
     bus,
+    box,
     log,
     metrics,
     leaseMs: config.nodeLeaseMs,

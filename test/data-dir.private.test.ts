@@ -7,6 +7,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { startWarren } from './harness.ts'
+import { NODE_HEADER } from '../src/nodes/node.ts'
 
 const modeOf = (file: string) => fs.statSync(file).mode & 0o777
 const octal = (mode: number) => `0${mode.toString(8)}`
@@ -64,5 +65,15 @@ describe('the data folder is private [sqlite]', () => {
     const w2 = await startWarren('sqlite', { dataDir, logger: capture(again) })
     t.after(() => w2.close())
     assert.equal(again.filter((l) => /data folder was open/.test(l.msg ?? '')).length, 0)
+  })
+
+  it("keeps the node's secret sealed with the deployment's key: the stored text is nothing a node accepts, what it seals is", async (t) => {
+    const w = await startWarren('sqlite')
+    t.after(() => w.close())
+    const row = await w.store.db.selectFrom('nodes').select('secret').where('id', '=', w.node.id).executeTakeFirstOrThrow()
+    assert.ok(row.secret, 'the node wrote no secret')
+    assert.equal(w.node.passedOn({ [NODE_HEADER]: row.secret }), false, 'the stored text passes for the secret')
+    // What a peer holding the key opens is what the node accepts: passing requests on still works.
+    assert.equal(w.node.passedOn({ [NODE_HEADER]: w.box.open(row.secret) }), true)
   })
 })
