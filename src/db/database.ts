@@ -15,6 +15,7 @@ import * as m007 from './migrations/007-workspace-snapshots.ts'
 import * as m008 from './migrations/008-nodes.ts'
 import * as m009 from './migrations/009-node-secrets.ts'
 import * as m010 from './migrations/010-sealed-node-secrets.ts'
+import * as m011 from './migrations/011-token-parents.ts'
 
 export type DialectName = 'sqlite' | 'postgres'
 export type Db = Kysely<Tables>
@@ -118,6 +119,7 @@ const migrations: Record<string, { up(db: Kysely<any>, d: DialectName): Promise<
   '008-nodes': m008,
   '009-node-secrets': m009,
   '010-sealed-node-secrets': m010,
+  '011-token-parents': m011,
 }
 
 async function migrate(store: Store): Promise<void> {
