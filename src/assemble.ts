@@ -216,8 +216,10 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
       // Before anything touches the host: a node that would share it with a live one is refused.
       try {
         await node!.join()
+        // Before the main listener: a metrics port taken stops the start with nothing served.
+        metricsListener = await listenMetrics(metrics, config, log)
       } catch (err) {
-        // Refused: nothing of it may stay open (its store, its egress proxy).
+        // Refused (or no metrics port): nothing of it may stay open (its store, its egress proxy).
         await app.close().catch(() => {})
         throw err
       }
@@ -229,7 +231,6 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
         settleListenPort(config, port)
         listening = `http://${reachableHost(opts.listen.host)}:${port}`
       } else await app.ready()
-      metricsListener = await listenMetrics(metrics, config, log)
       // Sessions of a crashed predecessor (or of nodes that died or stopped) are taken up once
       // this node can answer for them.
       await node!.started(listening)
