@@ -147,7 +147,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
     async () => app.swagger(),
   )
-  // On a listener of its own when WARREN_METRICS_PORT is set (assemble.ts), and then not here.
+  // Here only when WARREN_METRICS_PORT=main; otherwise on a listener of their own (assemble.ts).
   if (deps.config.metricsPort === undefined) await app.register(metricsRoutes, { metrics: deps.metrics })
 
   // The web console's static files (console/): a page for people, on the public API below.

@@ -26,6 +26,7 @@ import { createMetrics, type Metrics } from './shared/metrics.ts'
 import { countDeliveries, earliestPendingDue } from './webhooks/deliveries.store.ts'
 import { countedProvider } from './sandbox/counted-provider.ts'
 import { listenMetrics, type MetricsListener } from './http/metrics-listener.ts'
+import { privateDataDir } from './shared/private-data-dir.ts'
 
 const PURGE_EVERY_MS = 3_600_000
 
@@ -87,6 +88,8 @@ export type Assembly = {
  * and the benches all come through here, so what one runs the others run too.
  */
 export async function assemble(config: Config, overrides: AssembleOverrides = {}): Promise<Assembly> {
+  // Before anything is written there; said in the log once the app (and its logger) exists.
+  const tightened = privateDataDir(config.dataDir)
   const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, pgSchema: overrides.pgSchema })
   // Several processes on one PostgreSQL wake each other's streams and workers through it.
   const bus = config.databaseUrl ? await pgEventBus(config.databaseUrl, await currentSchema(store)) : memoryEventBus()
@@ -132,6 +135,7 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
   node = serviceNode({
     store,
     bus,
+    box,
     log,
     metrics,
     leaseMs: config.nodeLeaseMs,
@@ -170,6 +174,7 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     metrics,
     logger: overrides.logger ?? { level: config.logLevel, redact: ['req.headers.authorization'] },
   })
+  if (tightened.length > 0) app.log.warn({ component: 'store', paths: tightened }, 'the data folder was open to other users: made readable by the service\'s user alone')
   const webhooks = deliveryWorker({ store, bus, config, box, log, ...(overrides.webhookCa ? { ca: overrides.webhookCa } : {}) })
   let metricsListener: MetricsListener | null = null
   // What a node stopped half way left (a snapshot of a deleted session, bytes not yet released).
@@ -211,8 +216,10 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
       // Before anything touches the host: a node that would share it with a live one is refused.
       try {
         await node!.join()
+        // Before the main listener: a metrics port taken stops the start with nothing served.
+        metricsListener = await listenMetrics(metrics, config, log)
       } catch (err) {
-        // Refused: nothing of it may stay open (its store, its egress proxy).
+        // Refused (or no metrics port): nothing of it may stay open (its store, its egress proxy).
         await app.close().catch(() => {})
         throw err
       }
@@ -224,7 +231,6 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
         settleListenPort(config, port)
         listening = `http://${reachableHost(opts.listen.host)}:${port}`
       } else await app.ready()
-      metricsListener = await listenMetrics(metrics, config, log)
       // Sessions of a crashed predecessor (or of nodes that died or stopped) are taken up once
       // this node can answer for them.
       await node!.started(listening)

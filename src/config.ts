@@ -83,12 +83,29 @@ export type Config = {
   nodeLeaseMs: number
   /** Where other nodes reach this one (forwarded requests, previews); undefined: its listen address. */
   nodeUrl: string | undefined
-  /** Where GET /metrics is served on a listener of its own; undefined: on the main listener. */
+  /**
+   * Where GET /metrics is served on a listener of its own (default 9464, on loopback: the main
+   * listener is often public, and the metrics say what the service does); undefined: on the main
+   * listener, which WARREN_METRICS_PORT=main asks for.
+   */
   metricsPort: number | undefined
   metricsHost: string
 }
 
 type Env = Record<string, string | undefined>
+
+/** Prometheus exporters' customary port: the metrics' own listener unless told otherwise. */
+export const DEFAULT_METRICS_PORT = 9464
+
+/** WARREN_METRICS_PORT: a port (0: any free one), "main" (undefined: the main listener), or unset (the default port). */
+function metricsPort(raw: string | undefined, problems: string[]): number | undefined {
+  if (raw === undefined || raw === '') return DEFAULT_METRICS_PORT
+  if (raw === 'main') return undefined
+  const n = Number(raw)
+  if (/^\d+$/.test(raw) && n <= 65535) return n
+  problems.push(`WARREN_METRICS_PORT must be a port number (0 to 65535) or "main", got "${raw}"`)
+  return DEFAULT_METRICS_PORT
+}
 
 /** Reads the environment; throws one error that lists every bad variable. */
 export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
@@ -194,7 +211,7 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
     sandboxStarts: int('WARREN_SANDBOX_STARTS', os.availableParallelism(), 1),
     nodeLeaseMs: int('WARREN_NODE_LEASE_MS', 15_000, 1000),
     nodeUrl: env.WARREN_NODE_URL ? env.WARREN_NODE_URL.replace(/\/+$/, '') : undefined,
-    metricsPort: env.WARREN_METRICS_PORT ? int('WARREN_METRICS_PORT', 0, 0) : undefined,
+    metricsPort: metricsPort(env.WARREN_METRICS_PORT, problems),
     metricsHost: env.WARREN_METRICS_HOST || '127.0.0.1',
     ...overrides,
   }
@@ -215,8 +232,7 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
   if (subnetProblem) problems.push(`WARREN_SANDBOX_SUBNET ${subnetProblem}, got "${config.sandboxSubnet}"`)
   // The last uid of the range must still be a uid (2^32 - 1 is the kernel's "no uid").
   if (config.sandboxUidBase + SANDBOX_UID_COUNT > 2 ** 32 - 1) problems.push(`WARREN_SANDBOX_UID_BASE leaves no room for ${SANDBOX_UID_COUNT} uids below 4294967295, got "${config.sandboxUidBase}"`)
-  if (config.metricsPort !== undefined && config.metricsPort > 65535) problems.push(`WARREN_METRICS_PORT must be a port number (0 to 65535), got "${env.WARREN_METRICS_PORT}"`)
-  if (env.WARREN_METRICS_HOST && config.metricsPort === undefined) problems.push('WARREN_METRICS_HOST needs WARREN_METRICS_PORT: without it /metrics is served on the main listener')
+  if (env.WARREN_METRICS_HOST && config.metricsPort === undefined) problems.push('WARREN_METRICS_HOST needs a metrics listener of their own: WARREN_METRICS_PORT=main serves /metrics on the main listener')
   if (problems.length > 0) throw new Error(`Invalid configuration:\n  - ${problems.join('\n  - ')}`)
   return config
 }

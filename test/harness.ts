@@ -133,7 +133,8 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
   const pgSchema = opts.pgSchema ?? `t_${randomText(12)}`
   // Each instance takes its own /16 of workspace addresses: nodes on one store and host never share one.
   const subnet = `10.${100 + Math.floor(Math.random() * 100)}.0.0/16`
-  const config = loadConfig({ PORT: '0', WARREN_DATA_DIR: dataDir, WARREN_SANDBOX_SUBNET: subnet, ...(dialect === 'postgres' ? { DATABASE_URL: PG_URL } : {}), ...opts.env }, opts.config)
+  // Metrics on the main listener, where inject reaches them; the default port would be shared by every instance.
+  const config = loadConfig({ PORT: '0', WARREN_DATA_DIR: dataDir, WARREN_SANDBOX_SUBNET: subnet, WARREN_METRICS_PORT: 'main', ...(dialect === 'postgres' ? { DATABASE_URL: PG_URL } : {}), ...opts.env }, opts.config)
   const service = await assemble(config, {
     pgSchema: dialect === 'postgres' ? pgSchema : undefined,
     // Each instance names its host resources apart, so parallel test files never clean up each other's.

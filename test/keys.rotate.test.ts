@@ -51,6 +51,7 @@ describe('encryption key rotation [sqlite, child process]', () => {
       col('webhook_subscriptions', 'secret_enc')
       col('environment_profiles', 'env_enc')
       col('idempotency_keys', 'body')
+      col('nodes', 'secret')
       for (const r of db.prepare('select tools from agents').all() as { tools: string }[]) for (const t of JSON.parse(r.tools) ?? []) if (t.secrets_enc) out.push({ where: 'agents.tools', value: t.secrets_enc })
       for (const r of db.prepare('select agent from sessions').all() as { agent: string }[]) for (const t of JSON.parse(r.agent).tools ?? []) if (t.secrets_enc) out.push({ where: 'sessions.agent', value: t.secrets_enc })
       return out
@@ -83,7 +84,7 @@ describe('encryption key rotation [sqlite, child process]', () => {
     await svc.stop('SIGTERM')
 
     const before = sealedValues()
-    assert.deepEqual([...new Set(before.map((v) => v.where))].sort(), ['agents.tools', 'environment_profiles.env_enc', 'idempotency_keys.body', 'model_credentials.api_key_enc', 'sessions.agent', 'webhook_subscriptions.secret_enc'])
+    assert.deepEqual([...new Set(before.map((v) => v.where))].sort(), ['agents.tools', 'environment_profiles.env_enc', 'idempotency_keys.body', 'model_credentials.api_key_enc', 'nodes.secret', 'sessions.agent', 'webhook_subscriptions.secret_enc'])
     for (const v of before) assert.ok(opens(A, v.value) && !opens(B, v.value), v.where)
 
     const rotated = await reseal(dataDir, { WARREN_ENCRYPTION_KEY: B, WARREN_ENCRYPTION_KEY_PREVIOUS: A })

@@ -1,9 +1,13 @@
 import { after, before, it } from 'node:test'
 import assert from 'node:assert/strict'
+import fs from 'node:fs'
 import http from 'node:http'
+import net, { type AddressInfo } from 'node:net'
+import os from 'node:os'
+import path from 'node:path'
 import { expectError } from './expect.ts'
 import { loadConfig } from '../src/config.ts'
-import { forEachDialect, useWarren, type Warren } from './harness.ts'
+import { forEachDialect, startWarren, useWarren, type Warren } from './harness.ts'
 import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
 import { waitFor } from './fixtures.ts'
 import { client, newOrg, NO_RATE_LIMITS } from './turns.helpers.ts'
@@ -54,7 +58,7 @@ function requestAs(base: string, host: string, path: string): Promise<number> {
 
 forEachDialect('metrics', (dialect) => {
   // The delivery worker stays stopped, so that a delivery owed to the subscription below stays owed.
-  const w = useWarren(dialect, { env: { ...NO_RATE_LIMITS, WARREN_ALLOW_PRIVATE_WEBHOOKS: '1' }, deliveries: false })
+  const w = useWarren(dialect, { env: { ...NO_RATE_LIMITS, WARREN_ALLOW_PRIVATE_WEBHOOKS: '1', WARREN_METRICS_PORT: 'main' }, deliveries: false })
   let fake: FakeModelServer
   before(async () => {
     fake = await startModelServer({ models: ['m1'] })
@@ -221,12 +225,27 @@ forEachDialect('metrics on their own listener', (dialect) => {
   })
 })
 
-it('refuses a metrics port that is no port, and a metrics host without a port, at start', () => {
+it('serves the metrics on a loopback listener of their own unless told otherwise, and refuses a metrics port that is no port', () => {
   assert.throws(() => loadConfig({ WARREN_METRICS_PORT: '70000' }), /WARREN_METRICS_PORT must be a port number/)
-  assert.throws(() => loadConfig({ WARREN_METRICS_PORT: 'nine' }), /WARREN_METRICS_PORT must be an integer/)
-  assert.throws(() => loadConfig({ WARREN_METRICS_HOST: '0.0.0.0' }), /WARREN_METRICS_HOST needs WARREN_METRICS_PORT/)
-  const c = loadConfig({ WARREN_METRICS_PORT: '9464', WARREN_METRICS_HOST: '0.0.0.0' })
-  assert.equal(c.metricsPort, 9464)
+  assert.throws(() => loadConfig({ WARREN_METRICS_PORT: 'nine' }), /WARREN_METRICS_PORT must be a port number \(0 to 65535\) or "main"/)
+  assert.throws(() => loadConfig({ WARREN_METRICS_PORT: 'main', WARREN_METRICS_HOST: '0.0.0.0' }), /WARREN_METRICS_HOST needs a metrics listener of their own/)
+  const c = loadConfig({ WARREN_METRICS_PORT: '9100', WARREN_METRICS_HOST: '0.0.0.0' })
+  assert.equal(c.metricsPort, 9100)
   assert.equal(c.metricsHost, '0.0.0.0')
-  assert.equal(loadConfig({}).metricsPort, undefined, 'unset: on the main listener')
+  // Unset: never on the main listener (often public), but on loopback, where a local scraper reaches them.
+  const unset = loadConfig({})
+  assert.equal(unset.metricsPort, 9464)
+  assert.equal(unset.metricsHost, '127.0.0.1')
+  assert.equal(loadConfig({ WARREN_METRICS_HOST: '::1' }).metricsPort, 9464)
+  assert.equal(loadConfig({ WARREN_METRICS_PORT: 'main' }).metricsPort, undefined, 'main: on the main listener, as asked')
+})
+
+it('refuses to start when the metrics port is taken, saying how to choose another', async (t) => {
+  const taken = net.createServer()
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve))
+  t.after(() => taken.close())
+  const port = (taken.address() as AddressInfo).port
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-metrics-'))
+  t.after(() => fs.rmSync(dataDir, { recursive: true, force: true }))
+  await assert.rejects(startWarren('sqlite', { dataDir, env: { WARREN_METRICS_PORT: String(port) } }), new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port} \\(EADDRINUSE\\).*WARREN_METRICS_PORT.*"main"`))
 })

@@ -36,7 +36,8 @@ export type ServiceProcess = {
 function childEnv(env: Record<string, string>): NodeJS.ProcessEnv {
   const out: NodeJS.ProcessEnv = {}
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('WARREN_') && !['DATABASE_URL', 'PORT', 'HOST', 'NODE_EXTRA_CA_CERTS'].includes(k)) out[k] = v
-  return { ...out, PORT: '0', HOST: '127.0.0.1', ...env }
+  // Metrics on a free port: the default one would be shared by every service a test starts.
+  return { ...out, PORT: '0', HOST: '127.0.0.1', WARREN_METRICS_PORT: '0', ...env }
 }
 
 /** Where the service runs from: an installation (its src/main.ts) and the folder it is started in. */

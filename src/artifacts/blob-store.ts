@@ -4,6 +4,7 @@ import fsp from 'node:fs/promises'
 import path from 'node:path'
 import { Transform, type Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
+import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '../shared/private-data-dir.ts'
 
 export type StoredBlob = { key: string; size: number; sha256: string }
 
@@ -35,7 +36,8 @@ export class BlobTooLarge extends Error {}
  */
 export function localBlobStore(root: string): BlobStore {
   const tmp = path.join(root, 'tmp')
-  fs.mkdirSync(tmp, { recursive: true })
+  // Artifact bytes and workspace snapshots are the workspaces' contents: the service's user's alone.
+  fs.mkdirSync(tmp, { recursive: true, mode: PRIVATE_DIR_MODE })
   const fileOf = (key: string) => {
     if (!/^[0-9a-f]{64}$/.test(key)) throw new Error(`not a blob key: ${key}`)
     return path.join(root, key.slice(0, 2), key)
@@ -54,10 +56,10 @@ export function localBlobStore(root: string): BlobStore {
       })
       const part = path.join(tmp, randomBytes(12).toString('hex'))
       try {
-        await pipeline(source, count, fs.createWriteStream(part, { flags: 'wx', mode: 0o600 }))
+        await pipeline(source, count, fs.createWriteStream(part, { flags: 'wx', mode: PRIVATE_FILE_MODE }))
         const sha256 = hash.digest('hex')
         const file = fileOf(sha256)
-        await fsp.mkdir(path.dirname(file), { recursive: true })
+        await fsp.mkdir(path.dirname(file), { recursive: true, mode: PRIVATE_DIR_MODE })
         await fsp.rename(part, file)
         return { key: sha256, size, sha256 }
       } finally {

@@ -1,8 +1,8 @@
-import fs from 'node:fs'
 import path from 'node:path'
 import { Kysely, PostgresDialect, sql, type RawBuilder } from 'kysely'
 import { Migrator, type Migration } from 'kysely/migration'
 import pg from 'pg'
+import { ensurePrivateFile, privateDataDir } from '../shared/private-data-dir.ts'
 import { openSqlite } from './sqlite-dialect.ts'
 import type { Tables } from './tables.ts'
 import * as m001 from './migrations/001-initial.ts'
@@ -15,6 +15,8 @@ import * as m007 from './migrations/007-workspace-snapshots.ts'
 import * as m008 from './migrations/008-nodes.ts'
 import * as m009 from './migrations/009-node-secrets.ts'
 import * as m010 from './migrations/010-preview-name-holds.ts'
+import * as m011 from './migrations/011-sealed-node-secrets.ts'
+import * as m012 from './migrations/012-token-parents.ts'
 
 export type DialectName = 'sqlite' | 'postgres'
 export type Db = Kysely<Tables>
@@ -69,7 +71,10 @@ export async function openStore(opts: OpenStoreOptions): Promise<Store> {
     await migrate(store)
     return store
   }
-  fs.mkdirSync(opts.dataDir, { recursive: true })
+  // Conversations, tool output and the nodes' secrets: for the service's user alone (the CLI opens
+  // the store too, maybe first). The serving process tightens and says so before it gets here.
+  privateDataDir(opts.dataDir)
+  ensurePrivateFile(sqliteFile(opts.dataDir))
   const { dialect, raw } = openSqlite(sqliteFile(opts.dataDir))
   const db = new Kysely<Tables>({ dialect })
   // data_version moves with other connections' commits, total_changes() with this connection's.
@@ -115,6 +120,8 @@ const migrations: Record<string, { up(db: Kysely<any>, d: DialectName): Promise<
   '008-nodes': m008,
   '009-node-secrets': m009,
   '010-preview-name-holds': m010,
+  '011-sealed-node-secrets': m011,
+  '012-token-parents': m012,
 }
 
 async function migrate(store: Store): Promise<void> {

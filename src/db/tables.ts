@@ -15,6 +15,8 @@ export type Tables = {
     created_at: number
     expires_at: number
     revoked_at: number | null
+    /** The token that minted this one over HTTP; null for one the CLI minted. */
+    parent_id: string | null
   }
   sessions: {
     id: string

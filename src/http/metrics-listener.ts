@@ -10,7 +10,7 @@ export type MetricsListener = { address: AddressInfo; close(): Promise<void> }
 /**
  * GET /metrics on an address of its own (WARREN_METRICS_PORT), apart from the API: a scraper can be
  * let in there while the API's port stays public, or the other way round. It answers nothing else;
- * refusals keep the API's error shape. Null when no such port is configured (the main listener
+ * refusals keep the API's error shape. Null when WARREN_METRICS_PORT=main (the main listener
  * serves the metrics then).
  */
 export async function listenMetrics(metrics: Metrics, config: Pick<Config, 'metricsHost' | 'metricsPort'>, log: Log): Promise<MetricsListener | null> {
@@ -37,9 +37,13 @@ export async function listenMetrics(metrics: Metrics, config: Pick<Config, 'metr
     )
   })
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject)
+    server.once('error', (err: NodeJS.ErrnoException) =>
+      reject(
+        new Error(`the metrics listener cannot listen on ${host}:${port} (${err.code ?? err.message}): set WARREN_METRICS_PORT to a free port (each node on a host its own), or to "main" to serve /metrics on the main listener`, { cause: err }),
+      ),
+    )
     server.listen(port, host, () => {
-      server.off('error', reject)
+      server.removeAllListeners('error')
       resolve()
     })
   })

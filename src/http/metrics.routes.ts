@@ -7,7 +7,7 @@ const MetricsResponse = {
   content: { 'text/plain': { schema: { type: 'string' } } },
 }
 
-/** GET /metrics on the main listener, needing no token (a scraper holds none); with WARREN_METRICS_PORT it is served on a listener of its own instead. */
+/** GET /metrics on the main listener, needing no token (a scraper holds none): only with WARREN_METRICS_PORT=main; by default it is served on a loopback listener of its own. */
 export const metricsRoutes: FastifyPluginAsyncTypebox<{ metrics: Metrics }> = async (app, { metrics }) => {
   app.get(
     METRICS_PATH,

@@ -35,7 +35,7 @@ export function hostConflicts(row: NodeRow, mine: HostResources): string[] {
  * its heartbeat row. Run before anything touches the host (the start-up clean-up removes what
  * carries the node's prefix). Resolves with the node's id.
  */
-export async function joinNode(store: Store, mine: HostResources, opts: { leaseMs: number; url: string; secret: string }): Promise<string> {
+export async function joinNode(store: Store, mine: HostResources, opts: { leaseMs: number; url: string; /** The node's secret, sealed. */ secret: string }): Promise<string> {
   const host = os.hostname()
   const { now, nodes } = await readNodes(store.db, store.dialect)
   for (const row of nodes) {

@@ -5,6 +5,7 @@ import { ApiError } from '../errors.ts'
 import type { EventBus, NodeCommand } from '../events/event-bus.ts'
 import type { Log } from '../shared/log.ts'
 import type { Metrics } from '../shared/metrics.ts'
+import type { SecretBox } from '../shared/secret-box.ts'
 import { requestCancel } from '../turns/turns.store.ts'
 import { joinNode, type HostResources } from './join-node.ts'
 import { beat, declareDead, markStopped, pruneNodes, readNodes, setNodeUrl, type NodeRow } from './nodes.store.ts'
@@ -81,7 +82,18 @@ export type ServiceNode = {
   leave(): Promise<void>
 }
 
-export type NodeDeps = { store: Store; bus: EventBus; log: Log; metrics: Metrics; leaseMs: number; resources: HostResources; url: string | undefined; local: LocalWork }
+export type NodeDeps = {
+  store: Store
+  bus: EventBus
+  log: Log
+  metrics: Metrics
+  leaseMs: number
+  resources: HostResources
+  url: string | undefined
+  local: LocalWork
+  /** The deployment's box: a node's secret is kept sealed in its row, as every secret at rest is. */
+  box: SecretBox
+}
 
 const CLAIM_BATCH = 20
 /** The header a node passing a request on to the owner sets to the owner's secret. */
@@ -93,9 +105,20 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
   const { store, bus, log, leaseMs, local } = deps
   let id = ''
   let url = deps.url ?? ''
-  // Made anew by each start: a peer learns it from the node's row, a caller never sees it.
+  // Made anew by each start: a peer learns it from the node's row (sealed there: whoever reads the
+  // store without the deployment's key learns nothing to pose as a node with), a caller never sees it.
   const secret = randomBytes(24).toString('base64url')
   const secretBytes = Buffer.from(secret)
+  const sealedSecret = deps.box.seal(secret)
+  /** A peer's secret from its row; undefined when there is none or it opens under no key of ours. */
+  const openSecret = (sealed: string | null | undefined): string | undefined => {
+    if (!sealed) return undefined
+    try {
+      return deps.box.open(sealed)
+    } catch {
+      return undefined
+    }
+  }
   let view: { now: number; rows: NodeRow[] } = { now: 0, rows: [] }
   let lastBeat = performance.now()
   let fenced = false
@@ -189,7 +212,7 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
     fenced = true
     await local.abandon()
     await markStopped(store.db, store.dialect, id).catch(() => {})
-    id = await joinNode(store, deps.resources, { leaseMs, url, secret })
+    id = await joinNode(store, deps.resources, { leaseMs, url, secret: sealedSecret })
     deps.metrics.setNodeId(id)
     lastBeat = performance.now()
     fenced = false
@@ -265,7 +288,7 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
     async passOnTarget(sessionId, headers) {
       const where = await locate(sessionId)
       if (!where || where.here) return null
-      const peerSecret = livePeer(where.nodeId)?.secret
+      const peerSecret = openSecret(livePeer(where.nodeId)?.secret)
       if (passedOn(headers) || !where.url || !peerSecret) return { nodeId: where.nodeId, unreachable: true }
       return { nodeId: where.nodeId, url: where.url, secret: peerSecret }
     },
@@ -286,7 +309,7 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
     },
     peers: () => view.rows.map((r) => ({ id: r.id, url: r.url, host: r.host, started_at: r.started_at, heartbeat_at: r.heartbeat_at, live: alive(r) })),
     async join() {
-      id = await joinNode(store, deps.resources, { leaseMs, url, secret })
+      id = await joinNode(store, deps.resources, { leaseMs, url, secret: sealedSecret })
       deps.metrics.setNodeId(id)
     },
     advertise,

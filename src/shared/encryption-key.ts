@@ -2,6 +2,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { randomBytes } from 'node:crypto'
 import { decodeKey, type Config } from '../config.ts'
+import { privateDataDir, PRIVATE_FILE_MODE } from './private-data-dir.ts'
 import { secretBox, type SecretBox } from './secret-box.ts'
 
 /**
@@ -12,9 +13,9 @@ import { secretBox, type SecretBox } from './secret-box.ts'
 export function loadEncryptionKey(config: Config): Buffer {
   if (config.encryptionKey) return decodeKey(config.encryptionKey)!
   const file = path.join(config.dataDir, 'encryption.key')
-  fs.mkdirSync(config.dataDir, { recursive: true })
+  privateDataDir(config.dataDir)
   try {
-    fs.writeFileSync(file, randomBytes(32).toString('base64') + '\n', { flag: 'wx', mode: 0o600 })
+    fs.writeFileSync(file, randomBytes(32).toString('base64') + '\n', { flag: 'wx', mode: PRIVATE_FILE_MODE })
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
   }

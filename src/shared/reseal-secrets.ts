@@ -54,6 +54,8 @@ export async function resealSecrets(store: Store, box: SecretBox): Promise<Resea
     { table: 'idempotency_keys', keys: ['token_id', 'key'], column: 'body', rewrite: one },
     { table: 'agents', keys: ['id'], column: 'tools', rewrite: tools(false) },
     { table: 'sessions', keys: ['id'], column: 'agent', rewrite: tools(true) },
+    // A node running meanwhile keeps its secret: only the way it is sealed changes.
+    { table: 'nodes', keys: ['id'], column: 'secret', rewrite: one },
   ]
   for (const c of columns) {
     const n = await resealColumn(store.db, c)

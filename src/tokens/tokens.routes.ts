@@ -1,10 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { Deps } from '../deps.ts'
-import { ApiError, errorResponses, notFound } from '../errors.ts'
+import { errorResponses, notFound } from '../errors.ts'
 import { ListEnvelope, OrderedListQuery, listPage } from '../http/pagination.ts'
 import { CreateTokenBody, Token, TokenDeleted } from './tokens.schema.ts'
-import { getToken, insertToken, listTokenRows, revokeToken, toToken, type TokenRecord } from './tokens.store.ts'
+import { mintToken } from './mint-token.ts'
+import { getToken, listTokenRows, revokeToken, toToken, type TokenRecord } from './tokens.store.ts'
 
 export const toTokenShape = (t: TokenRecord, secret?: string) => ({
   object: 'token' as const,
@@ -25,9 +26,7 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store 
       schema: { operationId: 'createToken', tags: ['tokens'], summary: 'Mint a token; the secret is shown once', body: CreateTokenBody, response: { 201: Token, ...errorResponses(400) } },
     },
     async (req, reply) => {
-      const missing = req.body.scopes.filter((s) => !req.auth.scopes.includes(s))
-      if (missing.length > 0) throw new ApiError('permission_denied', `A token cannot grant scopes it lacks: ${missing.join(', ')}.`)
-      const { record, secret } = await insertToken(store.db, { orgId: req.auth.orgId, name: req.body.name ?? null, scopes: req.body.scopes, days: req.body.expires_in_days })
+      const { record, secret } = await mintToken(store.db, req.auth.tokenId, { name: req.body.name ?? null, scopes: req.body.scopes, days: req.body.expires_in_days })
       return reply.code(201).send(toTokenShape(record, secret))
     },
   )

@@ -13,12 +13,14 @@ export type TokenRecord = {
   createdAt: number
   expiresAt: number
   revokedAt: number | null
+  /** The token that minted this one; null for one the CLI minted. */
+  parentId: string | null
 }
 
 /** Tokens are high-entropy, so one SHA-256 is enough to make the stored form useless to a thief. */
 export const hashToken = (secret: string): string => hash('sha256', secret, 'hex')
 
-type TokenRow = { id: string; org_id: string; name: string | null; scopes: string; created_at: number; expires_at: number; revoked_at: number | null }
+type TokenRow = { id: string; org_id: string; name: string | null; scopes: string; created_at: number; expires_at: number; revoked_at: number | null; parent_id: string | null }
 const toToken = (r: TokenRow): TokenRecord => ({
   id: r.id,
   orgId: r.org_id,
@@ -27,6 +29,7 @@ const toToken = (r: TokenRow): TokenRecord => ({
   createdAt: Number(r.created_at),
   expiresAt: Number(r.expires_at),
   revokedAt: r.revoked_at === null ? null : Number(r.revoked_at),
+  parentId: r.parent_id,
 })
 
 export async function findOrgByName(db: Db, name: string): Promise<{ id: string; name: string } | null> {
@@ -45,7 +48,7 @@ export async function ensureOrg(db: Db, name: string): Promise<{ id: string; nam
   return (await findOrgByName(db, name))!
 }
 
-export type MintInput = { orgId: string; name: string | null; scopes: Scope[]; days: number }
+export type MintInput = { orgId: string; name: string | null; scopes: Scope[]; days: number; parentId?: string | null }
 
 /** Creates a token; the secret is returned here once and only its hash is kept. */
 export async function insertToken(db: Db, input: MintInput): Promise<{ record: TokenRecord; secret: string }> {
@@ -60,6 +63,7 @@ export async function insertToken(db: Db, input: MintInput): Promise<{ record: T
     created_at: now,
     expires_at: now + input.days * 86_400_000,
     revoked_at: null,
+    parent_id: input.parentId ?? null,
   }
   await db.insertInto('tokens').values(row).execute()
   return { record: toToken(row), secret }
@@ -83,8 +87,20 @@ export async function getTokenById(db: Db, id: string): Promise<TokenRecord | nu
   return row ? toToken(row) : null
 }
 
+/**
+ * Revokes the token and every token minted under it, a generation a statement. Each generation is
+ * read after the one above it was revoked and committed, so a child minted meanwhile is either seen
+ * here or finds its parent revoked when its mint checks again (mint-token.ts): none is left
+ * standing. Not to be run inside a transaction, which would hold back those commits.
+ */
 export async function revokeToken(db: Db, id: string): Promise<void> {
-  await db.updateTable('tokens').set({ revoked_at: Date.now() }).where('id', '=', id).where('revoked_at', 'is', null).execute()
+  const now = Date.now()
+  await db.updateTable('tokens').set({ revoked_at: now }).where('id', '=', id).where('revoked_at', 'is', null).execute()
+  // A child revoked before has had its own descendants revoked then.
+  for (let parents = [id]; parents.length > 0; ) {
+    const revoked = await db.updateTable('tokens').set({ revoked_at: now }).where('parent_id', 'in', parents).where('revoked_at', 'is', null).returning('id').execute()
+    parents = revoked.map((r) => r.id)
+  }
 }
 
 export function listTokenRows(db: Db, orgId: string) {
