@@ -165,6 +165,25 @@ describe('warren client commands', () => {
     assert.ok(JSON.stringify(answered).includes('blue'), 'the answer typed at the prompt reached the model')
   })
 
+  it('send, in a terminal: a prompt answered elsewhere goes away, and the turn ending ends the prompt and the command', async () => {
+    const s = await json('sessions', 'create', '--approval-mode', 'ask')
+    fake.script(
+      { toolCalls: [{ id: 'call_else', name: 'bash', args: { command: 'echo elsewhere' } }] },
+      { toolCalls: [{ id: 'call_ask', name: 'ask_question', args: { question: 'Which flavour?' } }] },
+    )
+    const term = terminal(`${BIN} send ${s.id} 'go on'`)
+    await term.shows('Allow bash echo elsewhere? [y/N]')
+    assert.equal((await warren('approve', s.id, 'call_else')).code, 0)
+    await term.shows('(answered elsewhere)')
+    await term.shows('Which flavour?')
+    const [turn] = (await json('turns', 'list', s.id)).data
+    assert.equal((await json('turns', 'cancel', s.id, turn.id)).status, 'cancelled')
+    assert.equal(await term.exit(), 3, term.screen())
+    const screen = term.screen()
+    assert.ok(screen.includes('(the turn ended)'), screen)
+    assert.match(screen, /turn trn_\w+ cancelled/)
+  })
+
   it('send, from a script: JSON lines, a caller function answered from another command, and the settled turn', async () => {
     const s = await json('sessions', 'create')
     await json('files', 'put', s.id, fs.writeFileSync(path.join(dir, 'notes.txt'), 'uploaded by the cli\n') ?? path.join(dir, 'notes.txt'))
