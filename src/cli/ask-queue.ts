@@ -54,10 +54,12 @@ export function askQueue(sdk: Warren, sessionId: string, say: (line: string) => 
       }
       const kind = RESOLVES[e.type]
       if (!kind) return
-      const id = (e.payload as { toolCallId: string }).toolCallId
-      const at = queue.findIndex((w) => w.type === kind && w.payload.toolCallId === id)
+      const p = e.payload as { toolCallId: string; cancelled?: boolean; code?: string }
+      const at = queue.findIndex((w) => w.type === kind && w.payload.toolCallId === p.toolCallId)
       if (at >= 0) queue.splice(at, 1)
-      if (current?.e.type === kind && current.e.payload.toolCallId === id) takeAway((e.payload as { cancelled?: boolean; code?: string }).cancelled || (e.payload as { code?: string }).code === 'turn_ended' ? 'the turn ended' : 'answered elsewhere')
+      // Closed by the service as its turn ended (the turn.ended that follows finds nothing left).
+      const ended = p.cancelled === true || p.code === 'turn_ended'
+      if (current?.e.type === kind && current.e.payload.toolCallId === p.toolCallId) takeAway(ended ? 'the turn ended' : 'answered elsewhere')
     },
     async close() {
       queue.length = 0

@@ -27,9 +27,12 @@ export async function closeOpenCalls(trx: Db, record: Recorder, turn: Pick<TurnR
   const why = WHY[endedBy]
   const scope = turnEventScope(turn)
   const unanswered = openToolCalls(await loadConversation(trx, turn.session_id), turn.id)
-  // In the model's order (rows made in one step share their created_at).
-  const order = (c: PendingCall) => unanswered.findIndex((u) => u.toolCallId === c.callId) >>> 0
-  for (const call of (await cancelPendingCalls(trx, turn.id, now)).sort((a, b) => order(a) - order(b))) {
+  // In the model's order (rows made in one step share their created_at); any other call last.
+  const position = (c: PendingCall) => {
+    const i = unanswered.findIndex((u) => u.toolCallId === c.callId)
+    return i < 0 ? unanswered.length : i
+  }
+  for (const call of (await cancelPendingCalls(trx, turn.id, now)).sort((a, b) => position(a) - position(b))) {
     const toolCallId = call.callId
     if (call.kind === 'approval') await record({ ...scope, type: 'approval.resolved', payload: { toolCallId, approved: false, name: call.name, code: 'turn_ended', reason: `Not answered: ${why}.` } })
     else if (call.kind === 'question') await record({ ...scope, type: 'question.answered', payload: { toolCallId, answer: '', cancelled: true } })
