@@ -21,13 +21,15 @@ const SEAM = /^sandbox\/|^artifacts\/blob-store\.ts$|^tools\/(builtin|network|br
 /**
  * Files that stand with the schemas and stores, so any domain (and any store) may import them:
  * the one path that commits a change with its events, the lookup that turns a missing session
- * into 404, the session status moves every domain that drives a session makes, and vocabularies (event names, scopes, tool entries and the default set, seed files).
+ * into 404, the session status moves every domain that drives a session makes, the closing of a
+ * turn's open calls (a settle and a session's deletion both end turns), and vocabularies (event names, scopes, tool entries and the default set, seed files).
  */
 const SHARED = new Set([
   'events/record-event.ts',
   'events/vocabulary.ts',
   'sessions/require-session.ts',
   'sessions/session-status.ts',
+  'runner/close-open-calls.ts',
   'tokens/scopes.ts',
   'tools/tool-entries.ts',
   'tools/default-tools.ts',

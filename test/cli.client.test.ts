@@ -6,6 +6,8 @@ import assert from 'node:assert/strict'
 import { execFile, execFileSync, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { startWarren, type Warren } from './harness.ts'
@@ -102,6 +104,34 @@ describe('warren client commands', () => {
     assert.match(missing.stderr, /^warren: not_found: .*ses_nope.* \(request req_\w+\)\n$/)
   })
 
+  it('login to something that is not Warren (or nothing at all) says so and leaves the saved sign-in alone', async () => {
+    const config = path.join(dir, 'login-elsewhere', 'config.json')
+    fs.mkdirSync(path.dirname(config))
+    const saved = JSON.stringify({ url: base, token: w.token })
+    fs.writeFileSync(config, saved, { mode: 0o600 })
+    const as = runAs(() => ({ ...env, WARREN_CONFIG: config }))
+    // Some other web service on the address: a JSON answer of another shape, and an HTML page.
+    const other = http.createServer((req, res) => {
+      if (req.url!.startsWith('/json/')) res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}')
+      else res.writeHead(200, { 'content-type': 'text/html' }).end('<html>Welcome</html>')
+    })
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve))
+    const otherUrl = `http://127.0.0.1:${(other.address() as AddressInfo).port}`
+    try {
+      for (const url of [`${otherUrl}/json`, otherUrl]) {
+        const r = await as('login', '--url', url, '--token', 'svc_pat_x')
+        assert.equal(r.code, 1, r.stderr)
+        assert.equal(r.stderr, `warren: not_warren: ${url} did not answer as a Warren service (GET /v1/health); check the address.\n`)
+      }
+    } finally {
+      await new Promise((resolve) => other.close(resolve))
+    }
+    const down = await as('login', '--url', otherUrl, '--token', 'svc_pat_x')
+    assert.equal(down.code, 1)
+    assert.equal(down.stderr, `warren: service_unreachable: Could not reach the service at ${otherUrl} (ECONNREFUSED).\n`)
+    assert.equal(fs.readFileSync(config, 'utf8'), saved, 'a failed login kept its address and token')
+  })
+
   it('sessions create, list, show and delete; created through the CLI is recorded as such', async () => {
     const s = await json('sessions', 'create', '--title', 'from the cli', '--metadata', 'team=core')
     assert.equal(s.source, 'cli')
@@ -133,6 +163,25 @@ describe('warren client commands', () => {
     }
     const answered = fake.modelRequests.at(-1)!
     assert.ok(JSON.stringify(answered).includes('blue'), 'the answer typed at the prompt reached the model')
+  })
+
+  it('send, in a terminal: a prompt answered elsewhere goes away, and the turn ending ends the prompt and the command', async () => {
+    const s = await json('sessions', 'create', '--approval-mode', 'ask')
+    fake.script(
+      { toolCalls: [{ id: 'call_else', name: 'bash', args: { command: 'echo elsewhere' } }] },
+      { toolCalls: [{ id: 'call_ask', name: 'ask_question', args: { question: 'Which flavour?' } }] },
+    )
+    const term = terminal(`${BIN} send ${s.id} 'go on'`)
+    await term.shows('Allow bash echo elsewhere? [y/N]')
+    assert.equal((await warren('approve', s.id, 'call_else')).code, 0)
+    await term.shows('(answered elsewhere)')
+    await term.shows('Which flavour?')
+    const [turn] = (await json('turns', 'list', s.id)).data
+    assert.equal((await json('turns', 'cancel', s.id, turn.id)).status, 'cancelled')
+    assert.equal(await term.exit(), 3, term.screen())
+    const screen = term.screen()
+    assert.ok(screen.includes('(the turn ended)'), screen)
+    assert.match(screen, /turn trn_\w+ cancelled/)
   })
 
   it('send, from a script: JSON lines, a caller function answered from another command, and the settled turn', async () => {

@@ -128,6 +128,22 @@ it('an unknown command, or none, exits non-zero and says so [sqlite]', async () 
   assert.match(run.stderr, /^warren: no token: set WARREN_TOKEN, pass --token, or run `warren login/)
 })
 
+it('npx warren prints nothing of its own: the machine\'s Node need not be 24, the project brings its own [sqlite]', async () => {
+  // npx links the project into its cache on a first call (a fresh cache here), checking the
+  // project's engines against the machine's Node: it printed a warning of five lines, twice.
+  const cache = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-npx-cache-'))
+  try {
+    for (let call = 1; call <= 2; call++) {
+      const run = await runIn('npx', ['--offline', 'warren', '--help'], ROOT, { ...withoutStore(), npm_config_cache: cache })
+      assert.equal(run.code, 0, run.stderr)
+      assert.match(run.stdout, /^Usage: warren/)
+      assert.equal(run.stderr, '', `call ${call}`)
+    }
+  } finally {
+    fs.rmSync(cache, { recursive: true, force: true })
+  }
+})
+
 it('mints into a fresh data folder, which a service started on it then accepts [sqlite]', async () => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-cli-'))
   try {

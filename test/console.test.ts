@@ -265,6 +265,42 @@ describe('the web console', () => {
       assert.ok(JSON.stringify(fake.modelRequests.at(-1)).includes('colour'), 'the output reached the model')
     })
 
+    it('shows a refused answer, and closes an approval whose turn was cancelled: no live buttons, nothing waiting or running', async () => {
+      fake.script(
+        { toolCalls: [{ id: 'call_late', name: 'bash', args: { command: 'echo answered-elsewhere' } }] },
+        { toolCalls: [{ id: 'call_stuck', name: 'bash', args: { command: 'echo never-run' } }] },
+      )
+      await page.locator('textarea[name=message]').fill('Two commands')
+      await page.getByRole('button', { name: 'Send' }).click()
+      const late = page.locator('[data-testid=approval]', { hasText: 'answered-elsewhere' })
+      await late.getByRole('button', { name: 'Approve' }).waitFor({ timeout: 60_000 })
+      // The page hears nothing for a while (its stream cut and held off); the approval is answered
+      // elsewhere meanwhile, so the page's own Approve meets a refusal, which it shows.
+      const eventStream = (url: URL) => url.pathname.endsWith('/events')
+      await page.route(eventStream, (r) => r.abort())
+      try {
+        w.app.server.closeAllConnections()
+        await page.locator('.stream-reconnecting').waitFor({ timeout: 30_000 })
+        const elsewhere = await w.inject({ method: 'POST', url: `/v1/sessions/${sessionId}/approvals/call_late`, payload: { approved: true } })
+        assert.equal(elsewhere.statusCode, 200, elsewhere.body)
+        await late.getByRole('button', { name: 'Approve' }).click()
+        await late.getByRole('alert').filter({ hasText: 'conflict' }).waitFor({ timeout: 30_000 })
+      } finally {
+        await page.unroute(eventStream)
+      }
+      await late.locator('.ask-result', { hasText: 'Approved' }).waitFor({ timeout: 60_000 })
+
+      const stuck = page.locator('[data-testid=approval]', { hasText: 'never-run' })
+      await stuck.getByRole('button', { name: 'Approve' }).waitFor({ timeout: 60_000 })
+      const [turn] = (await w.inject({ method: 'GET', url: `/v1/sessions/${sessionId}/turns?limit=1` })).json().data
+      await page.locator('[data-testid=open-turn]', { hasText: 'running' }).getByRole('button', { name: 'Cancel' }).click()
+      await stuck.locator('.ask-result', { hasText: 'Refused (turn ended)' }).waitFor({ timeout: 60_000 })
+      assert.equal(await stuck.getByRole('button', { name: 'Approve' }).count(), 0, 'no live buttons on a closed request')
+      await page.locator('.entry.tool', { hasText: 'never-run' }).locator('.tool-state', { hasText: 'cancelled' }).waitFor({ timeout: 30_000 })
+      assert.equal(await page.locator('.panel.attention').count(), 0, 'nothing waits on a person')
+      assert.equal((await w.inject({ method: 'GET', url: `/v1/sessions/${sessionId}/turns/${turn.id}` })).json().status, 'cancelled')
+    })
+
     it('reconnects its stream by itself after a cut and misses nothing said meanwhile', async () => {
       await page.locator('.stream-live').waitFor()
       // Every connection to the service is cut; the message goes in while the page has none.

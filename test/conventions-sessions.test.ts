@@ -48,6 +48,19 @@ forEachDialect('conventions on session creation', (dialect) => {
     expectError(await w().inject({ method: 'GET', url: '/v1/sessions?order=sideways' }), 400, 'invalid_request')
   })
 
+  it('names every allowed value when it refuses one outside a fixed set, in bodies and query strings', async () => {
+    const cases: [{ method: 'GET' | 'POST'; url: string; payload?: object }, string, string[]][] = [
+      [{ method: 'POST', url: '/v1/model-credentials', payload: { provider: 'opneai', api_key: 'sk-x', models: ['m'] } }, '"provider"', ['openai', 'anthropic', 'openai_compatible']],
+      [{ method: 'POST', url: '/v1/sessions', payload: { agent: { approval_mode: 'never' } } }, '"agent.approval_mode"', ['auto', 'ask', 'read_only']],
+      [{ method: 'POST', url: '/v1/sessions', payload: { agent: { permission_rules: [{ decision: 'maybe' }] } } }, '"agent.permission_rules[0].decision"', ['allow', 'deny', 'ask']],
+      [{ method: 'GET', url: '/v1/sessions?status=asleep' }, 'query parameter "status"', ['idle', 'working', 'requires_action', 'failed']],
+    ]
+    for (const [req, label, allowed] of cases) {
+      const e = expectError(await w().inject(req), 400, 'invalid_request')
+      assert.equal(e.message, `${label} must be one of ${allowed.map((v) => `"${v}"`).join(', ')}.`, `${req.url}`)
+    }
+  })
+
   it('creates a session from no body at all (no Content-Type either): every field is optional', async () => {
     const res = await w().inject({ method: 'POST', url: '/v1/sessions' })
     assert.equal(res.statusCode, 201, res.body)

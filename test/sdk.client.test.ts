@@ -4,6 +4,7 @@
 // after a cut connection with nothing lost or given twice, and webhook signatures checked.
 import { after, before, describe, it } from 'node:test'
 import assert from 'node:assert/strict'
+import net, { type AddressInfo } from 'node:net'
 import { createWarren, ok, verifyWebhook, WarrenError, WebhookVerificationError } from '../sdk/src/index.ts'
 import { startWarren, type Warren } from './harness.ts'
 import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
@@ -99,6 +100,23 @@ describe('SDK retries, streams and webhooks against the service', () => {
     } finally {
       await slow.close()
     }
+  })
+
+  it('answers a service that cannot be reached with a WarrenError naming its address, after its retries', async () => {
+    const closed = net.createServer()
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve))
+    const address = `http://127.0.0.1:${(closed.address() as AddressInfo).port}`
+    await new Promise((resolve) => closed.close(resolve))
+    const sent: Sent[] = []
+    const down = createWarren({ baseUrl: address, token: 'svc_pat_x', retries: 1, fetch: noting(sent) })
+    await assert.rejects(ok(down.api.GET('/v1/health')), (err: unknown) => {
+      assert.ok(err instanceof WarrenError, `not a WarrenError: ${String(err)}`)
+      assert.equal(err.status, 0)
+      assert.equal(err.code, 'service_unreachable')
+      assert.equal(err.message, `Could not reach the service at ${address} (ECONNREFUSED).`)
+      return true
+    })
+    assert.equal(sent.length, 2, 'the retry was made before giving up')
   })
 
   it('resumes a cut event stream from the last persisted event: nothing lost, nothing twice', async () => {

@@ -10,8 +10,8 @@ export type Entry =
   | { kind: 'tool'; key: string; id: string; name: string; args: unknown; result?: { isError: boolean; cancelled: boolean; summary: string } }
   | { kind: 'file'; key: string; path: string; change: string; diff?: string }
   | { kind: 'approval'; key: string; id: string; name: string; args: unknown; resolved?: { approved: boolean; code?: string } }
-  | { kind: 'question'; key: string; id: string; question: string; options?: string[]; freeform: boolean; answer?: string }
-  | { kind: 'function'; key: string; id: string; name: string; args: unknown; resolved?: { success: boolean } }
+  | { kind: 'question'; key: string; id: string; question: string; options?: string[]; freeform: boolean; answer?: string; closed?: boolean }
+  | { kind: 'function'; key: string; id: string; name: string; args: unknown; resolved?: { success: boolean; closed?: boolean } }
   | { kind: 'notice'; key: string; text: string; tone: 'error' | 'info' }
 
 export type Transcript = { entries: Entry[]; todos: { label: string; status: string }[]; n: number }
@@ -62,14 +62,24 @@ export function fold(t: Transcript, e: WarrenEvent): Transcript {
     case 'question.asked':
       return push({ kind: 'question', key, id: e.payload.toolCallId, question: e.payload.question, options: e.payload.options, freeform: e.payload.allowFreeform ?? true })
     case 'question.answered':
-      return update('question', (x) => x.id === e.payload.toolCallId, (x) => ({ ...x, answer: e.payload.answer })) ?? t
+      return update('question', (x) => x.id === e.payload.toolCallId, (x) => ({ ...x, answer: e.payload.answer, closed: e.payload.cancelled === true })) ?? t
     case 'tool.required':
       return push({ kind: 'function', key, id: e.payload.toolCallId, name: e.payload.name, args: e.payload.arguments })
     case 'tool.resolved':
-      return update('function', (x) => x.id === e.payload.toolCallId, (x) => ({ ...x, resolved: { success: e.payload.success } })) ?? t
-    case 'turn.ended':
-      // A turn cut short leaves its streamed words as they were: no longer streaming.
-      return t.entries.some((x) => x.kind === 'text' && x.streaming) ? { ...t, n, entries: t.entries.map((x) => (x.kind === 'text' && x.streaming ? { ...x, streaming: false } : x)) } : t
+      return update('function', (x) => x.id === e.payload.toolCallId, (x) => ({ ...x, resolved: { success: e.payload.success, closed: e.payload.cancelled === true } })) ?? t
+    case 'turn.ended': {
+      // A turn cut short leaves its streamed words as they were, no longer streaming, and nothing
+      // of it waits any more: the service closes its open calls as the turn ends (a log written
+      // before it did has turn.ended alone), and a call without a result never gets one.
+      const ended = (x: Entry): Entry | null =>
+        x.kind === 'text' && x.streaming ? { ...x, streaming: false }
+        : x.kind === 'approval' && !x.resolved ? { ...x, resolved: { approved: false, code: 'turn_ended' } }
+        : x.kind === 'question' && x.answer === undefined ? { ...x, answer: '', closed: true }
+        : x.kind === 'function' && !x.resolved ? { ...x, resolved: { success: false, closed: true } }
+        : x.kind === 'tool' && !x.result ? { ...x, result: { isError: true, cancelled: true, summary: 'not run: the turn ended' } }
+        : null
+      return t.entries.some((x) => ended(x) !== null) ? { ...t, n, entries: t.entries.map((x) => ended(x) ?? x) } : t
+    }
     case 'agent.error':
       return push({ kind: 'notice', key, text: e.payload.message, tone: 'error' })
     case 'workspace.recovery_failed':

@@ -1,4 +1,4 @@
-import { isErrorBody, retryAfterSeconds } from './errors.ts'
+import { isErrorBody, retryAfterSeconds, WarrenError } from './errors.ts'
 
 export type RetryOptions = {
   /** Attempts after the first; 0 turns retrying off. Default 3. */
@@ -49,7 +49,8 @@ export function retryingFetch(base: typeof fetch, opts: RetryOptions = {}): type
       try {
         res = await base(last ? request : request.clone())
       } catch (err) {
-        if (last || request.signal.aborted) throw err
+        if (request.signal.aborted) throw err
+        if (last) throw unreachable(request, err)
         answerLost = true
         await sleep(backoff(attempt), request.signal)
         continue
@@ -85,4 +86,12 @@ async function errorCode(res: Response): Promise<string | null> {
   } catch {
     return null
   }
+}
+
+/** What a request no answer came for stands for: fetch's own "fetch failed" names neither the address nor why. */
+function unreachable(request: Request, err: unknown): WarrenError {
+  const cause = (err as { cause?: { code?: unknown; message?: unknown } } | null)?.cause
+  const why = typeof cause?.code === 'string' ? cause.code : typeof cause?.message === 'string' ? cause.message : err instanceof Error ? err.message : String(err)
+  const error = new WarrenError(0, 'service_unreachable', `Could not reach the service at ${new URL(request.url).origin} (${why}).`, null)
+  return Object.assign(error, { cause: err })
 }

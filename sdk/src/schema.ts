@@ -1191,8 +1191,8 @@ export interface components {
             approved: boolean;
             /** @description On a refusal: the tool. */
             name?: string;
-            /** @description On a refusal: why. */
-            code?: "denied_read_only" | "denied_by_rule" | "approval_timeout" | "denied_by_user";
+            /** @description On a refusal: why. turn_ended: the turn ended (cancelled, failed, its session deleted) before anyone answered. */
+            code?: "denied_read_only" | "denied_by_rule" | "approval_timeout" | "denied_by_user" | "turn_ended";
             /** @description On a refusal: the reason given to the agent. */
             reason?: string;
         };
@@ -1220,7 +1220,7 @@ export interface components {
             options?: string[];
             allowFreeform?: boolean;
         };
-        /** @description question.answered: The question was answered. */
+        /** @description question.answered: The question was answered, or closed unanswered when its turn ended. */
         QuestionAnsweredEvent: {
             /** @enum {string} */
             object: "event";
@@ -1237,10 +1237,13 @@ export interface components {
             created_at: number;
             payload: components["schemas"]["QuestionAnsweredPayload"];
         };
-        /** @description The question was answered. */
+        /** @description The question was answered, or closed unanswered when its turn ended. */
         QuestionAnsweredPayload: {
             toolCallId: string;
+            /** @description Empty when cancelled. */
             answer: string;
+            /** @description true: nobody answered, the turn ended first (cancelled, failed, its session deleted). */
+            cancelled?: boolean;
         };
         /** @description tool.required: The caller's function must be answered. */
         ToolRequiredEvent: {
@@ -1265,7 +1268,7 @@ export interface components {
             name: string;
             arguments: unknown;
         };
-        /** @description tool.resolved: The caller's function was answered. */
+        /** @description tool.resolved: The caller's function was answered, or closed unanswered when its turn ended. */
         ToolResolvedEvent: {
             /** @enum {string} */
             object: "event";
@@ -1282,12 +1285,14 @@ export interface components {
             created_at: number;
             payload: components["schemas"]["ToolResolvedPayload"];
         };
-        /** @description The caller's function was answered. */
+        /** @description The caller's function was answered, or closed unanswered when its turn ended. */
         ToolResolvedPayload: {
             toolCallId: string;
             name: string;
-            /** @description false when answered with an error. */
+            /** @description false when answered with an error, or cancelled. */
             success: boolean;
+            /** @description true: the caller never answered, the turn ended first (cancelled, failed, its session deleted). */
+            cancelled?: boolean;
         };
         /** @description mcp.unavailable: A declared tool server would not connect and was skipped; the turn continues. */
         McpUnavailableEvent: {
@@ -1999,8 +2004,8 @@ export interface components {
             approved: boolean;
             /** @description On a refusal: the tool. */
             name?: string;
-            /** @description On a refusal: why. */
-            code?: "denied_read_only" | "denied_by_rule" | "approval_timeout" | "denied_by_user";
+            /** @description On a refusal: why. turn_ended: the turn ended (cancelled, failed, its session deleted) before anyone answered. */
+            code?: "denied_read_only" | "denied_by_rule" | "approval_timeout" | "denied_by_user" | "turn_ended";
             /** @description On a refusal: the reason given to the agent. */
             reason?: string;
         };
@@ -2013,12 +2018,15 @@ export interface components {
             options?: string[];
             allowFreeform?: boolean;
         };
-        /** @description question.answered: The question was answered. */
+        /** @description question.answered: The question was answered, or closed unanswered when its turn ended. */
         QuestionAnsweredDetail: {
             /** @enum {string} */
             event: "question.answered";
             toolCallId: string;
+            /** @description Empty when cancelled. */
             answer: string;
+            /** @description true: nobody answered, the turn ended first (cancelled, failed, its session deleted). */
+            cancelled?: boolean;
         };
         /** @description tool.required: The caller's function must be answered. */
         ToolRequiredDetail: {
@@ -2028,14 +2036,16 @@ export interface components {
             name: string;
             arguments: unknown;
         };
-        /** @description tool.resolved: The caller's function was answered. */
+        /** @description tool.resolved: The caller's function was answered, or closed unanswered when its turn ended. */
         ToolResolvedDetail: {
             /** @enum {string} */
             event: "tool.resolved";
             toolCallId: string;
             name: string;
-            /** @description false when answered with an error. */
+            /** @description false when answered with an error, or cancelled. */
             success: boolean;
+            /** @description true: the caller never answered, the turn ended first (cancelled, failed, its session deleted). */
+            cancelled?: boolean;
         };
         /** @description mcp.unavailable: A declared tool server would not connect and was skipped; the turn continues. */
         McpUnavailableDetail: {

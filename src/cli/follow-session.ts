@@ -1,7 +1,8 @@
 // Follows a session's stream for `warren send` and `warren watch`: renders each event (or prints
 // it as a JSON line), asks at the terminal what the agent waits for, and ends when `done` says so.
 import { ok, type Warren, type WarrenEvent } from '../../sdk/src/index.ts'
-import { askAndAnswer, howToAnswer, type Waiting } from './ask.ts'
+import { howToAnswer, type Waiting } from './ask.ts'
+import { askQueue } from './ask-queue.ts'
 import { note, out } from './print.ts'
 import { renderer } from './render-event.ts'
 
@@ -25,6 +26,8 @@ const isWaiting = (e: WarrenEvent): e is Waiting => e.type === 'approval.request
 
 export async function followSession(opts: FollowOptions): Promise<void> {
   const view = renderer((s) => process.stdout.write(s))
+  // Asked while the stream goes on, so that an answer given elsewhere or the turn's end is seen.
+  const asking = opts.interactive && !opts.json ? askQueue(opts.sdk, opts.sessionId, view.line) : null
   let opened = false
   try {
     for await (const e of opts.sdk.events({
@@ -37,17 +40,19 @@ export async function followSession(opts: FollowOptions): Promise<void> {
       },
       onReconnect: () => note('warren: the stream was cut; reconnecting where it stopped'),
     })) {
+      asking?.observe(e)
       if (opts.json) out(JSON.stringify(e))
       else view.event(e)
       if (isWaiting(e) && !(await answered(opts, e))) {
-        if (opts.interactive && !opts.json) {
+        if (asking) {
           view.end()
-          await askAndAnswer(opts.sdk, opts.sessionId, e, view.line)
+          asking.ask(e)
         } else note(`warren: ${howToAnswer(opts.sessionId, e)}`)
       }
       if (opts.done?.(e)) break
     }
   } finally {
+    await asking?.close()
     view.end()
   }
 }

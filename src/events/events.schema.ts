@@ -103,7 +103,9 @@ export const EVENTS = {
         approved: Type.Boolean(),
         name: Type.Optional(Type.String({ description: 'On a refusal: the tool.' })),
         code: Type.Optional(
-          Type.Union([Type.Literal('denied_read_only'), Type.Literal('denied_by_rule'), Type.Literal('approval_timeout'), Type.Literal('denied_by_user')], { description: 'On a refusal: why.' }),
+          Type.Union([Type.Literal('denied_read_only'), Type.Literal('denied_by_rule'), Type.Literal('approval_timeout'), Type.Literal('denied_by_user'), Type.Literal('turn_ended')], {
+            description: 'On a refusal: why. turn_ended: the turn ended (cancelled, failed, its session deleted) before anyone answered.',
+          }),
         ),
         reason: Type.Optional(Type.String({ description: 'On a refusal: the reason given to the agent.' })),
       },
@@ -119,7 +121,14 @@ export const EVENTS = {
   },
   'question.answered': {
     item: 'question',
-    payload: Type.Object({ toolCallId: Type.String(), answer: Type.String() }, { additionalProperties: false, description: 'The question was answered.' }),
+    payload: Type.Object(
+      {
+        toolCallId: Type.String(),
+        answer: Type.String({ description: 'Empty when cancelled.' }),
+        cancelled: Type.Optional(Type.Boolean({ description: 'true: nobody answered, the turn ended first (cancelled, failed, its session deleted).' })),
+      },
+      { additionalProperties: false, description: 'The question was answered, or closed unanswered when its turn ended.' },
+    ),
   },
   'tool.required': {
     item: 'function_call',
@@ -131,8 +140,13 @@ export const EVENTS = {
   'tool.resolved': {
     item: 'function_call',
     payload: Type.Object(
-      { toolCallId: Type.String(), name: Type.String(), success: Type.Boolean({ description: 'false when answered with an error.' }) },
-      { additionalProperties: false, description: "The caller's function was answered." },
+      {
+        toolCallId: Type.String(),
+        name: Type.String(),
+        success: Type.Boolean({ description: 'false when answered with an error, or cancelled.' }),
+        cancelled: Type.Optional(Type.Boolean({ description: 'true: the caller never answered, the turn ended first (cancelled, failed, its session deleted).' })),
+      },
+      { additionalProperties: false, description: "The caller's function was answered, or closed unanswered when its turn ended." },
     ),
   },
   'mcp.unavailable': {

@@ -83,6 +83,14 @@ export async function getSessionEvent(db: Db, sessionId: string, seq: number): P
   return row ? toStoredEvent(row) : null
 }
 
+/** Which of these tool calls of the turn were recorded as sandbox tool calls (agent.tool_call): those owe an agent.tool_result. */
+export async function sandboxToolCalls(db: Db, sessionId: string, turnId: string, callIds: string[]): Promise<Set<string>> {
+  if (callIds.length === 0) return new Set()
+  const rows = await db.selectFrom('events').select('payload').where('session_id', '=', sessionId).where('turn_id', '=', turnId).where('type', '=', 'agent.tool_call').execute()
+  const wanted = new Set(callIds)
+  return new Set(rows.map((r) => String(fromJson<{ toolCallId?: unknown }>(r.payload, {}).toolCallId)).filter((id) => wanted.has(id)))
+}
+
 export type StreamScope = { orgId: string; sessionId?: string }
 
 /**

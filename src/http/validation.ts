@@ -59,6 +59,13 @@ function valueAt(root: unknown, instancePath: string): unknown {
   return cur
 }
 
+/** The values an enum or const error accepts; none for any other error. */
+function allowedBy(e: ErrorObject): unknown[] {
+  const params = e.params as { allowedValues?: unknown[]; allowedValue?: unknown }
+  if (e.keyword === 'enum') return params.allowedValues ?? []
+  return e.keyword === 'const' ? [params.allowedValue] : []
+}
+
 /** One clear sentence from Ajv's errors; an unknown field is always named. */
 export function describeValidation(errors: ErrorObject[], context: string, input: unknown): string {
   const unknown = errors.find((e) => e.keyword === 'additionalProperties')
@@ -88,8 +95,9 @@ export function describeValidation(errors: ErrorObject[], context: string, input
   if (e.keyword === 'pattern' && mustBe) return `${e.propertyName === undefined ? label : `${label} key ${JSON.stringify(e.propertyName)}`} must be ${mustBe}.`
   if (e.keyword === 'minProperties') return `${label} must carry at least one field.`
   if (e.keyword === 'enum' || e.keyword === 'const') {
-    const allowed = (e.params as { allowedValues?: unknown[]; allowedValue?: unknown }).allowedValues ?? [(e.params as { allowedValue?: unknown }).allowedValue]
-    return `${label} must be one of ${allowed.map((v) => JSON.stringify(v)).join(', ')}.`
+    // A union of literals fails once per literal, each error naming one: the refusal names them all.
+    const allowed = new Set(errors.filter((x) => x.instancePath === e.instancePath).flatMap(allowedBy))
+    return `${label} must be one of ${[...allowed].map((v) => JSON.stringify(v)).join(', ')}.`
   }
   return `${label} ${e.message ?? 'is invalid'}.`
 }

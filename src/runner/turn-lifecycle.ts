@@ -1,9 +1,8 @@
 import type { Deps } from '../deps.ts'
 import { withEvents } from '../events/record-event.ts'
-import { appendConversation, loadConversation } from '../turns/conversation.store.ts'
-import { openToolCalls } from './open-calls.ts'
+import { appendConversation } from '../turns/conversation.store.ts'
 import { undeliveredSteers } from '../turns/steers.store.ts'
-import { cancelPendingCalls } from '../turns/pending-calls.store.ts'
+import { closeOpenCalls } from './close-open-calls.ts'
 import type { TurnError } from '../turns/turns.schema.ts'
 import { markTurnStarted, setRunningCall, settleTurnRow, turnEventScope, workingTurns, type TurnRow } from '../turns/turns.store.ts'
 import { moveSession } from '../sessions/session-status.ts'
@@ -32,7 +31,7 @@ export type Settlement = { status: 'completed' } | { status: 'cancelled' } | { s
 
 /**
  * Settles a turn once: its row, `turn.ended`, the webhook's `turn.completed` or `turn.failed`,
- * anything it still waited on cancelled, and the session's status when no other turn follows.
+ * anything it still waited on closed (closeOpenCalls), and the session's status when no other turn follows.
  * Returns false when the turn had already settled, or when text was steered into a completing turn.
  */
 export async function settleTurn(ctx: Ctx, turn: Pick<TurnRow, 'id' | 'session_id' | 'org_id'>, s: Settlement): Promise<boolean> {
@@ -41,20 +40,8 @@ export async function settleTurn(ctx: Ctx, turn: Pick<TurnRow, 'id' | 'session_i
     // Text steered in since the driver last looked keeps a completing turn open for one more step.
     if (s.status === 'completed' && (await undeliveredSteers(trx, turn.id)).length > 0) return false
     if (!(await settleTurnRow(trx, turn.id, s.status, s.status === 'failed' ? s.error : null, now))) return false
-    await cancelPendingCalls(trx, turn.id, now)
     await setRunningCall(trx, turn.id, null)
-    // Every call the model made gets a result, or the next turn's request would be refused.
-    const unanswered = openToolCalls(await loadConversation(trx, turn.session_id), turn.id)
-    await appendConversation(
-      trx,
-      turn.session_id,
-      turn.id,
-      unanswered.map((c) => ({
-        role: 'tool' as const,
-        content: [{ type: 'tool-result' as const, toolCallId: c.toolCallId, toolName: c.toolName, output: { type: 'error-text' as const, value: `Not run: the turn ended (${s.status}) before this call ran.` } }],
-      })),
-      now,
-    )
+    await closeOpenCalls(trx, record, turn, s.status, now)
     const base = turnEventScope(turn)
     if (s.status === 'failed') await record({ ...base, type: 'agent.error', payload: { message: s.error.message, code: s.error.code } })
     await record({ ...base, type: 'turn.ended', payload: { turnId: turn.id } })

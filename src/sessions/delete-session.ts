@@ -3,12 +3,14 @@ import { withEvents } from '../events/record-event.ts'
 import { deleteSeedFiles } from '../files/seed-files.store.ts'
 import { withdrawPreview } from '../previews/previews.store.ts'
 import { cancelSessionTurns } from '../turns/turns.store.ts'
+import { closeOpenCalls } from '../runner/close-open-calls.ts'
 import { requireSession } from './require-session.ts'
 import { markSessionDeleted } from './sessions.store.ts'
 
 /**
- * Deletes a session: marks it deleted, cancels its turns (each `turn.ended` and `turn.failed`),
- * drops its seed files and preview (its name held for the organization) and records `session.deleted`, in one transaction. Only after
+ * Deletes a session: marks it deleted, cancels its turns (what each waited on closed, then its
+ * `turn.ended` and `turn.failed`), drops its seed files and preview (its name held for the
+ * organization) and records `session.deleted`, in one transaction. Only after
  * the commit are its runner, preview connections and workspace let go, so a failed delete leaves
  * a session that still works; its slot is free from the commit on.
  */
@@ -16,14 +18,15 @@ export async function deleteSession(deps: Pick<Deps, 'store' | 'bus' | 'node' | 
   const { store, bus, node, previews } = deps
   const cancelled = await withEvents(store, bus, async (trx, record) => {
     await requireSession(trx, orgId, id)
-    await markSessionDeleted(trx, id, Date.now())
-    const turns = await cancelSessionTurns(trx, id, Date.now())
+    const now = Date.now()
+    await markSessionDeleted(trx, id, now)
+    const turns = await cancelSessionTurns(trx, id, now)
     for (const t of turns) {
+      await closeOpenCalls(trx, record, t, 'deleted', now)
       await record({ orgId, sessionId: id, turnId: t.id, type: 'turn.ended', payload: { turnId: t.id } })
       await record({ orgId, sessionId: id, turnId: t.id, type: 'turn.failed', payload: { session_id: id, turn_id: t.id, status: 'cancelled' } })
     }
     await deleteSeedFiles(trx, id)
-    const now = Date.now()
     await withdrawPreview(trx, id, now + deps.config.previewNameHoldMs, now)
     await record({ orgId, sessionId: id, type: 'session.deleted', payload: { session_id: id } })
     return turns.length

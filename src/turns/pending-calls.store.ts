@@ -80,9 +80,16 @@ export async function callsOfTurn(db: Db, turnId: string): Promise<PendingCall[]
 }
 const turnCalls = prepared((db, turnId: string) => db.selectFrom('pending_calls').selectAll().where('turn_id', '=', turnId).orderBy('created_at'))
 
-export async function cancelPendingCalls(db: Db, turnId: string, now: number): Promise<number> {
-  const r = await db.updateTable('pending_calls').set({ status: 'cancelled', resolved_at: now }).where('turn_id', '=', turnId).where('status', '=', 'pending').executeTakeFirst()
-  return Number(r.numUpdatedRows)
+/**
+ * Cancels the turn's calls still pending and returns them (their events are the caller's to
+ * record). Read and written inside the caller's transaction, which holds the seq lock that every
+ * answer's transaction takes too: no answer lands between the read and the write.
+ */
+export async function cancelPendingCalls(db: Db, turnId: string, now: number): Promise<PendingCall[]> {
+  const pending = (await turnCalls(db, turnId)).filter((r) => r.status === 'pending')
+  if (pending.length === 0) return []
+  await db.updateTable('pending_calls').set({ status: 'cancelled', resolved_at: now }).where('turn_id', '=', turnId).where('status', '=', 'pending').execute()
+  return pending.map((r) => toPendingCall({ ...r, status: 'cancelled', resolved_at: now }))
 }
 
 /** The open function calls of these sessions: their `required_actions`. */

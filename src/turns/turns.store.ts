@@ -121,11 +121,13 @@ export async function endRunningCall(db: Db, id: string): Promise<boolean> {
 }
 const noRunningCall = preparedWrite((db, id: string) => db.updateTable('turns').set({ running_call: null }).where('id', '=', id).where('status', '=', 'working'))
 
-/** Deleting a session cancels its turns; nothing is left working on a session that is gone. */
+/**
+ * Deleting a session cancels its turns; nothing is left working on a session that is gone. The
+ * rows as they were: what each still waited on is the caller's to close.
+ */
 export async function cancelSessionTurns(db: Db, sessionId: string, now: number): Promise<TurnRow[]> {
   const working = await workingTurns(db, sessionId)
   // The session's files go with it, so nothing of these turns can be published.
   await db.updateTable('turns').set({ status: 'cancelled', completed_at: now, running_call: null, artifacts: 'failed' }).where('session_id', '=', sessionId).where('status', '=', 'working').execute()
-  await db.updateTable('pending_calls').set({ status: 'cancelled', resolved_at: now }).where('session_id', '=', sessionId).where('status', '=', 'pending').execute()
   return working
 }

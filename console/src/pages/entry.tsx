@@ -1,6 +1,7 @@
-// One transcript entry; approvals, questions and caller functions are answered right here.
+// One transcript entry; approvals, questions and caller functions are answered right here, and a
+// refused answer (answered elsewhere first, its turn ended) is shown where it was given.
 import { useState } from 'preact/hooks'
-import { ok, WarrenError } from '../api.ts'
+import { ok } from '../api.ts'
 import { useSdk } from '../app.tsx'
 import { useAction } from '../hooks.ts'
 import type { Entry } from '../transcript.ts'
@@ -52,25 +53,15 @@ function Diff({ text }: { text: string }) {
   )
 }
 
-/** An answer someone gave first (another tab, the CLI) is no failure: the event will say so. */
-async function answering(fn: () => Promise<unknown>): Promise<void> {
-  try {
-    await fn()
-  } catch (err) {
-    if (err instanceof WarrenError && err.code === 'conflict') return
-    throw err
-  }
-}
-
 function Approval({ entry, sessionId }: { entry: Extract<Entry, { kind: 'approval' }>; sessionId: string }) {
   const sdk = useSdk()
   const action = useAction()
   const [reason, setReason] = useState('')
   const decide = (approved: boolean) =>
-    action.run(() => answering(() => ok(sdk.api.POST('/v1/sessions/{session_id}/approvals/{tool_call_id}', {
+    action.run(() => ok(sdk.api.POST('/v1/sessions/{session_id}/approvals/{tool_call_id}', {
       params: { path: { session_id: sessionId, tool_call_id: entry.id } },
       body: { approved, ...(!approved && reason ? { reason } : {}) },
-    }))))
+    })))
   return (
     <div class={`entry ask approval${entry.resolved ? ' done' : ''}`} data-testid="approval">
       <div class="ask-head">Allow <span class="tool-name">{entry.name}</span>?</div>
@@ -94,12 +85,12 @@ function Question({ entry, sessionId }: { entry: Extract<Entry, { kind: 'questio
   const action = useAction()
   const [text, setText] = useState('')
   const answer = (value: string) =>
-    action.run(() => answering(() => ok(sdk.api.POST('/v1/sessions/{session_id}/questions/{tool_call_id}', { params: { path: { session_id: sessionId, tool_call_id: entry.id } }, body: { answer: value } }))))
+    action.run(() => ok(sdk.api.POST('/v1/sessions/{session_id}/questions/{tool_call_id}', { params: { path: { session_id: sessionId, tool_call_id: entry.id } }, body: { answer: value } })))
   return (
     <div class={`entry ask question${entry.answer !== undefined ? ' done' : ''}`} data-testid="question">
       <div class="ask-head">{entry.question}</div>
       {entry.answer !== undefined ? (
-        <div class="ask-result">Answered: {entry.answer}</div>
+        <div class="ask-result">{entry.closed ? 'Closed unanswered: the turn ended' : `Answered: ${entry.answer}`}</div>
       ) : (
         <div class="ask-actions">
           {entry.options?.map((o) => <button key={o} disabled={action.busy} onClick={() => answer(o)}>{o}</button>)}
@@ -121,7 +112,7 @@ function FunctionCall({ entry, sessionId }: { entry: Extract<Entry, { kind: 'fun
   const action = useAction()
   const [output, setOutput] = useState('')
   const send = (failed: boolean) =>
-    action.run(() => answering(() => {
+    action.run(() => {
       // Output is any JSON; text that is not JSON is sent as a string.
       let value: unknown = output
       try {
@@ -131,13 +122,13 @@ function FunctionCall({ entry, sessionId }: { entry: Extract<Entry, { kind: 'fun
         params: { path: { session_id: sessionId, call_id: entry.id } },
         body: failed ? { error: output || 'failed' } : { output: value },
       }))
-    }))
+    })
   return (
     <div class={`entry ask function${entry.resolved ? ' done' : ''}`} data-testid="required-action">
       <div class="ask-head">Function <span class="tool-name">{entry.name}</span> needs your output</div>
       <pre class="code">{json(entry.args)}</pre>
       {entry.resolved ? (
-        <div class="ask-result">{entry.resolved.success ? 'Output given' : 'Answered with an error'}</div>
+        <div class="ask-result">{entry.resolved.closed ? 'Closed unanswered: the turn ended' : entry.resolved.success ? 'Output given' : 'Answered with an error'}</div>
       ) : (
         <div class="ask-actions">
           <textarea name="output" rows={2} class="grow" placeholder="output (JSON or text)" value={output} onInput={(e) => setOutput(e.currentTarget.value)} />
