@@ -55,3 +55,12 @@ test('config: one error lists every bad variable, the new ones among the others'
   assert.match(message, /^Invalid configuration:/)
   for (const name of ['WARREN_SANDBOX_SUBNET', 'WARREN_SANDBOX_UID_BASE', 'WARREN_SANDBOX_PREFIX']) assert.ok(message.includes(`- ${name}`), `${name} missing from:\n${message}`)
 })
+
+test('config: artifact ceilings are MiB; a turn may be lowered below the specification’s 500 MiB, never raised', () => {
+  const c = loadConfig({})
+  assert.deepEqual([c.artifactTurnBytes, c.artifactOrgBytes], [500 * 1024 * 1024, 10_240 * 1024 * 1024])
+  const set = loadConfig({ WARREN_ARTIFACT_TURN_MB: '64', WARREN_ARTIFACT_ORG_MB: '2048' })
+  assert.deepEqual([set.artifactTurnBytes, set.artifactOrgBytes], [64 * 1024 * 1024, 2048 * 1024 * 1024])
+  assert.match(refusal({ WARREN_ARTIFACT_TURN_MB: '501' }), /WARREN_ARTIFACT_TURN_MB may lower the specification's 500 MiB ceiling, not raise it, got "501"/)
+  assert.match(refusal({ WARREN_ARTIFACT_ORG_MB: '0' }), /WARREN_ARTIFACT_ORG_MB must be an integer of at least 1, got "0"/)
+})

@@ -1,6 +1,7 @@
 import { isIP } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
+import { MIB } from './http/limits.ts'
 import { ipv4NetworkProblem } from './shared/ipv4-cidr.ts'
 
 /**
@@ -67,6 +68,9 @@ export type Config = {
   sandboxMemoryMb: number
   sandboxPids: number
   sandboxCpus: number
+  /** Ceilings on published artifacts: one turn's, and everything an organization keeps (bytes). */
+  artifactTurnBytes: number
+  artifactOrgBytes: number
   /** Domain globs every workspace may reach through the egress proxy (plus its own allow rules). */
   sandboxAllowedDomains: string[]
   /** Names this deployment's sandbox host resources; one running service per prefix on a host. */
@@ -180,6 +184,8 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
     sandboxMemoryMb: int('WARREN_SANDBOX_MEMORY_MB', 2048, 16),
     sandboxPids: int('WARREN_SANDBOX_PIDS', 512, 8),
     sandboxCpus: number('WARREN_SANDBOX_CPUS', 1),
+    artifactTurnBytes: int('WARREN_ARTIFACT_TURN_MB', 500, 1) * MIB,
+    artifactOrgBytes: int('WARREN_ARTIFACT_ORG_MB', 10_240, 1) * MIB,
     sandboxAllowedDomains:
       env.WARREN_SANDBOX_ALLOWED_DOMAINS === undefined
         ? ['registry.npmjs.org', 'pypi.org', 'files.pythonhosted.org', 'github.com', 'codeload.github.com', 'objects.githubusercontent.com']
@@ -212,6 +218,7 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
   if (subnetProblem) problems.push(`WARREN_SANDBOX_SUBNET ${subnetProblem}, got "${config.sandboxSubnet}"`)
   // The last uid of the range must still be a uid (2^32 - 1 is the kernel's "no uid").
   if (config.sandboxUidBase + SANDBOX_UID_COUNT > 2 ** 32 - 1) problems.push(`WARREN_SANDBOX_UID_BASE leaves no room for ${SANDBOX_UID_COUNT} uids below 4294967295, got "${config.sandboxUidBase}"`)
+  if (config.artifactTurnBytes > 500 * MIB) problems.push(`WARREN_ARTIFACT_TURN_MB may lower the specification's 500 MiB ceiling, not raise it, got "${env.WARREN_ARTIFACT_TURN_MB}"`)
   if (config.metricsPort !== undefined && config.metricsPort > 65535) problems.push(`WARREN_METRICS_PORT must be a port number (0 to 65535), got "${env.WARREN_METRICS_PORT}"`)
   if (env.WARREN_METRICS_HOST && config.metricsPort === undefined) problems.push('WARREN_METRICS_HOST needs WARREN_METRICS_PORT: without it /metrics is served on the main listener')
   if (problems.length > 0) throw new Error(`Invalid configuration:\n  - ${problems.join('\n  - ')}`)
