@@ -108,6 +108,7 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     uidBase: resources.uidBase,
     uidCount: resources.uidCount,
     allowPrivate: config.sandboxAllowPrivate,
+    maxWatches: config.workspaceMaxWatches,
   })
   const blobs = pickBlobStore(store, config.dataDir, 'artifacts')
   const snapshots = workspaceSnapshots({ store, provider, blobs: pickBlobStore(store, config.dataDir, 'snapshots') })

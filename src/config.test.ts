@@ -1,6 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { DEFAULT_SANDBOX_SUBNET, loadConfig, SANDBOX_UID_COUNT } from './config.ts'
+import { DEFAULT_SANDBOX_SUBNET, DEFAULT_WORKSPACE_MAX_WATCHES, loadConfig, SANDBOX_UID_COUNT } from './config.ts'
 
 /** The message loadConfig threw, or a failure when it did not throw. */
 function refusal(env: Record<string, string>): string {
@@ -63,4 +63,11 @@ test('config: artifact ceilings are MiB; a turn may be lowered below the specifi
   assert.deepEqual([set.artifactTurnBytes, set.artifactOrgBytes], [64 * 1024 * 1024, 2048 * 1024 * 1024])
   assert.match(refusal({ WARREN_ARTIFACT_TURN_MB: '501' }), /WARREN_ARTIFACT_TURN_MB may lower the specification's 500 MiB ceiling, not raise it, got "501"/)
   assert.match(refusal({ WARREN_ARTIFACT_ORG_MB: '0' }), /WARREN_ARTIFACT_ORG_MB must be an integer of at least 1, got "0"/)
+})
+
+test('config: WARREN_WORKSPACE_MAX_WATCHES is a count of folders, 0 for never watching', () => {
+  assert.equal(loadConfig({}).workspaceMaxWatches, DEFAULT_WORKSPACE_MAX_WATCHES)
+  assert.equal(DEFAULT_WORKSPACE_MAX_WATCHES, 10_000)
+  assert.equal(loadConfig({ WARREN_WORKSPACE_MAX_WATCHES: '0' }).workspaceMaxWatches, 0)
+  assert.match(refusal({ WARREN_WORKSPACE_MAX_WATCHES: 'many' }), /WARREN_WORKSPACE_MAX_WATCHES must be an integer of at least 0, got "many"/)
 })

@@ -13,6 +13,8 @@ export const INSTALL_DIR = path.resolve(import.meta.dirname, '..')
 
 /** The IPv4 pool workspace addresses come from unless WARREN_SANDBOX_SUBNET names another (a /30 each). */
 export const DEFAULT_SANDBOX_SUBNET = '10.213.0.0/16'
+/** Folders of one workspace watched at most unless WARREN_WORKSPACE_MAX_WATCHES says otherwise. */
+export const DEFAULT_WORKSPACE_MAX_WATCHES = 10_000
 /** First host uid of a node's sandboxes unless WARREN_SANDBOX_UID_BASE names another. */
 export const DEFAULT_SANDBOX_UID_BASE = 200_000
 /**
@@ -68,6 +70,8 @@ export type Config = {
   sandboxMemoryMb: number
   sandboxPids: number
   sandboxCpus: number
+  /** Most folders of one workspace watched for changes (one inotify watch each); past it the workspace is walked. */
+  workspaceMaxWatches: number
   /** Ceilings on published artifacts: one turn's, and everything an organization keeps (bytes). */
   artifactTurnBytes: number
   artifactOrgBytes: number
@@ -184,6 +188,7 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
     sandboxMemoryMb: int('WARREN_SANDBOX_MEMORY_MB', 2048, 16),
     sandboxPids: int('WARREN_SANDBOX_PIDS', 512, 8),
     sandboxCpus: number('WARREN_SANDBOX_CPUS', 1),
+    workspaceMaxWatches: int('WARREN_WORKSPACE_MAX_WATCHES', DEFAULT_WORKSPACE_MAX_WATCHES, 0),
     artifactTurnBytes: int('WARREN_ARTIFACT_TURN_MB', 500, 1) * MIB,
     artifactOrgBytes: int('WARREN_ARTIFACT_ORG_MB', 10_240, 1) * MIB,
     sandboxAllowedDomains:

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
 import type { Readable } from 'node:stream'
+import { DEFAULT_WORKSPACE_MAX_WATCHES } from '../../config.ts'
 import type { HostReport, Sandbox, SandboxProvider, SandboxSpec, WorkspaceReader } from '../sandbox.ts'
 import { SandboxUnavailableError } from '../sandbox.ts'
 import { checkMount } from './bubblewrap.ts'
@@ -56,6 +57,8 @@ export type LocalProviderOptions = {
    * and pid namespace. For tests of those paths; the default uses whatever the host offers.
    */
   cgroups?: boolean
+  /** Most folders of one workspace watched for changes (an inotify watch each, from the host's shared budget); past it the workspace is walked instead. Default 10000. */
+  maxWatches?: number
 }
 
 /**
@@ -64,7 +67,7 @@ export type LocalProviderOptions = {
  */
 export class LocalSandboxProvider implements SandboxProvider {
   readonly name = 'local'
-  private opts: { workspaceRoot: string; uidBase: number; uidCount: number; cgroupParent: string; prefix: string; stageDir: string | null; bwrap?: string; cgroups?: boolean }
+  private opts: { workspaceRoot: string; uidBase: number; uidCount: number; cgroupParent: string; prefix: string; stageDir: string | null; bwrap?: string; cgroups?: boolean; maxWatches: number }
   private network: NetworkHook | null
   private probed: HostProbe | null = null
   private live = new Map<string, LocalSandbox>()
@@ -87,6 +90,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       stageDir: pickStageDir(options.stageDir),
       bwrap: options.bwrap,
       cgroups: options.cgroups,
+      maxWatches: options.maxWatches ?? DEFAULT_WORKSPACE_MAX_WATCHES,
     }
     this.opts = opts
     if (!Number.isInteger(opts.uidBase) || opts.uidBase < 1000 || !Number.isInteger(opts.uidCount) || opts.uidCount < 1) {
@@ -178,6 +182,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       const sandbox: LocalSandbox = new LocalSandbox({
         spec: structuredClone(spec),
         workspaceDir: dir,
+        maxWatches: this.opts.maxWatches,
         uid,
         tools: probe.tools,
         cgroup: slot.cgroup,

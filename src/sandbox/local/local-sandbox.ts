@@ -19,6 +19,8 @@ export type LocalSandboxContext = {
   spec: SandboxSpec
   /** The workspace's host folder, bound at the spec's mount: the provider's business, not the seam's. */
   workspaceDir: string
+  /** See LocalProviderOptions.maxWatches. */
+  maxWatches: number
   uid: number
   tools: Tools
   cgroup: SandboxCgroup
@@ -201,7 +203,7 @@ export class LocalSandbox implements Sandbox {
 
   async openChanges(): Promise<ChangeWindow> {
     this.notDestroyed()
-    this.changes ??= new ChangeTracker(this.ctx.workspaceDir, this.cgroup.name)
+    this.changes ??= new ChangeTracker(this.ctx.workspaceDir, this.cgroup.name, this.ctx.maxWatches)
     return this.changes.open()
   }
 
