@@ -19,6 +19,7 @@ import type { BlobStore } from './artifacts/blob-store.ts'
 import { pickBlobStore } from './artifacts/database-blob-store.ts'
 import { workspaceSnapshots, type WorkspaceSnapshots } from './workspaces/workspace-snapshots.ts'
 import { publishPending } from './artifacts/publisher.ts'
+import { MIB } from './http/limits.ts'
 import { MAX_ARTIFACT_BYTES, publishTurn, type ArtifactLimits } from './artifacts/publish-turn.ts'
 import { serviceNode, type ServiceNode } from './nodes/node.ts'
 import { workingTurns } from './turns/turns.store.ts'
@@ -109,6 +110,7 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     uidCount: resources.uidCount,
     allowPrivate: config.sandboxAllowPrivate,
     maxWatches: config.workspaceMaxWatches,
+    diskBytes: config.workspaceDiskMb * MIB,
   })
   const blobs = pickBlobStore(store, config.dataDir, 'artifacts')
   const snapshots = workspaceSnapshots({ store, provider, blobs: pickBlobStore(store, config.dataDir, 'snapshots') })

@@ -71,3 +71,10 @@ test('config: WARREN_WORKSPACE_MAX_WATCHES is a count of folders, 0 for never wa
   assert.equal(loadConfig({ WARREN_WORKSPACE_MAX_WATCHES: '0' }).workspaceMaxWatches, 0)
   assert.match(refusal({ WARREN_WORKSPACE_MAX_WATCHES: 'many' }), /WARREN_WORKSPACE_MAX_WATCHES must be an integer of at least 0, got "many"/)
 })
+
+test('config: WARREN_WORKSPACE_DISK_MB is each workspace’s quota in MiB, 0 for none, never below 16', () => {
+  assert.equal(loadConfig({}).workspaceDiskMb, 10_240)
+  assert.equal(loadConfig({ WARREN_WORKSPACE_DISK_MB: '0' }).workspaceDiskMb, 0)
+  assert.equal(loadConfig({ WARREN_WORKSPACE_DISK_MB: '512' }).workspaceDiskMb, 512)
+  assert.match(refusal({ WARREN_WORKSPACE_DISK_MB: '8' }), /WARREN_WORKSPACE_DISK_MB must be 0 \(no quota\) or at least 16, got "8"/)
+})

@@ -70,6 +70,8 @@ export type Config = {
   sandboxMemoryMb: number
   sandboxPids: number
   sandboxCpus: number
+  /** Each workspace's disk quota in MiB (a file system of its own); 0: plain folders on the data folder's disk. */
+  workspaceDiskMb: number
   /** Most folders of one workspace watched for changes (one inotify watch each); past it the workspace is walked. */
   workspaceMaxWatches: number
   /** Ceilings on published artifacts: one turn's, and everything an organization keeps (bytes). */
@@ -188,6 +190,7 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
     sandboxMemoryMb: int('WARREN_SANDBOX_MEMORY_MB', 2048, 16),
     sandboxPids: int('WARREN_SANDBOX_PIDS', 512, 8),
     sandboxCpus: number('WARREN_SANDBOX_CPUS', 1),
+    workspaceDiskMb: int('WARREN_WORKSPACE_DISK_MB', 10_240, 0),
     workspaceMaxWatches: int('WARREN_WORKSPACE_MAX_WATCHES', DEFAULT_WORKSPACE_MAX_WATCHES, 0),
     artifactTurnBytes: int('WARREN_ARTIFACT_TURN_MB', 500, 1) * MIB,
     artifactOrgBytes: int('WARREN_ARTIFACT_ORG_MB', 10_240, 1) * MIB,
@@ -223,6 +226,7 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
   if (subnetProblem) problems.push(`WARREN_SANDBOX_SUBNET ${subnetProblem}, got "${config.sandboxSubnet}"`)
   // The last uid of the range must still be a uid (2^32 - 1 is the kernel's "no uid").
   if (config.sandboxUidBase + SANDBOX_UID_COUNT > 2 ** 32 - 1) problems.push(`WARREN_SANDBOX_UID_BASE leaves no room for ${SANDBOX_UID_COUNT} uids below 4294967295, got "${config.sandboxUidBase}"`)
+  if (config.workspaceDiskMb > 0 && config.workspaceDiskMb < 16) problems.push(`WARREN_WORKSPACE_DISK_MB must be 0 (no quota) or at least 16, got "${env.WARREN_WORKSPACE_DISK_MB}"`)
   if (config.artifactTurnBytes > 500 * MIB) problems.push(`WARREN_ARTIFACT_TURN_MB may lower the specification's 500 MiB ceiling, not raise it, got "${env.WARREN_ARTIFACT_TURN_MB}"`)
   if (config.metricsPort !== undefined && config.metricsPort > 65535) problems.push(`WARREN_METRICS_PORT must be a port number (0 to 65535), got "${env.WARREN_METRICS_PORT}"`)
   if (env.WARREN_METRICS_HOST && config.metricsPort === undefined) problems.push('WARREN_METRICS_HOST needs WARREN_METRICS_PORT: without it /metrics is served on the main listener')

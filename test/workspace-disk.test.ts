@@ -41,6 +41,8 @@ describe('workspace disk quota', { skip }, () => {
 
   it('refuses a write past the quota with ENOSPC in the workspace, and the sandbox goes on', async () => {
     const p = provider()
+    // Shells parked ahead, in mount namespaces made before the workspace is mounted (as in the service).
+    await p.warmUp()
     const sb = await p.create(spec('full'))
     const ls = await sb.exec({ command: 'ls -A' })
     assert.equal(ls.stdout.toString(), '', 'an empty workspace (no lost+found)')

@@ -25,6 +25,8 @@ export type LocalStackOptions = {
   allowPrivate?: string[]
   /** See LocalProviderOptions.maxWatches (WARREN_WORKSPACE_MAX_WATCHES). */
   maxWatches?: number
+  /** See LocalProviderOptions.diskBytes (WARREN_WORKSPACE_DISK_MB). */
+  diskBytes?: number
   logger?: ProxyLogger
 }
 
@@ -49,6 +51,7 @@ export async function createLocalProvider(opts: LocalStackOptions): Promise<Sand
     uidBase: opts.uidBase ?? DEFAULT_SANDBOX_UID_BASE,
     uidCount: opts.uidCount ?? SANDBOX_UID_COUNT,
     ...(opts.maxWatches !== undefined ? { maxWatches: opts.maxWatches } : {}),
+    ...(opts.diskBytes !== undefined ? { diskBytes: opts.diskBytes } : {}),
     ...(opts.cgroupParent !== undefined ? { cgroupParent: opts.cgroupParent } : {}),
   })
   const close = provider.close.bind(provider)

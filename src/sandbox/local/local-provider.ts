@@ -224,11 +224,11 @@ export class LocalSandboxProvider implements SandboxProvider {
         detachNetwork: async () => {
           if (attached) await this.network!.detach(spec.id)
         },
-        released: () => {
+        released: async () => {
           if (this.live.get(spec.id) === sandbox) this.live.delete(spec.id)
           release()
-          // Reclaimed or paused: its file system is mounted again by the next use (a reader, a create).
-          void this.disks.unmount(safeName(spec.id), false, () => this.held.has(name)).catch(() => {})
+          // Reclaimed or stopped: its file system is mounted again by the next use (a reader, a create).
+          await this.disks.unmount(safeName(spec.id), false, () => this.held.has(name)).catch(() => {})
         },
       })
       await sandbox.ensureInit()
@@ -281,6 +281,8 @@ export class LocalSandboxProvider implements SandboxProvider {
       throw new Error(`the host is not ready for network namespaces: ${(err as Error).message}`, { cause: err })
     })
     await this.prepared
+    // Before any sandbox's mount namespace is made: workspaces mounted later must reach it.
+    await this.disks.share()
     return makeSlot(probe.cgroups, this.opts.cgroupParent, name, probe.tools!)
   }
 

@@ -29,7 +29,7 @@ export type LocalSandboxContext = {
   network: AttachedNetwork | null
   detachNetwork: () => Promise<void>
   /** Tells the provider the sandbox is gone (frees its uid, forgets its id). */
-  released: () => void
+  released: () => Promise<void>
   /** Shells parked ahead in this sandbox's cgroups (from the provider's warm pool), if any. */
   initShell: Parked | null
   spare: Spare | null
@@ -284,7 +284,7 @@ export class LocalSandbox implements Sandbox {
         try {
           await this.ctx.detachNetwork()
         } finally {
-          this.ctx.released()
+          await this.ctx.released()
         }
       }
     })()

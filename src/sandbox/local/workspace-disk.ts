@@ -25,11 +25,14 @@ export function isMountPoint(dir: string): boolean {
   }
 }
 
-/** Mounts the workspace's image on its folder when the image exists and is not mounted yet; false when there is no image. */
+/**
+ * Mounts the workspace's image on its folder when the image exists and is not mounted yet; false
+ * when there is no image, or no folder: a workspace whose folder is gone is gone (the folder, an
+ * empty mount point after a boot, is what says a workspace exists), its image left to be replaced.
+ */
 export async function mountExisting(dir: string, image: string): Promise<boolean> {
   if (isMountPoint(dir)) return true
-  if (!fs.existsSync(image)) return false
-  fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
+  if (!fs.existsSync(image) || !fs.existsSync(dir)) return false
   // nosuid, nodev: nothing the workspace writes may become a setuid program or a device on the host.
   await run('mount', ['-o', 'loop,nosuid,nodev,noatime', '--', image, dir], { env: WRAPPER_ENV })
   return true
@@ -107,6 +110,8 @@ export class WorkspaceDisks {
   problem: string | null = null
   private mounted = new Set<string>()
   private queues = new Map<string, Promise<unknown>>()
+  private sharing: Promise<void> | null = null
+  private shared = false
 
   constructor(root: string, bytes: number) {
     this.root = root
@@ -121,7 +126,9 @@ export class WorkspaceDisks {
    */
   mount(name: string): Promise<void> {
     return this.serial(name, async () => {
-      if (this.bytes === 0 || this.problem) return
+      if (this.bytes === 0) return
+      await this.share()
+      if (this.problem) return
       const image = this.imageOf(name)
       const made = !fs.existsSync(image)
       try {
@@ -136,7 +143,9 @@ export class WorkspaceDisks {
   /** Mounts the workspace's image when it has one (after a restart nothing is mounted until used). */
   mountIfImage(name: string): Promise<void> {
     return this.serial(name, async () => {
-      if (this.bytes > 0 && (await mountExisting(path.join(this.root, name), this.imageOf(name)))) this.mounted.add(name)
+      if (this.bytes === 0) return
+      await this.share()
+      if (await mountExisting(path.join(this.root, name), this.imageOf(name))) this.mounted.add(name)
     })
   }
 
@@ -149,19 +158,38 @@ export class WorkspaceDisks {
     })
   }
 
+  /**
+   * Makes the folder of workspaces a shared mount (a bind of itself), once: a sandbox's init waits
+   * in a mount namespace of its own made ahead of its workspace (the warm pool), and a workspace
+   * mounted on the host after that reaches it only through a shared mount (on a host whose root
+   * is private, as in most containers, nothing would).
+   */
+  share(): Promise<void> {
+    if (this.bytes === 0) return Promise.resolve()
+    this.sharing ??= (async () => {
+      fs.mkdirSync(this.root, { recursive: true, mode: 0o700 })
+      // Recursive: workspaces a killed service left mounted stay in view.
+      if (!mountPoints().has(this.root)) await run('mount', ['--rbind', '--', this.root, this.root], { env: WRAPPER_ENV })
+      await run('mount', ['--make-shared', '--', this.root], { env: WRAPPER_ENV })
+      this.shared = true
+    })().catch((err) => {
+      this.problem ??= (err as Error).message.split('\n')[0]!
+    })
+    return this.sharing
+  }
+
   /** Takes on the workspace mounts a service killed outright left (unmounted at close like its own). */
   adopt(): void {
     if (this.bytes === 0) return
-    for (const line of (readMountinfo() ?? '').split('\n')) {
-      // Mount points are written with octal escapes for spaces and the like.
-      const point = line.split(' ')[4]?.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)))
-      if (point && path.dirname(point) === this.root) this.mounted.add(path.basename(point))
-    }
+    for (const point of mountPoints()) if (path.dirname(point) === this.root) this.mounted.add(path.basename(point))
   }
 
   /** Unmounts every workspace file system: a folder left mounted could not be removed. The next service mounts them again. */
   async close(): Promise<void> {
     for (const name of [...this.mounted]) await this.unmount(name, false).catch(() => {})
+    if (this.shared) await run('umount', ['-l', '--', this.root], { env: WRAPPER_ENV }).catch(() => {})
+    this.shared = false
+    this.sharing = null
   }
 
   private imageOf(name: string): string {
@@ -179,10 +207,19 @@ export class WorkspaceDisks {
   }
 }
 
-function readMountinfo(): string | null {
+/** Every mount point of this mount namespace. */
+function mountPoints(): Set<string> {
+  let text = ''
   try {
-    return fs.readFileSync('/proc/self/mountinfo', 'utf8')
+    text = fs.readFileSync('/proc/self/mountinfo', 'utf8')
   } catch {
-    return null
+    /* none to tell */
   }
+  const out = new Set<string>()
+  for (const line of text.split('\n')) {
+    // Written with octal escapes for spaces and the like.
+    const point = line.split(' ')[4]?.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)))
+    if (point) out.add(point)
+  }
+  return out
 }
