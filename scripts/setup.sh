@@ -44,6 +44,8 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)
 # The CLI's tests drive it through a real terminal.
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
 command -v inotifywait >/dev/null 2>&1 || need+=(inotify-tools)
+# Each workspace's disk quota is a file system of its own (mke2fs, loop-mounted with mount).
+command -v mke2fs >/dev/null 2>&1 || need+=(e2fsprogs)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "warren setup: installing ${need[*]}" >&2

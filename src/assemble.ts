@@ -19,7 +19,8 @@ import type { BlobStore } from './artifacts/blob-store.ts'
 import { pickBlobStore } from './artifacts/database-blob-store.ts'
 import { workspaceSnapshots, type WorkspaceSnapshots } from './workspaces/workspace-snapshots.ts'
 import { publishPending } from './artifacts/publisher.ts'
-import { publishTurn, type ArtifactLimits } from './artifacts/publish-turn.ts'
+import { MIB } from './http/limits.ts'
+import { MAX_ARTIFACT_BYTES, publishTurn, type ArtifactLimits } from './artifacts/publish-turn.ts'
 import { serviceNode, type ServiceNode } from './nodes/node.ts'
 import { workingTurns } from './turns/turns.store.ts'
 import { createMetrics, type Metrics } from './shared/metrics.ts'
@@ -37,7 +38,7 @@ export type AssembleOverrides = {
   /** The sandboxes' host-resource prefix (config.sandboxPrefix otherwise) and first uid. */
   sandbox?: { prefix?: string; uidBase?: number }
   /** Artifact ceilings in place of the specification's. */
-  artifactLimits?: ArtifactLimits
+  artifactLimits?: Partial<ArtifactLimits>
   /** Seals secrets at rest in place of the deployment's key. */
   box?: SecretBox
   /** Fastify's logger; the configured level (config.logLevel) otherwise. */
@@ -111,6 +112,8 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     uidBase: resources.uidBase,
     uidCount: resources.uidCount,
     allowPrivate: config.sandboxAllowPrivate,
+    maxWatches: config.workspaceMaxWatches,
+    diskBytes: config.workspaceDiskMb * MIB,
   })
   const blobs = pickBlobStore(store, config.dataDir, 'artifacts')
   const snapshots = workspaceSnapshots({ store, provider, blobs: pickBlobStore(store, config.dataDir, 'snapshots') })
@@ -124,7 +127,8 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
   }
   // Only several nodes need copies of workspaces: on SQLite the one process keeps its own files.
   const workspaces = workspaceManager({ store, bus, config, box, provider: countedProvider(provider, metrics), log, ...(config.databaseUrl ? { snapshots } : {}) })
-  const publishing = { store, bus, workspaces, blobs, limits: overrides.artifactLimits }
+  const limits = { fileBytes: MAX_ARTIFACT_BYTES, turnBytes: config.artifactTurnBytes, orgBytes: config.artifactOrgBytes, ...overrides.artifactLimits }
+  const publishing = { store, bus, workspaces, blobs, limits }
   let node: ServiceNode | undefined
   const runner = turnRunner({ store, bus, config, box, workspaces, metrics, log, publish: async (turn, signal) => {
       await publishTurn(publishing, turn, signal)

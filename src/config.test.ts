@@ -1,6 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { DEFAULT_SANDBOX_SUBNET, loadConfig, SANDBOX_UID_COUNT } from './config.ts'
+import { DEFAULT_SANDBOX_SUBNET, DEFAULT_WORKSPACE_MAX_WATCHES, loadConfig, SANDBOX_UID_COUNT } from './config.ts'
 
 /** The message loadConfig threw, or a failure when it did not throw. */
 function refusal(env: Record<string, string>): string {
@@ -54,4 +54,27 @@ test('config: one error lists every bad variable, the new ones among the others'
   const message = refusal({ WARREN_SANDBOX_SUBNET: '10.1.2.3/16', WARREN_SANDBOX_UID_BASE: '12', WARREN_SANDBOX_PREFIX: 'NO' })
   assert.match(message, /^Invalid configuration:/)
   for (const name of ['WARREN_SANDBOX_SUBNET', 'WARREN_SANDBOX_UID_BASE', 'WARREN_SANDBOX_PREFIX']) assert.ok(message.includes(`- ${name}`), `${name} missing from:\n${message}`)
+})
+
+test('config: artifact ceilings are MiB; a turn may be lowered below the specification’s 500 MiB, never raised', () => {
+  const c = loadConfig({})
+  assert.deepEqual([c.artifactTurnBytes, c.artifactOrgBytes], [500 * 1024 * 1024, 10_240 * 1024 * 1024])
+  const set = loadConfig({ WARREN_ARTIFACT_TURN_MB: '64', WARREN_ARTIFACT_ORG_MB: '2048' })
+  assert.deepEqual([set.artifactTurnBytes, set.artifactOrgBytes], [64 * 1024 * 1024, 2048 * 1024 * 1024])
+  assert.match(refusal({ WARREN_ARTIFACT_TURN_MB: '501' }), /WARREN_ARTIFACT_TURN_MB may lower the specification's 500 MiB ceiling, not raise it, got "501"/)
+  assert.match(refusal({ WARREN_ARTIFACT_ORG_MB: '0' }), /WARREN_ARTIFACT_ORG_MB must be an integer of at least 1, got "0"/)
+})
+
+test('config: WARREN_WORKSPACE_MAX_WATCHES is a count of folders, 0 for never watching', () => {
+  assert.equal(loadConfig({}).workspaceMaxWatches, DEFAULT_WORKSPACE_MAX_WATCHES)
+  assert.equal(DEFAULT_WORKSPACE_MAX_WATCHES, 10_000)
+  assert.equal(loadConfig({ WARREN_WORKSPACE_MAX_WATCHES: '0' }).workspaceMaxWatches, 0)
+  assert.match(refusal({ WARREN_WORKSPACE_MAX_WATCHES: 'many' }), /WARREN_WORKSPACE_MAX_WATCHES must be an integer of at least 0, got "many"/)
+})
+
+test('config: WARREN_WORKSPACE_DISK_MB is each workspace’s quota in MiB, 0 for none, never below 16', () => {
+  assert.equal(loadConfig({}).workspaceDiskMb, 10_240)
+  assert.equal(loadConfig({ WARREN_WORKSPACE_DISK_MB: '0' }).workspaceDiskMb, 0)
+  assert.equal(loadConfig({ WARREN_WORKSPACE_DISK_MB: '512' }).workspaceDiskMb, 512)
+  assert.match(refusal({ WARREN_WORKSPACE_DISK_MB: '8' }), /WARREN_WORKSPACE_DISK_MB must be 0 \(no quota\) or at least 16, got "8"/)
 })

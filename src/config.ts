@@ -1,6 +1,7 @@
 import { isIP } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
+import { MIB } from './http/limits.ts'
 import { ipv4NetworkProblem } from './shared/ipv4-cidr.ts'
 
 /**
@@ -12,6 +13,8 @@ export const INSTALL_DIR = path.resolve(import.meta.dirname, '..')
 
 /** The IPv4 pool workspace addresses come from unless WARREN_SANDBOX_SUBNET names another (a /30 each). */
 export const DEFAULT_SANDBOX_SUBNET = '10.213.0.0/16'
+/** Folders of one workspace watched at most unless WARREN_WORKSPACE_MAX_WATCHES says otherwise. */
+export const DEFAULT_WORKSPACE_MAX_WATCHES = 10_000
 /** First host uid of a node's sandboxes unless WARREN_SANDBOX_UID_BASE names another. */
 export const DEFAULT_SANDBOX_UID_BASE = 200_000
 /**
@@ -69,6 +72,13 @@ export type Config = {
   sandboxMemoryMb: number
   sandboxPids: number
   sandboxCpus: number
+  /** Each workspace's disk quota in MiB (a file system of its own); 0: plain folders on the data folder's disk. */
+  workspaceDiskMb: number
+  /** Most folders of one workspace watched for changes (one inotify watch each); past it the workspace is walked. */
+  workspaceMaxWatches: number
+  /** Ceilings on published artifacts: one turn's, and everything an organization keeps (bytes). */
+  artifactTurnBytes: number
+  artifactOrgBytes: number
   /** Domain globs every workspace may reach through the egress proxy (plus its own allow rules). */
   sandboxAllowedDomains: string[]
   /** Names this deployment's sandbox host resources; one running service per prefix on a host. */
@@ -200,6 +210,10 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
     sandboxMemoryMb: int('WARREN_SANDBOX_MEMORY_MB', 2048, 16),
     sandboxPids: int('WARREN_SANDBOX_PIDS', 512, 8),
     sandboxCpus: number('WARREN_SANDBOX_CPUS', 1),
+    workspaceDiskMb: int('WARREN_WORKSPACE_DISK_MB', 10_240, 0),
+    workspaceMaxWatches: int('WARREN_WORKSPACE_MAX_WATCHES', DEFAULT_WORKSPACE_MAX_WATCHES, 0),
+    artifactTurnBytes: int('WARREN_ARTIFACT_TURN_MB', 500, 1) * MIB,
+    artifactOrgBytes: int('WARREN_ARTIFACT_ORG_MB', 10_240, 1) * MIB,
     sandboxAllowedDomains:
       env.WARREN_SANDBOX_ALLOWED_DOMAINS === undefined
         ? ['registry.npmjs.org', 'pypi.org', 'files.pythonhosted.org', 'github.com', 'codeload.github.com', 'objects.githubusercontent.com']
@@ -232,6 +246,8 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
   if (subnetProblem) problems.push(`WARREN_SANDBOX_SUBNET ${subnetProblem}, got "${config.sandboxSubnet}"`)
   // The last uid of the range must still be a uid (2^32 - 1 is the kernel's "no uid").
   if (config.sandboxUidBase + SANDBOX_UID_COUNT > 2 ** 32 - 1) problems.push(`WARREN_SANDBOX_UID_BASE leaves no room for ${SANDBOX_UID_COUNT} uids below 4294967295, got "${config.sandboxUidBase}"`)
+  if (config.workspaceDiskMb > 0 && config.workspaceDiskMb < 16) problems.push(`WARREN_WORKSPACE_DISK_MB must be 0 (no quota) or at least 16, got "${env.WARREN_WORKSPACE_DISK_MB}"`)
+  if (config.artifactTurnBytes > 500 * MIB) problems.push(`WARREN_ARTIFACT_TURN_MB may lower the specification's 500 MiB ceiling, not raise it, got "${env.WARREN_ARTIFACT_TURN_MB}"`)
   if (env.WARREN_METRICS_HOST && config.metricsPort === undefined) problems.push('WARREN_METRICS_HOST needs a metrics listener of their own: WARREN_METRICS_PORT=main serves /metrics on the main listener')
   if (problems.length > 0) throw new Error(`Invalid configuration:\n  - ${problems.join('\n  - ')}`)
   return config

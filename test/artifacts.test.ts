@@ -216,3 +216,35 @@ forEachDialect('artifacts over their ceilings', (dialect) => {
     assert.ok(arts.reduce((n, a) => n + a.size_bytes, 0) <= 160 * 1024)
   })
 })
+
+forEachDialect('artifacts over the organization ceiling', (dialect) => {
+  // 150 KiB for the organization's stored artifacts: two turns of 60 KiB fit, the third does not.
+  const w = useWarren(dialect, { env: { ...NO_RATE_LIMITS, WARREN_ARTIFACT_TURN_MB: '1' }, config: { artifactOrgBytes: 150 * 1024 } })
+  let fake: FakeModelServer
+  before(async () => {
+    fake = await startModelServer({ models: ['m1'] })
+  })
+  after(() => fake.close())
+
+  const turnWriting = async (c: ReturnType<typeof client>, sid: string, file: string) => {
+    fake.script({ toolCalls: [{ name: 'bash', args: { command: `head -c 61440 /dev/urandom > ${file}` } }] }, { text: 'Done.' })
+    return c.settled(sid, (await c.accept(sid, 'make a file')).id)
+  }
+
+  it('skips what would take an organization past its stored-artifact ceiling, across its sessions; another organization is not held back', async () => {
+    const c = client(w(), await newOrg(w()))
+    await c.connect(fake, 'openai')
+    const [s1, s2] = [await c.session(), await c.session()]
+    assert.equal((await turnWriting(c, s1, 'one.bin')).artifacts, 'ready')
+    assert.equal((await turnWriting(c, s2, 'two.bin')).artifacts, 'ready')
+    const third = await turnWriting(c, s1, 'three.bin')
+    assert.equal(third.status, 'completed')
+    assert.equal(third.artifacts, 'partial')
+    assert.deepEqual(third.artifacts_skipped, [{ path: 'three.bin', reason: "over the organization's 153600 bytes ceiling for stored artifacts (122880 bytes stored)" }])
+    assert.deepEqual(((await c.call('GET', `/v1/sessions/${s1}/artifacts`)).json().data as { path: string }[]).map((a) => a.path), ['one.bin'])
+
+    const other = client(w(), await newOrg(w()))
+    await other.connect(fake, 'openai')
+    assert.equal((await turnWriting(other, await other.session(), 'mine.bin')).artifacts, 'ready')
+  })
+})

@@ -163,6 +163,22 @@ describe('workspace processes and the kernel', { skip }, () => {
     assert.equal(r.exitCode, 0, r.stderr.toString())
     assert.deepEqual(r.stdout.toString().trim().split('\n'), ['1', 'compiled', 'node v', 'npm', 'served'])
   })
+
+  it('reaps a fork bomb left in the background once the workspace is at its pids ceiling; a small background process lives on', async () => {
+    const bombed = await provider.create({ ...spec('bomb'), limits: { memoryBytes: 256 * MiB, pids: 64, cpus: 0.5 } })
+    try {
+      const sleeper = (await bombed.exec({ command: 'sleep 1000 >/dev/null 2>&1 & echo $!' })).stdout.toString().trim()
+      // The bomb goes to the background (bash retries a refused fork, so it holds on); the command
+      // forks until a fork is refused (the shell then gives up): the workspace is at its ceiling.
+      const bomb = await bombed.exec({ command: "bash -c 'f() { f | f & }; f' >/dev/null 2>&1 & while (:); do :; done", timeoutMs: 60_000 })
+      assert.match(bomb.stderr.toString(), /fork/i)
+      // A command substitution forks: it fails while the bomb holds every pid.
+      const next = await bombed.exec({ command: `echo $(echo alive); kill -0 ${sleeper} && echo sleeper`, timeoutMs: 60_000 })
+      assert.equal(next.stdout.toString(), 'alive\nsleeper\n', next.stderr.toString())
+    } finally {
+      await bombed.destroy()
+    }
+  })
 })
 
 /**

@@ -5,9 +5,10 @@ import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import type { SandboxProvider, WorkspaceSnapshot } from '../src/sandbox/sandbox.ts'
+import type { SandboxProvider, SandboxSpec, WorkspaceSnapshot } from '../src/sandbox/sandbox.ts'
 import type { LocalSandbox } from '../src/sandbox/local/local-sandbox.ts'
 import { createLocalProvider } from '../src/sandbox/local/create-local.ts'
+import { LocalSandboxProvider } from '../src/sandbox/local/local-provider.ts'
 import { snapshotWorkspace } from '../src/sandbox/local/workspace-walk.ts'
 import { removeLeftFences } from '../src/sandbox/local/workspace-watch.ts'
 import { builtinTool, type ToolContext, type ToolOutcome } from '../src/tools/builtin/index.ts'
@@ -300,5 +301,73 @@ describe('a watcher outlives no service', { skip }, () => {
       fs.rmSync(dir, { recursive: true, force: true })
       fs.rmSync(held, { recursive: true, force: true })
     }
+  })
+})
+
+/**
+ * The ceiling on inotify watches one workspace may hold (every folder is one, charged to the
+ * host's shared budget): past it the workspace is not watched, and what a bash call changed is
+ * found by walking it, with the same answer.
+ */
+describe('the watch ceiling of a workspace', { skip }, () => {
+  const MiB = 1024 * 1024
+  let dataDir: string
+  let provider: LocalSandboxProvider
+  const sandboxes: LocalSandbox[] = []
+  before(() => {
+    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-watch-ceiling-test-'))
+    fs.chmodSync(dataDir, 0o700)
+    provider = new LocalSandboxProvider({
+      cgroupParent: 'warren-test',
+      workspaceRoot: dataDir,
+      prefix: `t${randomBytes(3).toString('hex')}-wc-`,
+      uidBase: 300_000 + (randomBytes(2).readUInt16BE() % 600) * 100,
+      uidCount: 20,
+      maxWatches: 30,
+    })
+  })
+  after(async () => {
+    for (const s of sandboxes) await s.destroy().catch(() => {})
+    await provider?.close()
+    fs.rmSync(dataDir, { recursive: true, force: true })
+  })
+  const spec = (id: string): SandboxSpec => ({ id, workspaceMount: '/workspace', env: {}, network: { allow: [] }, limits: { memoryBytes: 256 * MiB, pids: 128, cpus: 1 } })
+  const create = async (id: string) => {
+    const sb = (await provider.create(spec(id))) as LocalSandbox
+    sandboxes.push(sb)
+    return sb
+  }
+
+  /** Runs `command` as the bash tool between two full snapshots: what it reports must be what they say changed. */
+  const bashAgainstTruth = async (sandbox: LocalSandbox, command: string): Promise<ToolOutcome> => {
+    const dir = path.join(dataDir, sandbox.id)
+    const ctx: ToolContext = { sandbox, mount: '/workspace', signal: new AbortController().signal, seen: new Map() }
+    const before = await snapshotWorkspace(dir)
+    const r = await builtinTool('bash')!.run({ command }, ctx)
+    assert.equal(r.isError, false, r.output)
+    assert.deepEqual((r.changes ?? []).map(({ path, kind }) => ({ path, kind })), compareSnapshots(before, await snapshotWorkspace(dir)))
+    return r
+  }
+
+  it('watches a workspace under the ceiling; once a command takes it past, the watcher ends and changes are found by walking, exactly', async () => {
+    const sb = await create('grow')
+    await bashAgainstTruth(sb, 'mkdir -p a b c && echo 1 > a/one.txt')
+    const watcher = sb.watcherPid
+    assert.ok(watcher && alive(watcher), 'a watcher under the ceiling')
+    const grown = await bashAgainstTruth(sb, 'for i in $(seq 40); do mkdir -p many/d$i && echo $i > many/d$i/f; done')
+    assert.equal(grown.changes?.length, 40)
+    await waitFor('the watcher past the ceiling to end', async () => !alive(watcher), 60_000)
+    assert.equal(sb.watcherPid, undefined, 'no watcher past the ceiling')
+    const next = await bashAgainstTruth(sb, 'echo 2 >> many/d3/f; rm many/d4/f; echo 3 > a/three.txt')
+    assert.equal(next.changes?.length, 3)
+    assert.equal(sb.watcherPid, undefined)
+  })
+
+  it('never starts a watcher over a workspace past the ceiling, its .git and node_modules folders counted (inotifywait watches them too)', async () => {
+    const sb = await create('big')
+    await sb.exec({ command: 'for i in $(seq 40); do mkdir -p node_modules/p$i; done' })
+    const r = await bashAgainstTruth(sb, 'echo a > a.txt; mkdir d; echo b > d/b.txt')
+    assert.deepEqual(r.changes?.map((c) => c.path), ['a.txt', 'd/b.txt'])
+    assert.equal(sb.watcherPid, undefined)
   })
 })

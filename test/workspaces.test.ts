@@ -217,7 +217,8 @@ forEachDialect('workspace lifetime ceiling', (dialect) => {
     const s = await session(w(), { environment: { files: [{ path: 'keep.txt', content: b64('kept') }] } })
     await waitFor('reclaimed', async () => (await state(w(), s.id)) === 'reclaimed')
     const dir = hostWorkspace(w(), s.id)
-    assert.equal(fs.readFileSync(path.join(dir, 'keep.txt'), 'utf8'), 'kept')
+    // Through the seam: a reclaimed workspace's own file system is mounted again only when used.
+    assert.equal((await w().workspaces.files(s.id).readFile('keep.txt'))?.toString(), 'kept')
     const up = await w().inject({ method: 'POST', url: `/v1/sessions/${s.id}/files`, payload: { files: [{ path: 'again.txt', content: b64('y') }] } })
     assert.equal(up.statusCode, 200, up.body)
     await hasEvent(w(), s.id, 'sandbox.created', 2)

@@ -41,6 +41,16 @@ export async function changedPaths(db: Db, turnId: string): Promise<string[]> {
   return [...last].filter(([, kind]) => kind !== 'deleted').map(([p]) => p).sort()
 }
 
+/** Bytes of every artifact an organization keeps (through its sessions: artifacts are indexed by session). */
+export async function orgArtifactBytes(db: Db, orgId: string): Promise<number> {
+  const r = await db
+    .selectFrom('artifacts')
+    .select((eb) => eb.fn.sum<string | number | null>('size_bytes').as('bytes'))
+    .where('session_id', 'in', db.selectFrom('sessions').select('id').where('org_id', '=', orgId))
+    .executeTakeFirst()
+  return Number(r?.bytes ?? 0)
+}
+
 export async function insertArtifacts(db: Db, rows: ArtifactRow[]): Promise<void> {
   // In batches: one statement's parameters are bounded (SQLite: 32,766), a turn's files are not.
   for (let i = 0; i < rows.length; i += 500) await db.insertInto('artifacts').values(rows.slice(i, i + 500)).execute()

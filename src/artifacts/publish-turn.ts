@@ -1,3 +1,4 @@
+import type { Db } from '../db/database.ts'
 import type { Deps } from '../deps.ts'
 import { MIB } from '../http/limits.ts'
 import { withEvents } from '../events/record-event.ts'
@@ -5,17 +6,18 @@ import { SandboxPathError } from '../sandbox/sandbox.ts'
 import { newId } from '../shared/ids.ts'
 import { isSessionDeleted } from '../sessions/sessions.store.ts'
 import { BlobTooLarge, type BlobStore } from './blob-store.ts'
-import { changedPaths, finishPublication, insertArtifacts, type ArtifactRow, type Skipped } from './artifacts.store.ts'
+import { changedPaths, finishPublication, insertArtifacts, orgArtifactBytes, type ArtifactRow, type Skipped } from './artifacts.store.ts'
 import { contentTypeOf } from './content-type.ts'
 
-/** Limits: one published artifact, and one turn's published artifacts. */
+/** Limits: one published artifact, and one turn's published artifacts (the specification's; the deployment may lower the second). */
 export const MAX_ARTIFACT_BYTES = 200 * MIB
 export const MAX_TURN_ARTIFACT_BYTES = 500 * MIB
 
 /** Never published: version-control internals and installed dependencies (decisions §3). */
 const excluded = (p: string) => p.split('/').some((part) => part === '.git' || part === 'node_modules')
 
-export type ArtifactLimits = { fileBytes: number; turnBytes: number }
+/** `orgBytes`: everything an organization keeps (artifacts outlive their workspace); none when absent. */
+export type ArtifactLimits = { fileBytes: number; turnBytes: number; orgBytes?: number }
 export const ARTIFACT_LIMITS: ArtifactLimits = { fileBytes: MAX_ARTIFACT_BYTES, turnBytes: MAX_TURN_ARTIFACT_BYTES }
 const mib = (n: number) => (n % MIB === 0 ? `${n / MIB} MiB` : `${n} bytes`)
 
@@ -60,6 +62,9 @@ async function publish(deps: PublishDeps, turn: Turn, signal?: AbortSignal): Pro
   const published: ArtifactRow[] = []
   const skipped: Skipped[] = []
   let total = 0
+  const orgBytes = limits.orgBytes ?? Infinity
+  const stored = orgBytes === Infinity ? 0 : await orgArtifactBytes(store.db, turn.org_id)
+  const overOrg = (used: number) => `over the organization's ${mib(orgBytes)} ceiling for stored artifacts (${used} bytes stored)`
   let unreadable = 0
   let ceiling = ''
   for (const path of await changedPaths(store.db, turn.id)) {
@@ -86,8 +91,15 @@ async function publish(deps: PublishDeps, turn: Turn, signal?: AbortSignal): Pro
         skipped.push({ path, reason: `over the ${mib(limits.turnBytes)} ceiling for one turn's artifacts (${total} bytes published before it)` })
         continue
       }
-      const room = Math.min(limits.fileBytes, limits.turnBytes - total)
-      ceiling = room === limits.fileBytes ? `the ${mib(limits.fileBytes)} ceiling for one artifact` : `the ${mib(limits.turnBytes)} ceiling for one turn's artifacts`
+      if (stored + total + size > orgBytes) {
+        skipped.push({ path, reason: overOrg(stored + total) })
+        continue
+      }
+      const room = Math.min(limits.fileBytes, limits.turnBytes - total, orgBytes - stored - total)
+      ceiling =
+        room === limits.fileBytes ? `the ${mib(limits.fileBytes)} ceiling for one artifact`
+        : room === limits.turnBytes - total ? `the ${mib(limits.turnBytes)} ceiling for one turn's artifacts`
+        : `the organization's ${mib(orgBytes)} ceiling for stored artifacts`
       // The stream reads the file that was checked, whatever the path is now.
       const blob = await deps.blobs.put(stream, room)
       total += blob.size
@@ -120,10 +132,28 @@ async function publish(deps: PublishDeps, turn: Turn, signal?: AbortSignal): Pro
     // Deleted while its files were being copied: nothing of it is kept.
     if (await isSessionDeleted(trx, turn.session_id)) return finishPublication(trx, turn.id, 'failed', [])
     // Another process finished this turn first: keep nothing of ours.
-    if (!(await finishPublication(trx, turn.id, state, state === 'partial' ? skipped : []))) return
-    await insertArtifacts(trx, published)
-    for (const a of published) {
+    // Another turn of the organization may have published meanwhile: what no longer fits goes.
+    const kept = orgBytes === Infinity ? published : await withinOrgCeiling(trx, published, skipped, orgBytes, overOrg)
+    const final = kept.length < published.length ? 'partial' : state
+    if (!(await finishPublication(trx, turn.id, final, final === 'partial' ? skipped : []))) return
+    await insertArtifacts(trx, kept)
+    for (const a of kept) {
       await record({ orgId: turn.org_id, sessionId: turn.session_id, turnId: turn.id, type: 'artifact.created', payload: { id: a.id, path: a.path, size_bytes: a.size_bytes, turn_id: turn.id } })
     }
   })
+}
+
+/** The artifacts that still fit under the organization's ceiling, read again in the final transaction; the rest are added to `skipped`. */
+async function withinOrgCeiling(db: Db, published: ArtifactRow[], skipped: Skipped[], orgBytes: number, overOrg: (used: number) => string): Promise<ArtifactRow[]> {
+  let used = published.length ? await orgArtifactBytes(db, published[0]!.org_id) : 0
+  const kept: ArtifactRow[] = []
+  for (const a of published) {
+    const size = Number(a.size_bytes)
+    if (used + size > orgBytes) skipped.push({ path: a.path, reason: overOrg(used) })
+    else {
+      kept.push(a)
+      used += size
+    }
+  }
+  return kept
 }

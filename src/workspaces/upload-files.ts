@@ -22,6 +22,9 @@ export async function uploadFiles(sandbox: Sandbox, files: DecodedFile[]): Promi
       else await sandbox.exec({ command: `rm -f -- ${quote(u.path)}`, timeoutMs: 10_000 }).catch(() => {})
     }
     if (err instanceof SandboxPathError) throw new ApiError('invalid_request', err.message)
+    // The workspace's disk quota (or the host's disk) is full: the request asks for room there is not.
+    const code = (err as NodeJS.ErrnoException).code
+    if (code === 'ENOSPC' || code === 'EDQUOT') throw new ApiError('invalid_request', 'no room left in the workspace (its disk quota is full): nothing was written')
     throw err
   }
 }

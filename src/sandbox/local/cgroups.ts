@@ -119,6 +119,15 @@ export class SandboxCgroup {
     return track ? listPids(exec ? path.join(track, exec) : track) : []
   }
 
+  /** The sandbox's pids ceiling and how many it holds now; null without a pids ceiling. */
+  pidsUse(): { max: number; current: number } | null {
+    const dir = this.host.version === 2 ? this.dirs[0] : this.dirOf.get('pids')
+    if (!dir) return null
+    const max = Number(readText(path.join(dir, 'pids.max'))?.trim())
+    const current = Number(readText(path.join(dir, 'pids.current'))?.trim())
+    return Number.isFinite(max) && Number.isFinite(current) ? { max, current } : null
+  }
+
   async freeze(): Promise<boolean> {
     if (!this.freezeDir) return false
     return setFrozen(this.host, this.freezeDir, true)

@@ -2,7 +2,7 @@ import fs from 'node:fs'
 import type { ChangeWindow, FileStamp, WorkspaceChange, WorkspaceSnapshot } from '../sandbox.ts'
 import { SandboxUnavailableError } from '../sandbox.ts'
 import { FileTree } from './file-tree.ts'
-import { openWorkspaceDir, SKIPPED_DIRS, snapshotTree } from './workspace-walk.ts'
+import { countFolders, openWorkspaceDir, SKIPPED_DIRS, snapshotTree } from './workspace-walk.ts'
 import { WorkspaceWatcher } from './workspace-watch.ts'
 
 /** After a watcher could not start (no inotifywait, limits reached), walks only until this much later, then tries again. */
@@ -25,7 +25,9 @@ const same = (a: FileStamp | undefined, b: FileStamp | undefined) => a === b || 
  * every open window. Looking at the path's state now, not trusting the event's word, keeps it right
  * when events come late, twice or with an old name. Without a watcher (never started, lost to an
  * overflow, a watch limit, its process dying) the next sync starts a new one and then walks the
- * whole tree once, comparing it with the stamps: the same answer, at the old price, once.
+ * whole tree once, comparing it with the stamps: the same answer, at the old price, once. A tree
+ * of more folders than `maxWatches` gets no watcher (its folders counted again after RETRY_MS):
+ * each sync walks it.
  */
 export class ChangeTracker {
   private root: string
@@ -43,10 +45,13 @@ export class ChangeTracker {
   private queue: Promise<unknown> = Promise.resolve()
   private retryAt = 0
   private closed = false
+  /** Most folders watched (one inotify watch each, from the host's shared budget): past it the tree is walked instead. */
+  private maxWatches: number
 
-  constructor(root: string, owner: string) {
+  constructor(root: string, owner: string, maxWatches = Infinity) {
     this.root = root
     this.owner = owner
+    this.maxWatches = maxWatches
   }
 
   /** The watcher's process, when one runs (tests look for leaks and kill it to lose it). */
@@ -142,7 +147,17 @@ export class ChangeTracker {
     }
     const appeared = [...walked].some((rel) => !this.unwatched.has(rel))
     for (const rel of this.unwatched) if (this.entry(rel.split('/')) !== 'folder') this.unwatched.delete(rel)
-    if (appeared) this.findUnwatched(folders)
+    // Folders below .git and node_modules are watched without being named (an npm install): every
+    // sync counts. One of the watches is the fence folder's.
+    const watched = this.watcher?.watchedInodes()
+    if (watched && watched.size - 1 > this.maxWatches) return this.overCeiling()
+    if (appeared && watched) this.findUnwatched(folders, watched)
+  }
+
+  /** Past the watch ceiling: no watcher, each sync walks the tree, until a later count finds it back under. */
+  private overCeiling(): void {
+    this.dropWatcher()
+    this.retryAt = Date.now() + RETRY_MS
   }
 
   /**
@@ -150,15 +165,14 @@ export class ChangeTracker {
    * does not watch: their changes would go unnamed, so they are walked at every sync from now on
    * (too many: a new watcher).
    */
-  private findUnwatched(folders: Map<string, number>): void {
-    const watched = this.watcher?.watchedInodes()
-    if (!watched) return
+  private findUnwatched(folders: Map<string, number>, watched: Set<number>): void {
     for (const [path, ino] of folders) if (!watched.has(ino)) this.unwatched.add(path)
     if (this.unwatched.size > MAX_UNWATCHED) this.dropWatcher()
   }
 
   private async startWatcher(): Promise<void> {
     if (Date.now() < this.retryAt) return
+    if ((await countFolders(this.root, this.maxWatches)) > this.maxWatches) return this.overCeiling()
     const hooks = {
       // Whichever watcher names a path, looking at it again is harmless.
       changed: (rel: string, deep: boolean) => void this.dirty.set(rel, deep || (this.dirty.get(rel) ?? false)),

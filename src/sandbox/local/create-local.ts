@@ -23,6 +23,10 @@ export type LocalStackOptions = {
   cgroupParent?: string
   /** CIDRs of private addresses the workspaces may reach all the same (WARREN_SANDBOX_ALLOW_PRIVATE). */
   allowPrivate?: string[]
+  /** See LocalProviderOptions.maxWatches (WARREN_WORKSPACE_MAX_WATCHES). */
+  maxWatches?: number
+  /** See LocalProviderOptions.diskBytes (WARREN_WORKSPACE_DISK_MB). */
+  diskBytes?: number
   logger?: ProxyLogger
 }
 
@@ -46,6 +50,8 @@ export async function createLocalProvider(opts: LocalStackOptions): Promise<Sand
     prefix: cgroupPrefix(prefix),
     uidBase: opts.uidBase ?? DEFAULT_SANDBOX_UID_BASE,
     uidCount: opts.uidCount ?? SANDBOX_UID_COUNT,
+    ...(opts.maxWatches !== undefined ? { maxWatches: opts.maxWatches } : {}),
+    ...(opts.diskBytes !== undefined ? { diskBytes: opts.diskBytes } : {}),
     ...(opts.cgroupParent !== undefined ? { cgroupParent: opts.cgroupParent } : {}),
   })
   const close = provider.close.bind(provider)

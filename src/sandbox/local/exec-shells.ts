@@ -3,6 +3,13 @@ import type { Tools } from './bubblewrap.ts'
 import type { SandboxCgroup } from './cgroups.ts'
 import { parkExec, type Parked } from './parked.ts'
 
+/**
+ * Pids a command needs to start (nsenter forks, its shell forks): with less room than this left
+ * under the workspace's ceiling (an eighth of a small ceiling), the workspace is poisoned.
+ */
+const COMMAND_PIDS = 8
+const roomNeeded = (max: number) => Math.min(COMMAND_PIDS, Math.ceil(max / 8))
+
 /** A parked shell waiting in its own exec child group (by name), ready to become the next command. */
 export type Spare = { parked: Parked; exec: string | null }
 
@@ -19,6 +26,7 @@ export class ExecShells {
   private refilling: Promise<Spare | null> | null = null
   /** Exec groups (names) still holding background processes; removed once they empty. */
   private lingering = new Set<string>()
+  private reaping: Promise<void> | null = null
 
   constructor(o: { tools: Tools; cgroup: SandboxCgroup; spare: Spare | null; state: () => 'running' | 'paused' | 'destroyed' }) {
     this.tools = o.tools
@@ -33,6 +41,7 @@ export class ExecShells {
    */
   async take(): Promise<Spare> {
     this.sweep()
+    await this.reap()
     let spare = this.spare
     this.spare = null
     if (!spare && this.refilling) {
@@ -67,7 +76,36 @@ export class ExecShells {
     // A destroyed sandbox's groups went with it; a group of that name now may be another
     // sandbox's (the same name made again), whose shell has yet to join it.
     if (this.state() === 'destroyed') return
-    if (group && !this.cgroup.removeExec(group)) this.lingering.add(group)
+    if (group && !this.cgroup.removeExec(group)) {
+      this.lingering.add(group)
+      void this.reap()
+    }
+  }
+
+  /**
+   * What earlier commands left running that holds the workspace at its pids ceiling (a fork bomb
+   * sent to the background) is killed, the most populous group first, until a command can start
+   * again; run as a command ends and before the next one starts. A modest background process (a
+   * dev server) lives on; spawned processes (MCP servers, the browser) are not candidates.
+   */
+  reap(): Promise<void> {
+    this.reaping ??= this.reapGroups().finally(() => (this.reaping = null))
+    return this.reaping
+  }
+
+  private async reapGroups(): Promise<void> {
+    // Each group once: one that outlived its kill is not tried again in this pass.
+    const killed = new Set<string>()
+    for (;;) {
+      const use = this.cgroup.pidsUse()
+      if (this.state() === 'destroyed' || !use || use.max - use.current >= roomNeeded(use.max)) return
+      const sizes = [...this.lingering].filter((g) => !killed.has(g)).map((g) => ({ g, n: this.cgroup.pids(g).length })).sort((a, b) => b.n - a.n)
+      const biggest = sizes[0]
+      if (!biggest || biggest.n === 0) return
+      killed.add(biggest.g)
+      await this.cgroup.kill(biggest.g)
+      if (this.cgroup.removeExec(biggest.g)) this.lingering.delete(biggest.g)
+    }
   }
 
   /** Ends a parked shell that will not be used, and releases its group once it is gone. */

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
 import type { Readable } from 'node:stream'
+import { DEFAULT_WORKSPACE_MAX_WATCHES } from '../../config.ts'
 import type { HostReport, Sandbox, SandboxProvider, SandboxSpec, WorkspaceReader } from '../sandbox.ts'
 import { SandboxUnavailableError } from '../sandbox.ts'
 import { checkMount } from './bubblewrap.ts'
@@ -11,9 +12,10 @@ import { LocalSandbox, type AttachedNetwork } from './local-sandbox.ts'
 import { dropSlot, makeSlot, WarmPool, type WarmSlot } from './warm-pool.ts'
 import { workspaceReader } from './workspace-files.ts'
 import { packFolder } from './workspace-pack.ts'
-import { unpackInto } from './workspace-unpack.ts'
+import { isEmptyOrMissing, unpackInto } from './workspace-unpack.ts'
 import { killStrays, ownerOf, prepareWorkspace, reachableBy } from './workspace-owner.ts'
 import { removeLeftFences } from './workspace-watch.ts'
+import { WorkspaceDisks } from './workspace-disk.ts'
 
 /**
  * NETWORK HOOK (src/sandbox/local/network.ts implements it). Without one, sandboxes have no
@@ -56,6 +58,14 @@ export type LocalProviderOptions = {
    * and pid namespace. For tests of those paths; the default uses whatever the host offers.
    */
   cgroups?: boolean
+  /** Most folders of one workspace watched for changes (an inotify watch each, from the host's shared budget); past it the workspace is walked instead. Default 10000. */
+  maxWatches?: number
+  /**
+   * Each workspace's disk quota in bytes: its folder is the mount point of a file system of its
+   * own of this size (see workspace-disk.ts), images kept in `<workspaceRoot>/.disks`. Absent or 0:
+   * plain folders, bounded only by the host's disk.
+   */
+  diskBytes?: number
 }
 
 /**
@@ -64,7 +74,8 @@ export type LocalProviderOptions = {
  */
 export class LocalSandboxProvider implements SandboxProvider {
   readonly name = 'local'
-  private opts: { workspaceRoot: string; uidBase: number; uidCount: number; cgroupParent: string; prefix: string; stageDir: string | null; bwrap?: string; cgroups?: boolean }
+  private disks: WorkspaceDisks
+  private opts: { workspaceRoot: string; uidBase: number; uidCount: number; cgroupParent: string; prefix: string; stageDir: string | null; bwrap?: string; cgroups?: boolean; maxWatches: number; diskBytes: number }
   private network: NetworkHook | null
   private probed: HostProbe | null = null
   private live = new Map<string, LocalSandbox>()
@@ -87,8 +98,11 @@ export class LocalSandboxProvider implements SandboxProvider {
       stageDir: pickStageDir(options.stageDir),
       bwrap: options.bwrap,
       cgroups: options.cgroups,
+      maxWatches: options.maxWatches ?? DEFAULT_WORKSPACE_MAX_WATCHES,
+      diskBytes: options.diskBytes ?? 0,
     }
     this.opts = opts
+    this.disks = new WorkspaceDisks(opts.workspaceRoot, opts.diskBytes)
     if (!Number.isInteger(opts.uidBase) || opts.uidBase < 1000 || !Number.isInteger(opts.uidCount) || opts.uidCount < 1) {
       throw new RangeError('uidBase must be an integer ≥ 1000 and uidCount ≥ 1')
     }
@@ -107,7 +121,8 @@ export class LocalSandboxProvider implements SandboxProvider {
 
   report(): HostReport {
     const p = this.probe()
-    return { provider: this.name, available: p.available, missing: [...p.fatal, ...p.missing] }
+    const disk = this.disks.problem ? [`workspace disk quotas (${this.disks.problem})`] : []
+    return { provider: this.name, available: p.available, missing: [...p.fatal, ...p.missing, ...disk] }
   }
 
   get(id: string): Sandbox | null {
@@ -115,15 +130,24 @@ export class LocalSandboxProvider implements SandboxProvider {
   }
 
   workspace(id: string): WorkspaceReader {
-    return workspaceReader(this.workspaceDir(id))
+    const reader = workspaceReader(this.workspaceDir(id))
+    if (this.disks.bytes === 0) return reader
+    // After a restart the workspace's file system is not mounted until something reads it.
+    const mounted = <A extends unknown[], R>(f: (...a: A) => Promise<R>) => async (...a: A) => {
+      await this.disks.mountIfImage(safeName(id))
+      return f(...a)
+    }
+    return { readFile: mounted(reader.readFile), stat: mounted(reader.stat), list: mounted(reader.list), openRead: mounted(reader.openRead), snapshot: mounted(reader.snapshot) }
   }
 
   async deleteWorkspace(id: string): Promise<void> {
     await this.live.get(id)?.destroy()
+    await this.disks.unmount(safeName(id), true)
     await fs.promises.rm(this.workspaceDir(id), { recursive: true, force: true })
   }
 
-  packWorkspace(id: string): Promise<Readable | null> {
+  async packWorkspace(id: string): Promise<Readable | null> {
+    await this.disks.mountIfImage(safeName(id))
     return packFolder(this.workspaceDir(id))
   }
 
@@ -133,6 +157,11 @@ export class LocalSandboxProvider implements SandboxProvider {
     if (this.held.has(name)) return false
     this.held.add(name)
     try {
+      // Never over files (unpackInto refuses them too); else restored as a plain folder, which the
+      // next create copies into a new image of the quota.
+      await this.disks.mountIfImage(safeName(id))
+      if (!isEmptyOrMissing(this.workspaceDir(id))) return false
+      await this.disks.unmount(safeName(id), true)
       return await unpackInto(this.workspaceDir(id), archive)
     } finally {
       this.held.delete(name)
@@ -148,6 +177,12 @@ export class LocalSandboxProvider implements SandboxProvider {
     const dir = this.workspaceDir(spec.id)
     if (spec.existing && !fs.existsSync(dir)) throw new SandboxUnavailableError(`the workspace of ${spec.id} is gone`)
     this.held.add(name)
+    try {
+      await this.disks.mount(safeName(spec.id))
+    } catch (err) {
+      this.held.delete(name)
+      throw new SandboxUnavailableError(`the workspace's file system could not be mounted: ${(err as Error).message.split('\n')[0]}`, { cause: err })
+    }
     const uid = this.allocate(dir)
     let slot: WarmSlot | null = null
     let attached = false
@@ -178,6 +213,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       const sandbox: LocalSandbox = new LocalSandbox({
         spec: structuredClone(spec),
         workspaceDir: dir,
+        maxWatches: this.opts.maxWatches,
         uid,
         tools: probe.tools,
         cgroup: slot.cgroup,
@@ -188,9 +224,11 @@ export class LocalSandboxProvider implements SandboxProvider {
         detachNetwork: async () => {
           if (attached) await this.network!.detach(spec.id)
         },
-        released: () => {
+        released: async () => {
           if (this.live.get(spec.id) === sandbox) this.live.delete(spec.id)
           release()
+          // Reclaimed or stopped: its file system is mounted again by the next use (a reader, a create).
+          await this.disks.unmount(safeName(spec.id), false, () => this.held.has(name)).catch(() => {})
         },
       })
       await sandbox.ensureInit()
@@ -214,6 +252,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     if (probe.cgroups.version === null) killStrays(this.opts.uidBase, this.opts.uidCount, this.uids)
     await this.network?.cleanupOrphans()
     removeLeftFences(this.opts.prefix, (name) => this.held.has(name))
+    this.disks.adopt()
     // The service calls this at start: a good moment to warm the first slot.
     if (probe.tools && !probe.fatal.length) this.pool.refill()
   }
@@ -228,6 +267,7 @@ export class LocalSandboxProvider implements SandboxProvider {
   async close(): Promise<void> {
     await this.pool.close()
     const results = await Promise.allSettled([...this.live.values()].map((s) => s.destroy()))
+    await this.disks.close()
     await this.network?.close?.()
     const failed = results.find((r) => r.status === 'rejected')
     if (failed) throw (failed as PromiseRejectedResult).reason
@@ -241,6 +281,8 @@ export class LocalSandboxProvider implements SandboxProvider {
       throw new Error(`the host is not ready for network namespaces: ${(err as Error).message}`, { cause: err })
     })
     await this.prepared
+    // Before any sandbox's mount namespace is made: workspaces mounted later must reach it.
+    await this.disks.share()
     return makeSlot(probe.cgroups, this.opts.cgroupParent, name, probe.tools!)
   }
 
@@ -271,7 +313,7 @@ export class LocalSandboxProvider implements SandboxProvider {
 
 /** The id itself, or a hash for ids that are no safe folder name. */
 function safeName(id: string): string {
-  const safe = /^[A-Za-z0-9_.-]{1,100}$/.test(id) && id !== '.' && id !== '..'
+  const safe = /^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}$/.test(id)
   return safe ? id : `h-${createHash('sha256').update(id).digest('hex').slice(0, 24)}`
 }
 

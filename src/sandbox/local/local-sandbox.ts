@@ -19,6 +19,8 @@ export type LocalSandboxContext = {
   spec: SandboxSpec
   /** The workspace's host folder, bound at the spec's mount: the provider's business, not the seam's. */
   workspaceDir: string
+  /** See LocalProviderOptions.maxWatches. */
+  maxWatches: number
   uid: number
   tools: Tools
   cgroup: SandboxCgroup
@@ -27,7 +29,7 @@ export type LocalSandboxContext = {
   network: AttachedNetwork | null
   detachNetwork: () => Promise<void>
   /** Tells the provider the sandbox is gone (frees its uid, forgets its id). */
-  released: () => void
+  released: () => Promise<void>
   /** Shells parked ahead in this sandbox's cgroups (from the provider's warm pool), if any. */
   initShell: Parked | null
   spare: Spare | null
@@ -201,7 +203,7 @@ export class LocalSandbox implements Sandbox {
 
   async openChanges(): Promise<ChangeWindow> {
     this.notDestroyed()
-    this.changes ??= new ChangeTracker(this.ctx.workspaceDir, this.cgroup.name)
+    this.changes ??= new ChangeTracker(this.ctx.workspaceDir, this.cgroup.name, this.ctx.maxWatches)
     return this.changes.open()
   }
 
@@ -282,7 +284,7 @@ export class LocalSandbox implements Sandbox {
         try {
           await this.ctx.detachNetwork()
         } finally {
-          this.ctx.released()
+          await this.ctx.released()
         }
       }
     })()

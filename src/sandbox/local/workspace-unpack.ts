@@ -65,7 +65,8 @@ export async function unpackInto(dir: string, archive: Readable): Promise<boolea
   }
 }
 
-function isEmptyOrMissing(dir: string): boolean {
+/** Whether `dir` is missing or an empty folder: what an unpack may fill. */
+export function isEmptyOrMissing(dir: string): boolean {
   try {
     const st = fs.lstatSync(dir)
     return st.isDirectory() && fs.readdirSync(dir).length === 0

@@ -99,6 +99,44 @@ export async function walkTree(fd: number, prefix: string, visit: Visit, visitFo
   await walk(fd, prefix)
 }
 
+/**
+ * How many folders the workspace holds (itself, SKIPPED_DIRS and what is below them included: a
+ * watcher watches those too), counted up to `atMost + 1`: a tree past a ceiling is not walked to
+ * its end to say so.
+ */
+export async function countFolders(dir: string, atMost: number): Promise<number> {
+  const root = openWorkspaceDir(dir, '')
+  if (root === null) return 0
+  let count = 0
+  const walk = async (fd: number): Promise<void> => {
+    if (++count > atMost) return
+    if (count % SLICE === 0) await new Promise((r) => setImmediate(r))
+    let entries: Dirent[]
+    try {
+      entries = fs.readdirSync(`/proc/self/fd/${fd}`, { withFileTypes: true })
+    } catch (err) {
+      if (racy(err)) return
+      throw err
+    }
+    for (const e of entries) {
+      if (!e.isDirectory() || count > atMost) continue
+      const sub = openSubdir(fd, e.name)
+      if (sub === null) continue
+      try {
+        await walk(sub)
+      } finally {
+        fs.closeSync(sub)
+      }
+    }
+  }
+  try {
+    await walk(root)
+  } finally {
+    fs.closeSync(root)
+  }
+  return count
+}
+
 /** Every regular file of the workspace (outside SKIPPED_DIRS) with the metadata that tells a change. */
 export async function snapshotWorkspace(dir: string): Promise<WorkspaceSnapshot> {
   const root = fs.openSync(dir, O_RDONLY | O_DIRECTORY)

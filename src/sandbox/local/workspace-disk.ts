@@ -1,0 +1,225 @@
+import { execFile } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import fs from 'node:fs'
+import path from 'node:path'
+import { promisify } from 'node:util'
+import { WRAPPER_ENV } from './bubblewrap.ts'
+
+const run = promisify(execFile)
+
+/**
+ * A workspace's disk quota: its folder is the mount point of an ext4 file system of its own, in a
+ * sparse image file (`mke2fs`, from e2fsprogs, loop-mounted), so a write past the quota fails with
+ * ENOSPC in the workspace and never fills the file system that holds the store. Neither root file
+ * system project quotas nor a tmpfs (which would count against memory) are needed. The image
+ * outlives its mount: a fresh boot, a service stop or a crash leaves an image that the next use
+ * mounts again; deleting the workspace unmounts it and removes the image.
+ */
+
+/** Whether `dir` is a mount point: on another device than its parent. */
+export function isMountPoint(dir: string): boolean {
+  try {
+    return fs.statSync(dir).dev !== fs.statSync(path.dirname(dir)).dev
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Mounts the workspace's image on its folder when the image exists and is not mounted yet; false
+ * when there is no image, or no folder: a workspace whose folder is gone is gone (the folder, an
+ * empty mount point after a boot, is what says a workspace exists), its image left to be replaced.
+ */
+export async function mountExisting(dir: string, image: string): Promise<boolean> {
+  if (isMountPoint(dir)) return true
+  if (!fs.existsSync(image) || !fs.existsSync(dir)) return false
+  // nosuid, nodev: nothing the workspace writes may become a setuid program or a device on the host.
+  await run('mount', ['-o', 'loop,nosuid,nodev,noatime', '--', image, dir], { env: WRAPPER_ENV })
+  return true
+}
+
+/**
+ * Mounts the workspace's own file system of `bytes` on `dir`, making its image first when there
+ * is none; a folder that already holds files (a workspace from before quotas, or one restored from
+ * a snapshot) is copied into the new image (`mke2fs -d`). Returns false, leaving the folder as it
+ * was, when its content does not fit the quota.
+ */
+export async function mountDisk(dir: string, image: string, bytes: number): Promise<boolean> {
+  if (await mountExisting(dir, image)) return true
+  fs.mkdirSync(path.dirname(image), { recursive: true, mode: 0o700 })
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
+  const content = fs.readdirSync(dir).length > 0
+  const fresh = `${image}.${randomBytes(4).toString('hex')}.new`
+  try {
+    // Sparse: the host pays for what the workspace writes, up to the quota. No reserved blocks.
+    fs.closeSync(fs.openSync(fresh, 'wx', 0o600))
+    fs.truncateSync(fresh, bytes)
+    const args = ['-q', '-F', '-t', 'ext4', '-m', '0', '-E', 'lazy_itable_init=1,lazy_journal_init=1,nodiscard', ...(content ? ['-d', dir] : []), fresh]
+    await run('mke2fs', args, { env: WRAPPER_ENV })
+  } catch (err) {
+    fs.rmSync(fresh, { force: true })
+    if (content) return false
+    throw err
+  }
+  fs.renameSync(fresh, image)
+  // What was copied in is set aside, then removed once the image is mounted in its place.
+  const aside = content ? `${dir}.${randomBytes(4).toString('hex')}.old` : null
+  if (aside) {
+    fs.renameSync(dir, aside)
+    fs.mkdirSync(dir, { mode: 0o700 })
+  }
+  try {
+    await mountExisting(dir, image)
+  } catch (err) {
+    fs.rmSync(image, { force: true })
+    if (aside) {
+      fs.rmdirSync(dir)
+      fs.renameSync(aside, dir)
+    }
+    throw err
+  }
+  if (aside) await fs.promises.rm(aside, { recursive: true, force: true })
+  // mke2fs's lost+found is no part of the agent's workspace (e2fsck makes it again when it needs one).
+  fs.rmSync(path.join(dir, 'lost+found'), { recursive: true, force: true })
+  return true
+}
+
+/** Unmounts the workspace's file system (lazily when something still holds it); `remove` deletes its image too. */
+export async function unmountDisk(dir: string, image: string, remove: boolean): Promise<void> {
+  if (isMountPoint(dir)) {
+    try {
+      await run('umount', ['--', dir], { env: WRAPPER_ENV })
+    } catch {
+      // Busy (a process still leaving): detached now, freed when its last user goes.
+      await run('umount', ['-l', '--', dir], { env: WRAPPER_ENV })
+    }
+  }
+  if (remove) fs.rmSync(image, { force: true })
+}
+
+/**
+ * The file systems of one provider's workspaces (folders of `root`, images in `root/.disks`), by
+ * folder name. A workspace's mounts and unmounts run one at a time, in call order: a sandbox
+ * released while the next one over the same workspace starts must not unmount under it.
+ */
+export class WorkspaceDisks {
+  private root: string
+  /** Each workspace's quota in bytes; 0: plain folders. */
+  readonly bytes: number
+  /** Why this host cannot give workspaces file systems of their own (no loop devices, no mke2fs); null while it can. */
+  problem: string | null = null
+  private mounted = new Set<string>()
+  private queues = new Map<string, Promise<unknown>>()
+  private sharing: Promise<void> | null = null
+  private shared = false
+
+  constructor(root: string, bytes: number) {
+    this.root = root
+    this.bytes = bytes
+  }
+
+  /**
+   * The workspace's own file system, mounted (made first when it has none). A host that cannot
+   * make one keeps plain folders and says why in `problem`; a workspace whose files do not fit its
+   * quota stays a plain folder. Throws when an image exists but cannot be mounted: it holds the
+   * workspace's files.
+   */
+  mount(name: string): Promise<void> {
+    return this.serial(name, async () => {
+      if (this.bytes === 0) return
+      await this.share()
+      if (this.problem) return
+      const image = this.imageOf(name)
+      const made = !fs.existsSync(image)
+      try {
+        if (await mountDisk(path.join(this.root, name), image, this.bytes)) this.mounted.add(name)
+      } catch (err) {
+        if (!made) throw err
+        this.problem = (err as Error).message.split('\n')[0]!
+      }
+    })
+  }
+
+  /** Mounts the workspace's image when it has one (after a restart nothing is mounted until used). */
+  mountIfImage(name: string): Promise<void> {
+    return this.serial(name, async () => {
+      if (this.bytes === 0) return
+      await this.share()
+      if (await mountExisting(path.join(this.root, name), this.imageOf(name))) this.mounted.add(name)
+    })
+  }
+
+  /** Unmounts the workspace's file system unless `keep()` says it is in use again by then; `remove` deletes its image. */
+  unmount(name: string, remove: boolean, keep: () => boolean = () => false): Promise<void> {
+    return this.serial(name, async () => {
+      if (this.bytes === 0 || keep()) return
+      await unmountDisk(path.join(this.root, name), this.imageOf(name), remove)
+      this.mounted.delete(name)
+    })
+  }
+
+  /**
+   * Makes the folder of workspaces a shared mount (a bind of itself), once: a sandbox's init waits
+   * in a mount namespace of its own made ahead of its workspace (the warm pool), and a workspace
+   * mounted on the host after that reaches it only through a shared mount (on a host whose root
+   * is private, as in most containers, nothing would).
+   */
+  share(): Promise<void> {
+    if (this.bytes === 0) return Promise.resolve()
+    this.sharing ??= (async () => {
+      fs.mkdirSync(this.root, { recursive: true, mode: 0o700 })
+      // Recursive: workspaces a killed service left mounted stay in view.
+      if (!mountPoints().has(this.root)) await run('mount', ['--rbind', '--', this.root, this.root], { env: WRAPPER_ENV })
+      await run('mount', ['--make-shared', '--', this.root], { env: WRAPPER_ENV })
+      this.shared = true
+    })().catch((err) => {
+      this.problem ??= (err as Error).message.split('\n')[0]!
+    })
+    return this.sharing
+  }
+
+  /** Takes on the workspace mounts a service killed outright left (unmounted at close like its own). */
+  adopt(): void {
+    if (this.bytes === 0) return
+    for (const point of mountPoints()) if (path.dirname(point) === this.root) this.mounted.add(path.basename(point))
+  }
+
+  /** Unmounts every workspace file system: a folder left mounted could not be removed. The next service mounts them again. */
+  async close(): Promise<void> {
+    for (const name of [...this.mounted]) await this.unmount(name, false).catch(() => {})
+    if (this.shared) await run('umount', ['-l', '--', this.root], { env: WRAPPER_ENV }).catch(() => {})
+    this.shared = false
+    this.sharing = null
+  }
+
+  private imageOf(name: string): string {
+    return path.join(this.root, '.disks', `${name}.ext4`)
+  }
+
+  private serial<T>(name: string, op: () => Promise<T>): Promise<T> {
+    const run = (this.queues.get(name) ?? Promise.resolve()).then(op)
+    const tail = run.catch(() => {})
+    this.queues.set(name, tail)
+    void tail.then(() => {
+      if (this.queues.get(name) === tail) this.queues.delete(name)
+    })
+    return run
+  }
+}
+
+/** Every mount point of this mount namespace. */
+function mountPoints(): Set<string> {
+  let text = ''
+  try {
+    text = fs.readFileSync('/proc/self/mountinfo', 'utf8')
+  } catch {
+    /* none to tell */
+  }
+  const out = new Set<string>()
+  for (const line of text.split('\n')) {
+    // Written with octal escapes for spaces and the like.
+    const point = line.split(' ')[4]?.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)))
+    if (point) out.add(point)
+  }
+  return out
+}

@@ -1,0 +1,88 @@
+import { after, describe, it } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import type { SandboxSpec } from '../src/sandbox/sandbox.ts'
+import { LocalSandboxProvider, type LocalProviderOptions } from '../src/sandbox/local/local-provider.ts'
+
+/**
+ * A workspace's disk quota on this host: its folder is a file system of its own, so a write past
+ * the quota fails in the workspace with ENOSPC (never on the disk that holds the store), the
+ * sandbox goes on, the quota and the files survive a service stop (a fresh boot mounts nothing),
+ * and deleting the workspace leaves no mount or image behind.
+ */
+
+const skip =
+  process.getuid?.() !== 0 ? 'needs root' : spawnSync('sh', ['-c', 'command -v bwrap && command -v mke2fs']).status !== 0 ? 'needs bubblewrap and mke2fs (scripts/setup.sh)' : false
+
+const MiB = 1024 * 1024
+const mountsUnder = (dir: string) => fs.readFileSync('/proc/mounts', 'utf8').split('\n').filter((l) => l.split(' ')[1]?.startsWith(dir))
+
+describe('workspace disk quota', { skip }, () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-disk-test-'))
+  fs.chmodSync(dataDir, 0o700)
+  const root = path.join(dataDir, 'workspaces')
+  const tag = randomBytes(3).toString('hex')
+  const uidBase = 300_000 + (randomBytes(2).readUInt16BE() % 600) * 100
+  const providers: LocalSandboxProvider[] = []
+  const provider = (more: Partial<LocalProviderOptions> = {}) => {
+    const p = new LocalSandboxProvider({ cgroupParent: 'warren-test', workspaceRoot: root, prefix: `t${tag}-disk-`, uidBase, uidCount: 20, diskBytes: 32 * MiB, ...more })
+    providers.push(p)
+    return p
+  }
+  after(async () => {
+    for (const p of providers) await p.close().catch(() => {})
+    fs.rmSync(dataDir, { recursive: true, force: true })
+  })
+  const spec = (id: string, existing = false): SandboxSpec => ({ id, existing, workspaceMount: '/workspace', env: {}, network: { allow: [] }, limits: { memoryBytes: 256 * MiB, pids: 64, cpus: 1 } })
+
+  it('refuses a write past the quota with ENOSPC in the workspace, and the sandbox goes on', async () => {
+    const p = provider()
+    // Shells parked ahead, in mount namespaces made before the workspace is mounted (as in the service).
+    await p.warmUp()
+    const sb = await p.create(spec('full'))
+    const ls = await sb.exec({ command: 'ls -A' })
+    assert.equal(ls.stdout.toString(), '', 'an empty workspace (no lost+found)')
+    const r = await sb.exec({ command: 'head -c 64M /dev/zero > big.bin' })
+    assert.notEqual(r.exitCode, 0)
+    assert.match(r.stderr.toString(), /No space left on device/)
+    const size = fs.statSync(path.join(root, 'full', 'big.bin')).size
+    assert.ok(size < 32 * MiB, `${size} bytes written under a 32 MiB quota`)
+    // The host paid for no more than the quota.
+    const image = path.join(root, '.disks', 'full.ext4')
+    assert.ok(fs.statSync(image).blocks * 512 <= 33 * MiB)
+    assert.equal((await sb.exec({ command: 'rm big.bin && echo room > f.txt && cat f.txt' })).stdout.toString(), 'room\n')
+  })
+
+  it('keeps files and quota across a service stop, reads them before any sandbox, and leaves nothing behind once deleted', async () => {
+    const first = provider()
+    const sb = await first.create(spec('kept'))
+    assert.equal((await sb.exec({ command: 'echo kept > k.txt' })).exitCode, 0)
+    await first.close()
+    assert.deepEqual(mountsUnder(path.join(root, 'kept')), [], 'a stopped service leaves no mount')
+    // As after a boot: nothing mounted, the image in place.
+    const second = provider()
+    assert.equal((await second.workspace('kept').readFile('k.txt'))?.toString(), 'kept\n')
+    const again = await second.create(spec('kept', true))
+    assert.equal((await again.exec({ command: 'cat k.txt' })).stdout.toString(), 'kept\n')
+    assert.match((await again.exec({ command: 'head -c 64M /dev/zero > big.bin' })).stderr.toString(), /No space left on device/)
+    await second.deleteWorkspace('kept')
+    assert.deepEqual(mountsUnder(path.join(root, 'kept')), [])
+    assert.equal(fs.existsSync(path.join(root, '.disks', 'kept.ext4')), false)
+    assert.equal(fs.existsSync(path.join(root, 'kept')), false)
+  })
+
+  it('moves a workspace made before quotas into a file system of its own, its files kept', async () => {
+    const plain = provider({ diskBytes: 0 })
+    const sb = await plain.create(spec('old'))
+    await sb.exec({ command: 'mkdir -p d && echo old > d/o.txt' })
+    await sb.destroy()
+    const p = provider()
+    const moved = await p.create(spec('old', true))
+    assert.equal((await moved.exec({ command: 'cat d/o.txt' })).stdout.toString(), 'old\n')
+    assert.match((await moved.exec({ command: 'head -c 64M /dev/zero > big.bin' })).stderr.toString(), /No space left on device/)
+  })
+})
