@@ -54,6 +54,19 @@ while (my $c = $srv->accept) {
 }
 `
 
+// Copies the browser's answering pipe (its fd 4) and writes one message into it, as the browser would.
+const INJECTOR = String.raw`
+my ($payload) = @ARGV;
+for my $d (glob '/proc/[0-9]*') {
+  open my $f, '<', "$d/cmdline" or next; local $/; my $c = <$f> // '';
+  next unless $c =~ m{^/usr/lib/chromium/chromium\0} && $c =~ /remote-debugging-pipe/ && $c !~ /--type=/;
+  my ($p) = $d =~ /(\d+)$/;
+  my $pidfd = syscall(434, $p + 0, 0); die "pidfd_open: $!" if $pidfd < 0;
+  my $fd = syscall(438, $pidfd, 4, 0); die "pidfd_getfd: $!" if $fd < 0;
+  open my $o, '>&=', $fd or die; syswrite $o, "$payload\0"; print "wrote\n";
+}
+`
+
 describe('the browser’s DevTools channel against the workspace [sqlite]', { skip }, () => {
   const w = useWarren('sqlite', { env: { ...NO_RATE_LIMITS, WARREN_IDLE_PAUSE_MS: '600000' } })
   let fake: FakeModelServer
@@ -93,5 +106,25 @@ describe('the browser’s DevTools channel against the workspace [sqlite]', { sk
     assert.ok(!browsed.includes('host-secret-bytes') && !browsed.includes(`:${target}`), browsed)
     // The browser works: the page is refused by the network policy, as any loopback address is.
     assert.match(browsed, /network policy refused/, browsed)
+  })
+
+  it('a message the workspace slips into the browser’s pipe ends that browser, and neither the service nor the model hears it', async () => {
+    const c = client(w(), await newOrg(w()))
+    await c.connect(fake, 'openai')
+    const sid = await c.session()
+    // An answer to no command, carrying an error: playwright asserts on it, which must not end the service.
+    const payload = JSON.stringify({ id: 424242, error: { message: 'workspace-said-this' } })
+    const inject = `cat > /tmp/injector.pl <<'EOF'\n${INJECTOR}\nEOF\nperl /tmp/injector.pl '${payload}'`
+    const browse = (id: string) => ({ toolCalls: [{ id, name: 'browse', args: { url: 'http://127.0.0.1:8000/' } }] })
+    fake.script(browse('call_1'), { toolCalls: [{ id: 'call_2', name: 'bash', args: { command: inject } }] }, browse('call_3'), { text: 'ok' })
+    const before = fake.modelRequests.length
+    const turn = await c.accept(sid, 'open it')
+    assert.equal((await c.settled(sid, turn.id, 120_000)).status, 'completed')
+    const results = [1, 2, 3].map((i) => fake.modelRequests[before + i]!.toolResults.at(-1)!.content)
+    assert.match(results[0]!, /network policy refused/, results[0])
+    assert.match(results[1]!, /wrote/, 'control: the message reached the service’s end of the pipe')
+    // The next use starts another browser, which works.
+    assert.match(results[2]!, /network policy refused/, results[2])
+    for (const r of results) assert.ok(!r.includes('workspace-said-this'), r)
   })
 })

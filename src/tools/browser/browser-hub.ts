@@ -76,8 +76,12 @@ export function browserHub(deps: { log: Log }): BrowserHub {
       const browser = await chromium.connectOverCDP(transport, { timeout: START_TIMEOUT_MS })
       const context = browser.contexts()[0] ?? (await browser.newContext())
       const page = context.pages()[0] ?? (await context.newPage())
-      // Whatever ends it (the workspace reclaimed, a crash), the next use starts another.
-      browser.on('disconnected', forget)
+      // Whatever ends it (the workspace reclaimed, a crash), the next use starts another. A pipe
+      // broken under a browser still running (see cdpPipe) leaves nothing running behind it.
+      browser.on('disconnected', () => {
+        forget()
+        void proc.kill().catch(() => {})
+      })
       void proc.exited.then(forget)
       return { proc, browser, page }
     } catch (err) {
