@@ -67,6 +67,24 @@ for my $d (glob '/proc/[0-9]*') {
 }
 `
 
+// Waits (30 s at most) for the browser, writes a line on its stderr, and kills it.
+const KILLER = String.raw`
+my $until = time + 30;
+open my $w, '>', '/tmp/killer.watching'; close $w;
+while (time < $until) {
+  for my $d (glob '/proc/[0-9]*') {
+    open my $f, '<', "$d/cmdline" or next; local $/; my $c = <$f> // '';
+    next unless $c =~ m{^/usr/lib/chromium/chromium\0} && $c !~ /--type=/;
+    my ($p) = $d =~ /(\d+)$/;
+    my $pidfd = syscall(434, $p + 0, 0); next if $pidfd < 0;
+    my $fd = syscall(438, $pidfd, 2, 0);
+    if ($fd >= 0 && open my $err, '>&=', $fd) { syswrite $err, "workspace-wrote-this on stderr\n" }
+    kill 'KILL', $p; exit 0;
+  }
+  select(undef, undef, undef, 0.002);
+}
+`
+
 describe('the browser’s DevTools channel against the workspace [sqlite]', { skip }, () => {
   const w = useWarren('sqlite', { env: { ...NO_RATE_LIMITS, WARREN_IDLE_PAUSE_MS: '600000' } })
   let fake: FakeModelServer
@@ -86,41 +104,50 @@ describe('the browser’s DevTools channel against the workspace [sqlite]', { sk
     secret?.close()
   })
 
-  it('a workspace process that takes the debugging port and fakes the browser’s stderr leads the service nowhere', async () => {
+  const browse = { name: 'browse', args: { url: 'http://127.0.0.1:8000/' } }
+  /** A bash call that writes the perl `script` and runs it with `args`: in the background (once it watches), or to its end. */
+  const perl = (name: string, script: string, args: string, background: boolean) => ({
+    name: 'bash',
+    args: {
+      command: `cat > /tmp/${name}.pl <<'EOF'\n${script}\nEOF\n` + (background
+        ? `(setsid perl /tmp/${name}.pl ${args} >/dev/null 2>&1 &)\nwhile [ ! -e /tmp/${name}.watching ]; do sleep 0.05; done; echo watching`
+        : `perl /tmp/${name}.pl ${args}`),
+    },
+  })
+  /** One turn of a new session making these tool calls, a step each; what each call answered the model. */
+  async function turnOf(...calls: { name: string; args: unknown }[]): Promise<string[]> {
     const c = client(w(), await newOrg(w()))
     await c.connect(fake, 'openai')
     const sid = await c.session()
-    const target = (secret.address() as AddressInfo).port
-    const start = `cat > /tmp/attacker.pl <<'EOF'\n${ATTACKER}\nEOF\n(setsid perl /tmp/attacker.pl ${target} >/dev/null 2>&1 &)\nwhile [ ! -e /tmp/attacker.watching ]; do sleep 0.05; done; echo watching`
-    fake.script(
-      { toolCalls: [{ id: 'call_a', name: 'bash', args: { command: start } }] },
-      { toolCalls: [{ id: 'call_b', name: 'browse', args: { url: 'http://127.0.0.1:8000/' } }] },
-      { text: 'ok' },
-    )
+    fake.script(...calls.map((call, i) => ({ toolCalls: [{ id: `call_${i}`, ...call }] })), { text: 'ok' })
     const before = fake.modelRequests.length
     const turn = await c.accept(sid, 'open it')
     assert.equal((await c.settled(sid, turn.id, 120_000)).status, 'completed')
-    assert.match(fake.modelRequests[before + 1]!.toolResults.at(-1)!.content, /watching/, 'control: the attacker ran')
-    const browsed = fake.modelRequests[before + 2]!.toolResults.at(-1)!.content
+    return calls.map((_, i) => fake.modelRequests[before + 1 + i]!.toolResults.at(-1)!.content)
+  }
+
+  it('a workspace process that takes the debugging port and fakes the browser’s stderr leads the service nowhere', async () => {
+    const target = (secret.address() as AddressInfo).port
+    const [started, browsed] = await turnOf(perl('attacker', ATTACKER, String(target), true), browse)
+    assert.match(started!, /watching/, 'control: the attacker ran')
     assert.deepEqual(reached, [], 'the service connected to the host’s loopback')
-    assert.ok(!browsed.includes('host-secret-bytes') && !browsed.includes(`:${target}`), browsed)
+    assert.ok(!browsed!.includes('host-secret-bytes') && !browsed!.includes(`:${target}`), browsed)
     // The browser works: the page is refused by the network policy, as any loopback address is.
-    assert.match(browsed, /network policy refused/, browsed)
+    assert.match(browsed!, /network policy refused/, browsed)
+  })
+
+  it('a browser the workspace kills, after writing on its stderr, fails the call with the service’s words only', async () => {
+    const [started, browsed] = await turnOf(perl('killer', KILLER, '', true), browse)
+    assert.match(started!, /watching/, 'control: the killer ran')
+    // Killed before the service reached it (the usual case): the fixed sentence; after, playwright's own words.
+    assert.match(browsed!, /browse failed/, browsed)
+    assert.ok(!browsed!.includes('workspace-wrote-this'), browsed)
   })
 
   it('a message the workspace slips into the browser’s pipe ends that browser, and neither the service nor the model hears it', async () => {
-    const c = client(w(), await newOrg(w()))
-    await c.connect(fake, 'openai')
-    const sid = await c.session()
     // An answer to no command, carrying an error: playwright asserts on it, which must not end the service.
     const payload = JSON.stringify({ id: 424242, error: { message: 'workspace-said-this' } })
-    const inject = `cat > /tmp/injector.pl <<'EOF'\n${INJECTOR}\nEOF\nperl /tmp/injector.pl '${payload}'`
-    const browse = (id: string) => ({ toolCalls: [{ id, name: 'browse', args: { url: 'http://127.0.0.1:8000/' } }] })
-    fake.script(browse('call_1'), { toolCalls: [{ id: 'call_2', name: 'bash', args: { command: inject } }] }, browse('call_3'), { text: 'ok' })
-    const before = fake.modelRequests.length
-    const turn = await c.accept(sid, 'open it')
-    assert.equal((await c.settled(sid, turn.id, 120_000)).status, 'completed')
-    const results = [1, 2, 3].map((i) => fake.modelRequests[before + i]!.toolResults.at(-1)!.content)
+    const results = await turnOf(browse, perl('injector', INJECTOR, `'${payload}'`, false), browse)
     assert.match(results[0]!, /network policy refused/, results[0])
     assert.match(results[1]!, /wrote/, 'control: the message reached the service’s end of the pipe')
     // The next use starts another browser, which works.

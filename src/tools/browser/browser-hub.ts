@@ -72,6 +72,8 @@ export function browserHub(deps: { log: Log }): BrowserHub {
     const transport = cdpPipe(proc.fds[0]!, proc.fds[1]!, (err) => {
       deps.log.warn({ err, component: 'browser', session_id: sessionId }, 'the session browser\'s DevTools pipe broke')
     })
+    // The pipe's end may outlive the browser in a process it started: its exit ends the connection.
+    void proc.exited.then(() => transport.close())
     try {
       const browser = await chromium.connectOverCDP(transport, { timeout: START_TIMEOUT_MS })
       const context = browser.contexts()[0] ?? (await browser.newContext())
