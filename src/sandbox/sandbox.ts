@@ -74,10 +74,11 @@ export type SpawnRequest = {
   cwd?: string
   env?: Record<string, string>
   /**
-   * How many more pipes the process gets, as fds 3, 4… (0 when left out): a channel to the caller
-   * that nothing in the sandbox names, unlike a port or a file (a browser's --remote-debugging-pipe).
-   * Another process of the sandbox's user can still copy such an fd (pidfd_getfd): what comes
-   * through it is as hostile as anything the workspace writes.
+   * How many more pipes the process gets, as fds 3, 4… (0 when left out, at most 4; a TypeError
+   * otherwise): a channel to the caller that nothing in the sandbox names, unlike a port or a
+   * file (a browser's --remote-debugging-pipe). Another process of the sandbox's user can still
+   * copy such an fd (pidfd_getfd): what comes through it is as hostile as anything the workspace
+   * writes.
    */
   extraFds?: number
 }
@@ -180,7 +181,7 @@ export type Sandbox = WorkspaceReader & {
   openChanges(): Promise<ChangeWindow>
   /** Runs `command` with /bin/sh -c inside the sandbox. Rejects only when the sandbox is unusable. */
   exec(req: ExecRequest, signal?: AbortSignal): Promise<ExecResult>
-  /** Starts `command` with /bin/sh -c inside the sandbox, its stdin, stdout and stderr piped to the caller. */
+  /** Starts `command` with /bin/sh -c inside the sandbox, its stdin, stdout, stderr (and extraFds) piped to the caller. */
   spawn(req: SpawnRequest): Promise<SandboxProcess>
   /** Creates parent folders; refuses (throws SandboxPathError) a path that leaves the workspace, symlinks included. */
   writeFile(path: string, data: Buffer, mode?: number): Promise<void>
