@@ -50,6 +50,7 @@ import { guardedFetch } from '../src/mcp/guarded-fetch.ts'
 import type { McpEntry } from '../src/mcp/mcp-tools.ts'
 import { secretBox } from '../src/shared/secret-box.ts'
 import { browserHub, chromiumAvailable, CHROMIUM } from '../src/tools/browser/browser-hub.ts'
+import { silentLog } from '../src/shared/log.ts'
 import { browse } from '../src/tools/browser/browser-tools.ts'
 import { startFakeMcp, type FakeMcp } from '../test/fakes/mcp-server.ts'
 import { chatChunk, chatStream } from './chat-sse.ts'
@@ -287,7 +288,7 @@ async function browser() {
     const ww = w
     const sandbox = () => ww.workspaces.acquire(sid)
     await sandbox()
-    hub = browserHub()
+    hub = browserHub({ log: silentLog })
     const h = hub
 
     const flags = ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-quic']

@@ -42,7 +42,6 @@ const EmptyQuery = Type.Object({}, { additionalProperties: false })
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const previews = previewGateway({
     ...deps,
-    reservedPorts: (id) => deps.runner.reservedPorts(id),
     owners: {
       header: NODE_HEADER,
       async route(sessionId, headers) {

@@ -5,9 +5,11 @@ import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import fs from 'node:fs'
+import { setImmediate } from 'node:timers/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { pickBlobStore } from '../src/artifacts/database-blob-store.ts'
+import { RECORD_BATCH } from '../src/artifacts/publish-turn.ts'
 import { errorOf, forEachDialect, useWarren } from './harness.ts'
 import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
 import { NO_RATE_LIMITS, client, details, newOrg, type TurnJson } from './turns.helpers.ts'
@@ -164,6 +166,40 @@ forEachDialect('artifacts', (dialect) => {
     assert.equal((await c.call('GET', `/v1/sessions/${sid}/artifacts/${firstArts[0]!.id}/content`)).body, 'v1 from turn 1\n')
     const secondArts = await list(second.id)
     assert.equal((await c.call('GET', `/v1/sessions/${sid}/artifacts/${secondArts[0]!.id}/content`)).body, 'v2 from turn 2\n')
+  })
+
+  it('records a large publication a batch at a time: requests are answered while it runs, and each path is published once', async () => {
+    const c = client(w(), await newOrg(w()))
+    await c.connect(fake, 'openai')
+    const sid = await c.session()
+    const n = RECORD_BATCH * 3 + 7
+    fake.script({ toolCalls: [{ name: 'bash', args: { command: `mkdir -p many && for i in $(seq ${n}); do echo $i > many/$i.txt; done` } }] }, { text: 'Done.' })
+    const accepted = await c.accept(sid, 'make files')
+    // The list, then the turn, again and again. Recorded in the one transaction that ends the
+    // publication, files listed would always come with a turn no longer pending.
+    let between = 0
+    for (;;) {
+      const listed = (await c.call('GET', `/v1/sessions/${sid}/artifacts?limit=1`)).json().data.length
+      const t = await c.turn(sid, accepted.id)
+      if (t.status !== 'working' && t.artifacts !== 'pending') break
+      if (listed > 0 && t.artifacts === 'pending') between++
+      // An injected request never waits on I/O: without this the loop would starve the turn.
+      await setImmediate()
+    }
+    assert.ok(between > 0, 'answered between two batches of the publication')
+    const turn = await c.settled(sid, accepted.id)
+    assert.equal(turn.artifacts, 'ready')
+    const paths: string[] = []
+    for (let after = ''; ; ) {
+      const page = (await c.call('GET', `/v1/sessions/${sid}/artifacts?order=asc&limit=100${after ? `&after=${after}` : ''}`)).json()
+      paths.push(...(page.data as { path: string }[]).map((a) => a.path))
+      if (!page.has_more) break
+      after = page.data.at(-1).id
+    }
+    assert.equal(paths.length, n)
+    assert.equal(new Set(paths).size, n)
+    const created = details(await c.items(sid), 'artifact.created')
+    assert.equal(created.length, n, 'one artifact.created a file')
   })
 
   it('refuses what is not there: another organization, an unknown artifact, an unknown query field', async () => {

@@ -247,7 +247,7 @@ describe('the session browser’s lifetime [sqlite]', { skip }, () => {
   })
   after(() => fake?.close())
 
-  const chromiumOf = (uid: number) => spawnSync('pgrep', ['-u', String(uid), '-f', 'remote-debugging-port'], { encoding: 'utf8' }).stdout.trim()
+  const chromiumOf = (uid: number) => spawnSync('pgrep', ['-u', String(uid), '-f', 'remote-debugging-pipe'], { encoding: 'utf8' }).stdout.trim()
 
   it('starts on first use as the sandbox’s user, closes before the workspace pauses, and is gone with the session', async () => {
     const c = client(w(), await newOrg(w()))
@@ -271,14 +271,9 @@ describe('the session browser’s lifetime [sqlite]', { skip }, () => {
     })
     assert.ok(statuses.length > 1, 'control: Chromium runs several processes')
     for (const status of statuses) assert.match(status, /^NoNewPrivs:\s*1$[\s\S]*^Seccomp:\s*2$/m, status.split('\n')[0])
-    // Its DevTools port is the service's own: never found by a preview, never published.
-    const [devtools] = w().runner.reservedPorts(sid)
-    assert.ok(devtools)
-    const named = await c.call('POST', `/v1/sessions/${sid}/preview`, { port: devtools })
-    assert.equal(named.statusCode, 409)
-    assert.match(named.json().error.message, /the service's own/)
+    // The service talks to it over pipes: it listens on no port of the workspace, nothing to publish.
     const found = await c.call('POST', `/v1/sessions/${sid}/preview`, {})
-    assert.equal(found.statusCode, 409, 'nothing else listens, and the browser is not offered')
+    assert.equal(found.statusCode, 409, 'nothing listens, the browser neither')
     await waitFor('the workspace pauses when idle', async () => (await c.getSession(sid)).environment.state === 'paused', 30_000)
     assert.equal(chromiumOf(uid), '', 'closed before the pause')
     // Used again, it starts again; deleting the session takes it away.

@@ -172,6 +172,24 @@ export function sandboxContract(name: string, o: ContractOptions): void {
       assert.ok(Number(after) < sleeper.out.trim().split('\n').length, `${sleeper.out} then ${after}`)
     })
 
+    it('gives a spawned process the extra pipes asked for as fds 3 and 4, both ways, and no other descriptor of its start', async () => {
+      const command = 'for f in 3 4 5 6 7 8; do [ -e /proc/$$/fd/$f ] && printf "$f "; done >&2; IFS= read -r a <&3; echo "got $a" >&4; IFS= read -r b; echo "stdin $b" >&4'
+      const proc = await main.spawn({ command, extraFds: 2 })
+      assert.equal(proc.fds.length, 2)
+      let err = ''
+      proc.stderr.on('data', (d: Buffer) => (err += d))
+      let answers = ''
+      proc.fds[1]!.on('data', (d: Buffer) => (answers += d))
+      const answered = new Promise((resolve) => proc.fds[1]!.once('close', resolve))
+      proc.fds[0]!.write('ping\n')
+      proc.stdin.write('pong\n')
+      assert.equal(await proc.exited, 0)
+      await answered
+      assert.equal(answers, 'got ping\nstdin pong\n')
+      assert.equal(err, '3 4 ', 'fds 3 and 4 only: not the start’s control pipe')
+      await assert.rejects(main.spawn({ command: 'true', extraFds: 9 }), /extraFds/)
+    })
+
     it('writes and reads workspace files with their modes', async () => {
       await main.writeFile('files/a.txt', Buffer.from('hello'), 0o640)
       const r = await run(main, 'cat files/a.txt; echo; stat -c %a files/a.txt; echo more > files/b.txt')

@@ -51,6 +51,18 @@ export async function orgArtifactBytes(db: Db, orgId: string): Promise<number> {
   return Number(r?.bytes ?? 0)
 }
 
+/** The paths a turn published already, with their sizes (a publication resumed, or another racing it). */
+export async function publishedPaths(db: Db, turnId: string, paths?: string[]): Promise<Map<string, number>> {
+  let q = db.selectFrom('artifacts').select(['path', 'size_bytes']).where('turn_id', '=', turnId)
+  if (paths !== undefined) q = q.where('path', 'in', paths)
+  return new Map((await q.execute()).map((r) => [r.path, Number(r.size_bytes)]))
+}
+
+/** True while the turn's publication has not ended. */
+export async function publicationPending(db: Db, turnId: string): Promise<boolean> {
+  return (await db.selectFrom('turns').select('id').where('id', '=', turnId).where('artifacts', '=', 'pending').executeTakeFirst()) !== undefined
+}
+
 export async function insertArtifacts(db: Db, rows: ArtifactRow[]): Promise<void> {
   // In batches: one statement's parameters are bounded (SQLite: 32,766), a turn's files are not.
   for (let i = 0; i < rows.length; i += 500) await db.insertInto('artifacts').values(rows.slice(i, i + 500)).execute()

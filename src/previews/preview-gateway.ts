@@ -57,7 +57,7 @@ export type PreviewOwners = {
   header: string
 }
 
-export function previewGateway(deps: { store: Store; workspaces: WorkspaceManager; config: Config; reservedPorts(sessionId: string): number[]; owners?: PreviewOwners }): PreviewGateway {
+export function previewGateway(deps: { store: Store; workspaces: WorkspaceManager; config: Config; owners?: PreviewOwners }): PreviewGateway {
   const { store, workspaces, config } = deps
   const never = new Set(deps.owners ? [deps.owners.header] : [])
   // Made once: only the domain's port changes once the service listens, and ports are ignored.
@@ -88,8 +88,6 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
 
   /** Where the row's port is reached, holding the workspace awake until released; or the page saying why not. */
   async function reach(row: PreviewRow, reqHeaders: IncomingMessage['headers']): Promise<Target | { page: ReturnType<typeof PAGES.notRunning> }> {
-    // The service's own ports in the workspace (its browser's DevTools) are never a preview's.
-    if (deps.reservedPorts(row.session_id).includes(row.port)) return { page: PAGES.reserved(row.port) }
     try {
       // A paused workspace resumes here; one that cannot is answered with the page, not a hang.
       const sandbox = await workspaces.live(row.session_id)

@@ -39,5 +39,4 @@ export const PAGES = {
   failed: (port: number, reason: string) => previewPage(502, 'The preview could not be reached', `The server on port ${port} in the workspace did not answer: ${reason}.`),
   // Internal reasons are the service's business: a visitor of a public address is told only what they can act on.
   error: () => previewPage(502, 'The preview could not be served', 'The service could not serve this preview just now. Try again shortly.'),
-  reserved: (port: number) => previewPage(403, 'Not a preview', `Port ${port} is the service's own in this workspace (its browser), never served as a preview.`),
 }

@@ -25,8 +25,6 @@ export type TurnRunner = {
   cancel(sessionId: string, turnId: string): Promise<void>
   /** Stops driving the session without writing anything more (it is being deleted). */
   forget(sessionId: string): void
-  /** Workspace ports the service itself uses in the session's sandbox (its browser's DevTools): never a preview. */
-  reservedPorts(sessionId: string): number[]
   /** Resolves when nothing drives the session (tests and benchmarks wait on it). */
   settled(sessionId: string): Promise<void>
   /** The node lost its leases: every driver stops where it is, writing nothing more. */
@@ -75,7 +73,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
     spawn: async (sessionId, req) => (await workspaces.acquire(sessionId)).spawn(req),
   })
   // The session's browser (browse, browser_act, screenshot) lives until the workspace pauses.
-  const browser = browserHub()
+  const browser = browserHub({ log: runnerDeps.log })
   // A paused workspace keeps nothing open: its browser closes, its MCP servers are disconnected
   // (a local one would only sit frozen); both come back on the next use.
   workspaces.onPause(async (sessionId) => {
@@ -254,10 +252,6 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
       for (const [t, s] of seenBy) if (s === sessionId) (seen.delete(t), seenBy.delete(t))
       void mcp.forget(sessionId)
       void browser.close(sessionId)
-    },
-    reservedPorts(sessionId) {
-      const port = browser.port(sessionId)
-      return port === null ? [] : [port]
     },
     async settled(sessionId) {
       while (drivers.has(sessionId)) await drivers.get(sessionId)!.done

@@ -1,4 +1,4 @@
-import type { Readable } from 'node:stream'
+import type { Duplex, Readable } from 'node:stream'
 
 /**
  * The sandbox provider seam. Warren's workspaces run on whatever implements it: the local
@@ -68,11 +68,31 @@ export type ExecResult = {
   stderr: Buffer
 }
 
+/** What Sandbox.spawn starts. */
+export type SpawnRequest = {
+  command: string
+  cwd?: string
+  env?: Record<string, string>
+  /**
+   * How many more pipes the process gets, as fds 3, 4… (0 when left out, at most 4; a TypeError
+   * otherwise): a channel to the caller that nothing in the sandbox names, unlike a port or a
+   * file (a browser's --remote-debugging-pipe). Another process of the sandbox's user can still
+   * copy such an fd (pidfd_getfd): what comes through it is as hostile as anything the workspace
+   * writes.
+   */
+  extraFds?: number
+}
+
 /** A long-running process in a sandbox with its standard streams (a local MCP server, say). */
 export type SandboxProcess = {
   stdin: NodeJS.WritableStream
   stdout: NodeJS.ReadableStream
   stderr: NodeJS.ReadableStream
+  /**
+   * The extra pipes asked for (SpawnRequest.extraFds), fd 3 first: each the caller's end of a
+   * socket pair whose other end the process holds.
+   */
+  fds: Duplex[]
   /** Resolves when the process has exited: its code, or null when a signal ended it. */
   exited: Promise<number | null>
   /** Kills the process and everything it started. */
@@ -161,8 +181,8 @@ export type Sandbox = WorkspaceReader & {
   openChanges(): Promise<ChangeWindow>
   /** Runs `command` with /bin/sh -c inside the sandbox. Rejects only when the sandbox is unusable. */
   exec(req: ExecRequest, signal?: AbortSignal): Promise<ExecResult>
-  /** Starts `command` with /bin/sh -c inside the sandbox, its stdin, stdout and stderr piped to the caller. */
-  spawn(req: { command: string; cwd?: string; env?: Record<string, string> }): Promise<SandboxProcess>
+  /** Starts `command` with /bin/sh -c inside the sandbox, its stdin, stdout, stderr (and extraFds) piped to the caller. */
+  spawn(req: SpawnRequest): Promise<SandboxProcess>
   /** Creates parent folders; refuses (throws SandboxPathError) a path that leaves the workspace, symlinks included. */
   writeFile(path: string, data: Buffer, mode?: number): Promise<void>
   /**

@@ -1,6 +1,7 @@
 import fs from 'node:fs'
+import type { Socket } from 'node:net'
 import path from 'node:path'
-import type { ChangeWindow, EntryStat, ExecRequest, ExecResult, ListedEntry, OpenedFile, Sandbox, SandboxProcess, SandboxSpec, SandboxState, WorkspaceReader, WorkspaceSnapshot } from '../sandbox.ts'
+import type { ChangeWindow, EntryStat, ExecRequest, ExecResult, ListedEntry, OpenedFile, Sandbox, SandboxProcess, SandboxSpec, SandboxState, SpawnRequest, WorkspaceReader, WorkspaceSnapshot } from '../sandbox.ts'
 import { SandboxUnavailableError } from '../sandbox.ts'
 import { execArgv, sandboxEnv, type Tools } from './bubblewrap.ts'
 import type { SandboxCgroup } from './cgroups.ts'
@@ -138,7 +139,7 @@ export class LocalSandbox implements Sandbox {
     }
   }
 
-  async spawn(req: { command: string; cwd?: string; env?: Record<string, string> }): Promise<SandboxProcess> {
+  async spawn(req: SpawnRequest): Promise<SandboxProcess> {
     this.usable()
     const { spec } = this.ctx
     const env = sandboxEnv(spec.workspaceMount, this.ctx.network?.env, spec.env, req.env)
@@ -148,7 +149,9 @@ export class LocalSandbox implements Sandbox {
     this.usable()
     // Its own exec group: killing it kills what it started, and nothing else.
     const group = this.cgroup.newExec()
-    const parked = parkSpawn(this.ctx.tools, this.cgroup.procsFiles(group))
+    const extraFds = req.extraFds ?? 0
+    if (!Number.isInteger(extraFds) || extraFds < 0 || extraFds > 4) throw new TypeError('extraFds must be an integer from 0 to 4')
+    const parked = parkSpawn(this.ctx.tools, this.cgroup.procsFiles(group), extraFds)
     try {
       await parked.ready
     } catch (err) {
@@ -156,7 +159,7 @@ export class LocalSandbox implements Sandbox {
       throw new SandboxUnavailableError(`the process could not join the sandbox's cgroups: ${(err as Error).message}`)
     }
     const { argv, fd9 } = execArgv({ tools: this.ctx.tools, uid: this.uid, nsPid: init.nsPid, cwd, env, command: req.command })
-    parked.start(argv, { fd9, stdinFd: 3 })
+    parked.start(argv, { fd9, stdinFd: 3, passFds: extraFds })
     const child = parked.child
     const exited = new Promise<number | null>((resolve) => {
       if (child.exitCode !== null || child.signalCode !== null) return resolve(child.exitCode)
@@ -167,6 +170,7 @@ export class LocalSandbox implements Sandbox {
       stdin: child.stdio[3] as NodeJS.WritableStream,
       stdout: child.stdout!,
       stderr: child.stderr!,
+      fds: child.stdio.slice(4, 4 + extraFds) as Socket[],
       exited,
       kill: async () => {
         if (group) await this.cgroup.kill(group)

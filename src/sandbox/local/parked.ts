@@ -24,9 +24,10 @@ export type Parked = {
   ctlFd: number
   /**
    * Replaces the shell by `argv` (keeping stdio; fds above 2 but ctlFd stay open when keepFds),
-   * after running `before` in it when given (the shell exits 126 when that fails).
+   * after running `before` in it when given (the shell exits 126 when that fails). With stdinFd,
+   * the `passFds` pipes after it become the command's fds 3, 4… (see parkSpawn).
    */
-  start(argv: string[], opts?: { keepFds?: boolean; before?: string[] | null; fd9?: string; stdinFd?: number }): void
+  start(argv: string[], opts?: { keepFds?: boolean; before?: string[] | null; fd9?: string; stdinFd?: number; passFds?: number }): void
   /** True while the shell is waiting and usable. */
   usable(): boolean
 }
@@ -103,12 +104,21 @@ export function park(sh: string, procsFiles: string[], extraFds: number, wrap: s
       // The here-document's body follows the line that opens it.
       const doc = opts.fd9 === undefined ? { redirect: '', body: '' } : hereDoc(9, opts.fd9)
       // The command reads /dev/null, or (a process the caller talks to) one of the extra pipes.
-      const stdin = opts.stdinFd === undefined ? '</dev/null' : `<&${opts.stdinFd} ${opts.stdinFd}<&-`
+      const stdin = opts.stdinFd === undefined ? '</dev/null' : `<&${opts.stdinFd}${passed(opts.stdinFd, opts.passFds ?? 0)}`
       child.stdin!.end(`exec ${stdin}${close}${doc.redirect}; ${before}exec ${argv.map(quote).join(' ')}\n${doc.body}`)
       if (!opts.keepFds) ctl?.destroy()
     },
     usable: () => isReady && !started && child.exitCode === null && child.signalCode === null,
   }
+}
+
+/**
+ * Redirections that move the `count` fds after `stdinFd` down to 3, 4… and close what is left of
+ * them: each move's source is above every fd moved before it, so none is overwritten before it moves.
+ */
+function passed(stdinFd: number, count: number): string {
+  const moves = Array.from({ length: count }, (_, i) => ` ${3 + i}<&${stdinFd + 1 + i}`).join('')
+  return `${moves} ${stdinFd + count}<&-`
 }
 
 /** A here-document on `fd` whose delimiter cannot occur as a line of the text. */
@@ -120,11 +130,12 @@ function hereDoc(fd: number, text: string): { redirect: string; body: string } {
 
 
 /**
- * A parked shell for a process the caller talks to: stdin on fd 3 (a pipe), control on fd 4.
- * Like parkExec's, under no_new_privs and the syscall filter.
+ * A parked shell for a process the caller talks to: stdin on fd 3 (a pipe), then `extraFds` pipes
+ * (fds 4…, the command's 3… once started with passFds), control on the last. Like parkExec's,
+ * under no_new_privs and the syscall filter.
  */
-export function parkSpawn(tools: Tools, procsFiles: string[]): Parked {
-  return park(tools.sh, procsFiles, 2, filterWrap(tools.perl))
+export function parkSpawn(tools: Tools, procsFiles: string[], extraFds = 0): Parked {
+  return park(tools.sh, procsFiles, 2 + extraFds, filterWrap(tools.perl))
 }
 
 /**

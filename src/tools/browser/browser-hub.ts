@@ -1,6 +1,8 @@
 import fs from 'node:fs'
 import { chromium, type Browser, type Page } from 'playwright-core'
 import type { Sandbox, SandboxProcess } from '../../sandbox/sandbox.ts'
+import type { Log } from '../../shared/log.ts'
+import { cdpPipe } from './cdp-pipe.ts'
 
 /** Debian's Chromium binary (its /usr/bin/chromium is a wrapper script that reads /etc). */
 export const CHROMIUM = '/usr/lib/chromium/chromium'
@@ -13,76 +15,88 @@ export const chromiumAvailable = (): boolean => (chromiumFound ??= fs.existsSync
 type SessionBrowser = { proc: SandboxProcess; browser: Browser; page: Page }
 
 /**
+ * What the model is told when the browser cannot be started or reached: nothing of why, which
+ * comes from the workspace (the browser's output, what answers on its channel). The log has it.
+ */
+export const BROWSER_UNAVAILABLE = 'the browser could not be started in the workspace'
+
+/**
  * One headless Chromium per session, started on first use inside the session's sandbox: as its
  * user, in its network namespace, going out through its egress proxy (loopback included, which
  * the proxy refuses), so a page the agent opens can reach nothing the workspace cannot. The
- * service drives it over the DevTools protocol, reached like a preview (the sandbox's address,
- * redirected to its loopback). It closes when the workspace pauses, and is gone with the session.
+ * service drives it over the DevTools protocol on a pair of pipes it hands the browser at its
+ * start (--remote-debugging-pipe), never over a port: a port is found, taken first and answered
+ * by any process of the workspace, which would then say where the service connects. It closes
+ * when the workspace pauses, and is gone with the session.
  */
 export type BrowserHub = {
-  /** The session's page, the browser started first when it is not running. */
+  /** The session's page, the browser started first when it is not running. Rejects with BROWSER_UNAVAILABLE. */
   page(sessionId: string, sandbox: () => Promise<Sandbox>): Promise<Page>
   close(sessionId: string): Promise<void>
   closeAll(): Promise<void>
-  /** The workspace port the session's browser listens on for DevTools (never to be published), or null. */
-  port(sessionId: string): number | null
 }
 
-export function browserHub(): BrowserHub {
+export function browserHub(deps: { log: Log }): BrowserHub {
   const sessions = new Map<string, Promise<SessionBrowser>>()
-  const ports = new Map<string, number>()
 
   async function start(sessionId: string, sandbox: Sandbox, current: () => boolean): Promise<SessionBrowser> {
-    // A port of its own each start: a server the agent runs may hold any fixed one.
-    const port = 40_000 + Math.floor(Math.random() * 20_000)
-    ports.set(sessionId, port)
     // Whatever ends this browser (a crash, the workspace reclaimed) forgets it, unless a newer one took its place.
     const forget = () => {
-      if (!current()) return
-      sessions.delete(sessionId)
-      ports.delete(sessionId)
+      if (current()) sessions.delete(sessionId)
     }
     const flags = [
       '--headless', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run', '--no-default-browser-check',
       '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-quic', '--mute-audio',
-      '--remote-debugging-address=127.0.0.1', `--remote-debugging-port=${port}`, '--user-data-dir=/tmp/warren-browser',
+      '--remote-debugging-pipe', '--user-data-dir=/tmp/warren-browser',
       // Every request goes to the egress proxy, loopback too (Chromium bypasses it for loopback unless told).
       '--proxy-server="$HTTP_PROXY"', '--proxy-bypass-list="<-loopback>"',
     ]
     // Without a proxy (no allowlist) the sandbox has no network at all, and neither has the browser.
     const command = `if [ -z "$HTTP_PROXY" ]; then HTTP_PROXY=http://0.0.0.0:9; fi; exec ${CHROMIUM} ${flags.join(' ')} about:blank`
     const home = '/tmp/warren-browser-home'
-    const proc = await sandbox.spawn({ command, env: { HOME: home, XDG_CONFIG_HOME: `${home}/.config`, XDG_CACHE_HOME: `${home}/.cache` } })
+    const env = { HOME: home, XDG_CONFIG_HOME: `${home}/.config`, XDG_CACHE_HOME: `${home}/.cache` }
+    let proc: SandboxProcess
+    try {
+      // fd 3 carries the service's commands to the browser, fd 4 its answers.
+      proc = await sandbox.spawn({ command, env, extraFds: 2 })
+    } catch (err) {
+      deps.log.warn({ err, component: 'browser', session_id: sessionId }, 'the session browser could not be spawned')
+      throw new Error(BROWSER_UNAVAILABLE)
+    }
+    // Its output is the workspace's to write: kept for the log only.
     let said = ''
     proc.stdout.on('data', () => {})
-    const listening = new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`Chromium did not start within ${START_TIMEOUT_MS / 1000} s`)), START_TIMEOUT_MS)
-      proc.stderr.on('data', (d: Buffer) => {
-        said = (said + d.toString('utf8')).slice(-4000)
-        if (said.includes('DevTools listening')) clearTimeout(timer), resolve()
-      })
-      void proc.exited.then((code) => (clearTimeout(timer), reject(new Error(`Chromium exited (${code ?? 'signal'}): ${said.split('\n').filter((l) => !/dbus/.test(l)).slice(-5).join(' ').trim()}`))))
+    proc.stderr.on('data', (d: Buffer) => {
+      said = (said + d.toString('utf8')).slice(-2000)
     })
+    const transport = cdpPipe(proc.fds[0]!, proc.fds[1]!, (err) => {
+      deps.log.warn({ err, component: 'browser', session_id: sessionId }, 'the session browser\'s DevTools pipe broke')
+    })
+    // The pipe's end may outlive the browser in a process it started: its exit ends the connection.
+    void proc.exited.then(() => transport.close())
     try {
-      await listening
-      const address = await sandbox.resolvePreview(port)
-      const browser = await chromium.connectOverCDP(`http://${address.host}:${address.port}`, { timeout: START_TIMEOUT_MS })
+      const browser = await chromium.connectOverCDP(transport, { timeout: START_TIMEOUT_MS })
       const context = browser.contexts()[0] ?? (await browser.newContext())
       const page = context.pages()[0] ?? (await context.newPage())
-      // Whatever ends it (the workspace reclaimed, a crash), the next use starts another.
-      browser.on('disconnected', forget)
+      // Whatever ends it (the workspace reclaimed, a crash), the next use starts another. A pipe
+      // broken under a browser still running (see cdpPipe) leaves nothing running behind it.
+      browser.on('disconnected', () => {
+        forget()
+        void proc.kill().catch(() => {})
+      })
       void proc.exited.then(forget)
       return { proc, browser, page }
     } catch (err) {
+      transport.close()
       await proc.kill().catch(() => {})
-      throw err
+      deps.log.warn({ err, component: 'browser', session_id: sessionId, stderr: said.split('\n').slice(-5).join('\n') }, 'the session browser did not start')
+      throw new Error(BROWSER_UNAVAILABLE)
     }
   }
 
   async function close(sessionId: string): Promise<void> {
     const pending = sessions.get(sessionId)
     sessions.delete(sessionId)
-    ports.delete(sessionId)
     const b = await pending?.catch(() => null)
     if (!b) return
     await b.browser.close().catch(() => {})
@@ -97,7 +111,7 @@ export function browserHub(): BrowserHub {
         pending = mine
         sessions.set(sessionId, mine)
         mine.catch(() => {
-          if (sessions.get(sessionId) === mine) sessions.delete(sessionId), ports.delete(sessionId)
+          if (sessions.get(sessionId) === mine) sessions.delete(sessionId)
         })
       }
       const b = await pending
@@ -105,7 +119,6 @@ export function browserHub(): BrowserHub {
       return b.page
     },
     close,
-    port: (sessionId) => ports.get(sessionId) ?? null,
     async closeAll() {
       await Promise.all([...sessions.keys()].map(close))
     },

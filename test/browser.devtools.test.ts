@@ -1,0 +1,157 @@
+// The browser tools' DevTools channel against a hostile workspace: a process of the workspace
+// looks for the browser's debugging port, binds it first, and tells the service it listens with
+// a line written on the browser's stderr (a copy of that fd taken with pidfd_getfd); what it then
+// answers points at the host's loopback. The service must never connect there, and nothing it
+// read there (nor any detail of a failed start) may reach the model.
+import { after, before, describe, it } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { useWarren } from './harness.ts'
+import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
+import { NO_RATE_LIMITS, client, newOrg } from './turns.helpers.ts'
+import { chromiumAvailable } from '../src/tools/browser/browser-hub.ts'
+
+const has = (cmd: string) => spawnSync('sh', ['-c', `command -v ${cmd}`]).status === 0
+const skip = process.getuid?.() !== 0 ? 'needs root (network namespaces)' : !has('ip') ? 'needs ip' : !chromiumAvailable() ? 'needs Chromium' : false
+
+// Waits (30 s at most) for a DevTools port on any command line of the workspace, binds it, finds
+// the browser, writes the fake "listening" line on its stderr, then answers every request with
+// a redirect and a WebSocket address, both on the host's loopback port given.
+const ATTACKER = String.raw`
+use strict; use IO::Socket::INET;
+my ($target) = @ARGV; my $until = time + 30;
+open my $w, '>', '/tmp/attacker.watching'; close $w;
+sub cmdlines { my %c; for my $d (glob '/proc/[0-9]*') { open my $f, '<', "$d/cmdline" or next; local $/; my ($p) = $d =~ /(\d+)$/; $c{$p} = <$f> // '' } %c }
+my ($port, $srv);
+while (!$srv && time < $until) {
+  my %c = cmdlines();
+  for (values %c) { ($port) = /remote-debugging-port=(\d+)/ and last }
+  $srv = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => $port, Listen => 8, ReuseAddr => 1) if $port;
+  select(undef, undef, undef, 0.002) unless $srv;
+}
+exit 0 unless $srv;
+my $told = 0;
+while (!$told && time < $until) {
+  my %c = cmdlines();
+  for my $p (keys %c) {
+    next unless $c{$p} =~ m{^/usr/lib/chromium/chromium\0} && $c{$p} !~ /--type=/;
+    my $pidfd = syscall(434, $p + 0, 0); next if $pidfd < 0;
+    my $fd = syscall(438, $pidfd, 2, 0); next if $fd < 0;
+    open my $err, '>&=', $fd or next;
+    syswrite $err, "DevTools listening on ws://127.0.0.1:$port/devtools/browser/x\n"; $told = 1;
+  }
+  select(undef, undef, undef, 0.01) unless $told;
+}
+while (my $c = $srv->accept) {
+  my $req = ''; sysread $c, $req, 4096;
+  my $ws = "ws://127.0.0.1:$target/devtools/browser/x";
+  my $body = qq({"Browser":"x","webSocketDebuggerUrl":"$ws"});
+  if ($req =~ m{^GET /json/version}) { print $c "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " . length($body) . "\r\nConnection: close\r\n\r\n$body" }
+  else { print $c "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:$target/metrics\r\nContent-Length: 0\r\nConnection: close\r\n\r\n" }
+  close $c;
+}
+`
+
+// Copies the browser's answering pipe (its fd 4) and writes one message into it, as the browser would.
+const INJECTOR = String.raw`
+my ($payload) = @ARGV;
+for my $d (glob '/proc/[0-9]*') {
+  open my $f, '<', "$d/cmdline" or next; local $/; my $c = <$f> // '';
+  next unless $c =~ m{^/usr/lib/chromium/chromium\0} && $c =~ /remote-debugging-pipe/ && $c !~ /--type=/;
+  my ($p) = $d =~ /(\d+)$/;
+  my $pidfd = syscall(434, $p + 0, 0); die "pidfd_open: $!" if $pidfd < 0;
+  my $fd = syscall(438, $pidfd, 4, 0); die "pidfd_getfd: $!" if $fd < 0;
+  open my $o, '>&=', $fd or die; syswrite $o, "$payload\0"; print "wrote\n";
+}
+`
+
+// Waits (30 s at most) for the browser, writes a line on its stderr, and kills it.
+const KILLER = String.raw`
+my $until = time + 30;
+open my $w, '>', '/tmp/killer.watching'; close $w;
+while (time < $until) {
+  for my $d (glob '/proc/[0-9]*') {
+    open my $f, '<', "$d/cmdline" or next; local $/; my $c = <$f> // '';
+    next unless $c =~ m{^/usr/lib/chromium/chromium\0} && $c !~ /--type=/;
+    my ($p) = $d =~ /(\d+)$/;
+    my $pidfd = syscall(434, $p + 0, 0); next if $pidfd < 0;
+    my $fd = syscall(438, $pidfd, 2, 0);
+    if ($fd >= 0 && open my $err, '>&=', $fd) { syswrite $err, "workspace-wrote-this on stderr\n" }
+    kill 'KILL', $p; exit 0;
+  }
+  select(undef, undef, undef, 0.002);
+}
+`
+
+describe('the browser’s DevTools channel against the workspace [sqlite]', { skip }, () => {
+  const w = useWarren('sqlite', { env: { ...NO_RATE_LIMITS, WARREN_IDLE_PAUSE_MS: '600000' } })
+  let fake: FakeModelServer
+  // A listener on the host's loopback that the service can reach and the workspace must never read.
+  let secret: http.Server
+  const reached: string[] = []
+  before(async () => {
+    fake = await startModelServer({ models: ['m1'] })
+    secret = http.createServer((req, res) => {
+      reached.push(`${req.method} ${req.url}`)
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('host-secret-bytes')
+    })
+    await new Promise<void>((resolve) => secret.listen(0, '127.0.0.1', resolve))
+  })
+  after(() => {
+    fake?.close()
+    secret?.close()
+  })
+
+  const browse = { name: 'browse', args: { url: 'http://127.0.0.1:8000/' } }
+  /** A bash call that writes the perl `script` and runs it with `args`: in the background (once it watches), or to its end. */
+  const perl = (name: string, script: string, args: string, background: boolean) => ({
+    name: 'bash',
+    args: {
+      command: `cat > /tmp/${name}.pl <<'EOF'\n${script}\nEOF\n` + (background
+        ? `(setsid perl /tmp/${name}.pl ${args} >/dev/null 2>&1 &)\nwhile [ ! -e /tmp/${name}.watching ]; do sleep 0.05; done; echo watching`
+        : `perl /tmp/${name}.pl ${args}`),
+    },
+  })
+  /** One turn of a new session making these tool calls, a step each; what each call answered the model. */
+  async function turnOf(...calls: { name: string; args: unknown }[]): Promise<string[]> {
+    const c = client(w(), await newOrg(w()))
+    await c.connect(fake, 'openai')
+    const sid = await c.session()
+    fake.script(...calls.map((call, i) => ({ toolCalls: [{ id: `call_${i}`, ...call }] })), { text: 'ok' })
+    const before = fake.modelRequests.length
+    const turn = await c.accept(sid, 'open it')
+    assert.equal((await c.settled(sid, turn.id, 120_000)).status, 'completed')
+    return calls.map((_, i) => fake.modelRequests[before + 1 + i]!.toolResults.at(-1)!.content)
+  }
+
+  it('a workspace process that takes the debugging port and fakes the browser’s stderr leads the service nowhere', async () => {
+    const target = (secret.address() as AddressInfo).port
+    const [started, browsed] = await turnOf(perl('attacker', ATTACKER, String(target), true), browse)
+    assert.match(started!, /watching/, 'control: the attacker ran')
+    assert.deepEqual(reached, [], 'the service connected to the host’s loopback')
+    assert.ok(!browsed!.includes('host-secret-bytes') && !browsed!.includes(`:${target}`), browsed)
+    // The browser works: the page is refused by the network policy, as any loopback address is.
+    assert.match(browsed!, /network policy refused/, browsed)
+  })
+
+  it('a browser the workspace kills, after writing on its stderr, fails the call with the service’s words only', async () => {
+    const [started, browsed] = await turnOf(perl('killer', KILLER, '', true), browse)
+    assert.match(started!, /watching/, 'control: the killer ran')
+    // Killed before the service reached it (the usual case): the fixed sentence; after, playwright's own words.
+    assert.match(browsed!, /browse failed/, browsed)
+    assert.ok(!browsed!.includes('workspace-wrote-this'), browsed)
+  })
+
+  it('a message the workspace slips into the browser’s pipe ends that browser, and neither the service nor the model hears it', async () => {
+    // An answer to no command, carrying an error: playwright asserts on it, which must not end the service.
+    const payload = JSON.stringify({ id: 424242, error: { message: 'workspace-said-this' } })
+    const results = await turnOf(browse, perl('injector', INJECTOR, `'${payload}'`, false), browse)
+    assert.match(results[0]!, /network policy refused/, results[0])
+    assert.match(results[1]!, /wrote/, 'control: the message reached the service’s end of the pipe')
+    // The next use starts another browser, which works.
+    assert.match(results[2]!, /network policy refused/, results[2])
+    for (const r of results) assert.ok(!r.includes('workspace-said-this'), r)
+  })
+})
