@@ -134,6 +134,30 @@ describe('workspace processes and the kernel', { skip }, () => {
     assert.match(userns.stderr.toString(), /Operation not permitted/)
   })
 
+  it('starts the shells that join the sandbox from a helper already under the filter, not a perl for each shell', async () => {
+    sb ??= await provider.create(spec('nnp'))
+    const marker = `joined-${randomBytes(4).toString('hex')}`
+    const proc = await sb.spawn({ command: `echo up; cat # ${marker}` })
+    try {
+      // Its first line means the chain has run: nsenter is there to be found.
+      await new Promise<void>((resolve, reject) => {
+        proc.stdout.once('data', () => resolve())
+        proc.exited.then(() => reject(new Error('the process exited before it printed')))
+      })
+      // nsenter, on the host, is what the parked shell became: its parent started it.
+      const nsenter = spawnSync('pgrep', ['-u', '0', '-x', '-f', `\\S*nsenter .*${marker}.*`], { encoding: 'utf8' }).stdout.trim().split('\n').filter(Boolean)
+      assert.equal(nsenter.length, 1, `one nsenter for the spawned process: ${nsenter.join(',')}`)
+      const status = (pid: string) => fs.readFileSync(`/proc/${pid}/status`, 'utf8')
+      const parent = field(status(nsenter[0]!), 'PPid')!
+      assert.match(fs.readFileSync(`/proc/${parent}/cmdline`, 'utf8'), /spawner-process\.ts/, 'started by a spawner')
+      assert.equal(field(status(parent), 'Seccomp'), '2', 'the spawner runs under the filter')
+      assert.equal(field(status(parent), 'NoNewPrivs'), '1', 'and no_new_privs')
+    } finally {
+      proc.stdin.end()
+      await proc.exited
+    }
+  })
+
   it('refuses each call the allowlist leaves out from inside: EPERM, ENOSYS past the table and for clone3, EAFNOSUPPORT for odd sockets', async () => {
     const arch = filterArch(process.arch)
     if (!arch) return assert.fail(`no syscall table for ${process.arch}`)
