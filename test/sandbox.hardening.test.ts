@@ -195,6 +195,19 @@ describe('workspace processes and the kernel', { skip }, () => {
     }
   })
 
+  it('gives a command the environment asked for and nothing of the host shells that entered, values with newlines and quotes kept', async () => {
+    sb ??= await provider.create(spec('nnp'))
+    await sb.exec({ command: 'mkdir -p sub' })
+    const value = 'two\nlines "quoted" $NOT_EXPANDED \'single\''
+    const r = await sb.exec({ command: 'env -0', cwd: 'sub', env: { MULTI: value, CDPATH: '/tmp' } })
+    assert.equal(r.exitCode, 0, r.stderr.toString())
+    const env = new Map(r.stdout.toString().split('\0').filter(Boolean).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]))
+    assert.equal(env.get('MULTI'), value)
+    assert.equal(env.get('PATH'), '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'the sandbox PATH, not the host shells\'')
+    assert.equal(env.get('PWD'), '/workspace/sub', 'in the folder asked for, whatever CDPATH says')
+    assert.equal(env.has('OLDPWD'), false, 'no trace of the folder the entering shell came from')
+  })
+
   it('still runs ordinary work: git, a compiler, node and npm, a server listening', async () => {
     sb ??= await provider.create(spec('nnp'))
     const script = [

@@ -138,8 +138,11 @@ export type ExecOptions = {
 /**
  * One command inside a running sandbox, run by a parked root shell (no supplementary groups)
  * already in the sandbox's cgroups. Chain: nsenter (every namespace of the init, the user
- * namespace last, then the sandbox uid and gid) → env -i (the only place the environment is set:
- * nothing before it runs with caller-chosen variables such as LD_PRELOAD) → sh -c.
+ * namespace last, then the sandbox uid and gid) → sh, which changes to the command's folder,
+ * sets the environment (the only place it is set: nothing before it runs with caller-chosen
+ * variables such as LD_PRELOAD) and execs → sh -c. Each process on this path is paid on every
+ * command: the environment is read with the shell's own `read`, not a `cat` in a subshell, and
+ * there is no env(1) unless a name needs it.
  *
  * No setpriv --no-new-privs here (it would cost a sixth of a round trip): the parked shell already
  * runs under no_new_privs (see parkExec), and nsenter and what it starts inherit it.
@@ -149,16 +152,21 @@ export function execArgv(o: ExecOptions): { argv: string[]; fd9: string } {
   // Values (profile secrets among them) are sourced from fd 9 inside the sandbox rather than
   // passed as arguments, which any host user could read in /proc/<pid>/cmdline. Only names the
   // shell cannot assign (with a dot) still go through env(1).
-  const viaFd = ([k]: [string, string]) => k !== 'PATH' && /^[A-Za-z_][A-Za-z0-9_]*$/.test(k)
+  const viaFd = ([k]: [string, string]) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(k)
   const shellNames = Object.entries(o.env).filter(viaFd)
   const others = Object.entries(o.env).filter((e) => !viaFd(e)).map(([k, v]) => `${k}=${v}`)
   const fd9 = shellNames.map(([k, v]) => `${k}=${quote(v)}\n`).join('')
-  // Read from the inherited descriptor: reopening /dev/fd/9 is refused once the uid changed.
-  const enter = 'set -a; eval "$(cat <&9)" || exit 125; set +a; exec 9<&-; exec /bin/sh -c "$0"'
+  // The shell's environment is the parked shell's (PATH, and the PWD and OLDPWD of its own cd):
+  // every name of fd 9 replaces its own, and OLDPWD goes. The folder is entered as the sandbox
+  // uid, before any caller-chosen variable (CDPATH) is set. Read from the inherited descriptor:
+  // reopening /dev/fd/9 is refused once the uid changed.
+  const enter =
+    'cd -P -- "$1" || exit 125; unset OLDPWD; s=; while IFS= read -r l <&9 || [ -n "$l" ]; do s="$s$l\n"; done; ' +
+    'set -a; eval "$s" || exit 125; set +a; exec 9<&-; shift; exec "$@" /bin/sh -c "$0"'
   return {
     argv: [
       t.nsenter, '-t', String(o.nsPid), '-U', '-m', '-p', '-i', '-u', '-n', '-r', '-S', String(o.uid), '-G', String(o.uid), '--',
-      t.env, '-i', `--chdir=${o.cwd}`, ...others, '/bin/sh', '-c', enter, o.command,
+      '/bin/sh', '-c', enter, o.command, o.cwd, ...(others.length > 0 ? [t.env, ...others] : []),
     ],
     fd9,
   }
