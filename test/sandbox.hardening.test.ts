@@ -206,6 +206,12 @@ describe('workspace processes and the kernel', { skip }, () => {
     assert.equal(env.get('PATH'), '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'the sandbox PATH, not the host shells\'')
     assert.equal(env.get('PWD'), '/workspace/sub', 'in the folder asked for, whatever CDPATH says')
     assert.equal(env.has('OLDPWD'), false, 'no trace of the folder the entering shell came from')
+    // The command's shell is a fresh one's: its name, no arguments, nothing of the entering
+    // shell's own variables (a caller's of the same name kept), IFS its own whatever the caller says.
+    const shell = await sb.exec({ command: 'printf "%s|%s|%s|%s" "$0" "$#" "${_warren_line-none}" "$_warren_env"', env: { _warren_env: 'mine' } })
+    assert.equal(shell.stdout.toString(), '/bin/sh|0|none|mine', shell.stderr.toString())
+    const ifs = await sb.exec({ command: 'printf "[%s]" "$IFS"; echo "$FOO"', env: { IFS: ',', FOO: 'a,b' } })
+    assert.equal(ifs.stdout.toString(), '[ \t\n]a,b\n', ifs.stderr.toString())
   })
 
   it('still runs ordinary work: git, a compiler, node and npm, a server listening', async () => {
