@@ -13,7 +13,7 @@ export type Tools = {
   env: string
   sleep: string
   chown: string
-  /** Loads the syscall filter into the shells parked to become commands (see seccomp.ts). */
+  /** Loads the entry syscall filter into the spawner of the shells parked to become commands (see seccomp.ts). */
   perl: string
   ip: string | null
 }

@@ -185,6 +185,15 @@ function compile(arch: Arch, use: FilterUse): Buffer {
  * a process it cannot filter never starts.
  */
 export function filterWrap(perl: string, arch: Arch = hostArch()): string[] {
+  const key = `${perl}\0${arch}`
+  let argv = wraps.get(key)
+  if (!argv) wraps.set(key, (argv = wrapArgv(perl, arch)))
+  // Asked for at every shell parked (it picks the spawner): made once, copied out.
+  return [...argv]
+}
+const wraps = new Map<string, string[]>()
+
+function wrapArgv(perl: string, arch: Arch): string[] {
   const calls = arch === 'arm64' ? { prctl: 167, seccomp: 277 } : { prctl: 157, seccomp: 317 }
   const script = [
     'my $f = pack("H*", shift);',
