@@ -210,6 +210,9 @@ describe('workspace processes and the kernel', { skip }, () => {
     // shell's own variables (a caller's of the same name kept), IFS its own whatever the caller says.
     const shell = await sb.exec({ command: 'printf "%s|%s|%s|%s" "$0" "$#" "${_warren_line-none}" "$_warren_env"', env: { _warren_env: 'mine' } })
     assert.equal(shell.stdout.toString(), '/bin/sh|0|none|mine', shell.stderr.toString())
+    // Errors name the line of the command as a fresh shell counts them.
+    const missing = await sb.exec({ command: 'warren_no_such_command\nwarren_nor_this' })
+    assert.deepEqual(missing.stderr.toString().trim().split('\n'), ['/bin/sh: 1: warren_no_such_command: not found', '/bin/sh: 2: warren_nor_this: not found'])
     const ifs = await sb.exec({ command: 'printf "[%s]" "$IFS"; echo "$FOO"', env: { IFS: ',', FOO: 'a,b' } })
     assert.equal(ifs.stdout.toString(), '[ \t\n]a,b\n', ifs.stderr.toString())
   })

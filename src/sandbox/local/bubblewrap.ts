@@ -168,12 +168,15 @@ export function execArgv(o: ExecOptions): { argv: string[]; fd9: string } {
   // reopening /dev/fd/9 is refused once the uid changed.
   const enter =
     `cd -P -- ${quote(o.cwd)} || exit 125; unset OLDPWD; ${text}=; ` +
-    `while IFS= read -r ${line} <&9 || [ -n "$${line}" ]; do ${text}="$${text}$${line}\n"; done; ` +
-    `set -a; eval "$${text}" || exit 125; set +a; exec 9<&-; unset ${text} ${line}`
+    `while IFS= read -r ${line} <&9 || [ -n "$${line}" ]; do ${text}="$${text}$${line}$1"; done; ` +
+    `set -a; eval "$${text}" || exit 125; set +a; exec 9<&-; unset ${text} ${line}; shift`
   // The command runs in this shell, on the same first line (its line numbers are a fresh
-  // shell's), unless a name needs env(1) or is one a fresh shell would not take as this one does.
+  // shell's: the newline the loop needs comes as $1), with $0 and no arguments as a fresh shell
+  // has them; unless a name needs env(1) or is one a fresh shell would not take as this one does.
   const direct = others.length === 0 && !Object.keys(o.env).some((k) => SHELL_OWN.has(k))
-  const run = direct ? ['/bin/sh', '-c', `${enter}; ${o.command}`] : ['/bin/sh', '-c', `${enter}; exec "$@" /bin/sh -c "$0"`, o.command, ...(others.length > 0 ? [t.env, ...others] : [])]
+  const run = direct
+    ? ['/bin/sh', '-c', `${enter}; ${o.command}`, '/bin/sh', '\n']
+    : ['/bin/sh', '-c', `${enter}; exec "$@" /bin/sh -c "$0"`, o.command, '\n', ...(others.length > 0 ? [t.env, ...others] : [])]
   return {
     argv: [t.nsenter, '-t', String(o.nsPid), '-U', '-m', '-p', '-i', '-u', '-n', '-r', '-S', String(o.uid), '-G', String(o.uid), '--', ...run],
     fd9,
