@@ -53,6 +53,10 @@ const REFUSED: Record<'x64' | 'arm64', Record<string, number>> = {
     open_by_handle_at: 304, name_to_handle_at: 303, init_module: 175, finit_module: 313, delete_module: 176, reboot: 169,
     swapon: 167, swapoff: 168, settimeofday: 164, clock_settime: 227, clock_adjtime: 305, acct: 163, quotactl: 179, syslog: 103,
     iopl: 172, ioperm: 173, fanotify_init: 300,
+    // Reaching into another process, memory placement, the host's names: an allowlist leaves them out.
+    pidfd_getfd: 438, kcmp: 312, process_madvise: 440, mbind: 237, set_mempolicy: 238, get_mempolicy: 239, migrate_pages: 256,
+    move_pages: 279, set_mempolicy_home_node: 450, sethostname: 170, setdomainname: 171, vhangup: 153, uselib: 134, ustat: 136,
+    sysfs: 139, _sysctl: 156, lookup_dcookie: 212,
   },
   arm64: {
     mount: 40, umount2: 39, pivot_root: 41, open_tree: 428, move_mount: 429, fsopen: 430, fsconfig: 431, fsmount: 432, fspick: 433,
@@ -61,12 +65,21 @@ const REFUSED: Record<'x64' | 'arm64', Record<string, number>> = {
     open_by_handle_at: 265, name_to_handle_at: 264, init_module: 105, finit_module: 273, delete_module: 106, reboot: 142,
     swapon: 224, swapoff: 225, settimeofday: 170, clock_settime: 112, clock_adjtime: 266, acct: 89, quotactl: 60, syslog: 116,
     fanotify_init: 262,
+    pidfd_getfd: 438, kcmp: 272, process_madvise: 440, mbind: 235, get_mempolicy: 236, set_mempolicy: 237, migrate_pages: 238,
+    move_pages: 239, set_mempolicy_home_node: 450, sethostname: 161, setdomainname: 162, vhangup: 58, lookup_dcookie: 18,
   },
 }
 const CALLS = {
-  x64: { clone: 56, clone3: 435, unshare: 272, getpid: 39, setns: 308, ptrace: 101 },
-  arm64: { clone: 220, clone3: 435, unshare: 97, getpid: 172, setns: 268, ptrace: 117 },
+  x64: { clone: 56, clone3: 435, unshare: 272, getpid: 39, setns: 308, chroot: 161, ptrace: 101, socket: 41, personality: 135 },
+  arm64: { clone: 220, clone3: 435, unshare: 97, getpid: 172, setns: 268, chroot: 51, ptrace: 117, socket: 198, personality: 92 },
 }
+/** The first number past the kernel's table as the filter knows it (open_tree_attr is 467 on both). */
+const PAST_TABLE = 468
+const X32_BIT = 0x40000000
+const AF = { UNIX: 1, INET: 2, INET6: 10, NETLINK: 16, ALG: 38, VSOCK: 40, PACKET: 17 }
+const SOCK_STREAM = 1
+/** personality(2) flags Docker refuses: ADDR_NO_RANDOMIZE (turns ASLR off), READ_IMPLIES_EXEC. */
+const ODD_PERSONALITIES = { ADDR_NO_RANDOMIZE: 0x40000, READ_IMPLIES_EXEC: 0x400000 }
 const CLONE_NEWUSER = 0x10000000
 const CLONE_NEWNS = 0x20000
 const CLONE_NEWNET = 0x40000000
@@ -121,28 +134,87 @@ describe('workspace processes and the kernel', { skip }, () => {
     assert.match(userns.stderr.toString(), /Operation not permitted/)
   })
 
-  it('refuses each filtered call from inside with EPERM (clone3 with ENOSYS)', async () => {
+  it('starts the shells that join the sandbox from a helper already under the filter, not a perl for each shell', async () => {
+    sb ??= await provider.create(spec('nnp'))
+    const marker = `joined-${randomBytes(4).toString('hex')}`
+    const proc = await sb.spawn({ command: `echo up; cat # ${marker}` })
+    try {
+      // Its first line means the chain has run: nsenter is there to be found.
+      await new Promise<void>((resolve, reject) => {
+        proc.stdout.once('data', () => resolve())
+        proc.exited.then(() => reject(new Error('the process exited before it printed')))
+      })
+      // nsenter, on the host, is what the parked shell became: its parent started it.
+      const nsenter = spawnSync('pgrep', ['-u', '0', '-x', '-f', `\\S*nsenter .*${marker}.*`], { encoding: 'utf8' }).stdout.trim().split('\n').filter(Boolean)
+      assert.equal(nsenter.length, 1, `one nsenter for the spawned process: ${nsenter.join(',')}`)
+      const status = (pid: string) => fs.readFileSync(`/proc/${pid}/status`, 'utf8')
+      const parent = field(status(nsenter[0]!), 'PPid')!
+      assert.match(fs.readFileSync(`/proc/${parent}/cmdline`, 'utf8'), /spawner-process\.ts/, 'started by a spawner')
+      assert.equal(field(status(parent), 'Seccomp'), '2', 'the spawner runs under the filter')
+      assert.equal(field(status(parent), 'NoNewPrivs'), '1', 'and no_new_privs')
+    } finally {
+      proc.stdin.end()
+      await proc.exited
+    }
+  })
+
+  it('refuses each call the allowlist leaves out from inside: EPERM, ENOSYS past the table and for clone3, EAFNOSUPPORT for odd sockets', async () => {
     const arch = filterArch(process.arch)
     if (!arch) return assert.fail(`no syscall table for ${process.arch}`)
     sb ??= await provider.create(spec('nnp'))
     const calls = CALLS[arch]
-    const probes = [
-      ...Object.entries(REFUSED[arch]).map(([name, nr]) => `${name}:${nr}:0`),
-      `clone3:${calls.clone3}:0`, `clone-newuser:${calls.clone}:${CLONE_NEWUSER | SIGCHLD}`, `unshare-newuser:${calls.unshare}:${CLONE_NEWUSER}`,
-      `unshare-newns:${calls.unshare}:${CLONE_NEWNS}`, `getpid:${calls.getpid}:0`,
+    // name:number:first argument:second argument, and the errno each should end with (ok: allowed).
+    const probes: Array<[string, string]> = [
+      ...Object.entries(REFUSED[arch]).map(([name, nr]): [string, string] => [`${name}:${nr}:0:0`, '1']),
+      [`clone3:${calls.clone3}:0:0`, '38'],
+      [`clone-newuser:${calls.clone}:${CLONE_NEWUSER | SIGCHLD}:0`, '1'],
+      [`unshare-newuser:${calls.unshare}:${CLONE_NEWUSER}:0`, '1'],
+      [`unshare-newns:${calls.unshare}:${CLONE_NEWNS}:0`, '1'],
+      [`past-table:${PAST_TABLE}:0:0`, '38'],
+      [`far-past-table:1000:0:0`, '38'],
+      [`socket-vsock:${calls.socket}:${AF.VSOCK}:${SOCK_STREAM}`, '97'],
+      [`socket-alg:${calls.socket}:${AF.ALG}:5`, '97'],
+      [`socket-packet:${calls.socket}:${AF.PACKET}:${SOCK_STREAM}`, '97'],
+      ...Object.entries(ODD_PERSONALITIES).map(([name, flag]): [string, string] => [`personality-${name}:${calls.personality}:${flag}:0`, '1']),
+      ...(arch === 'x64' ? [[`x32-getpid:${X32_BIT + calls.getpid}:0:0`, '1'] as [string, string]] : []),
+      // Controls: what ordinary programs do passes the same filter.
+      [`getpid:${calls.getpid}:0:0`, 'ok'],
+      [`socket-unix:${calls.socket}:${AF.UNIX}:${SOCK_STREAM}`, 'ok'],
+      [`socket-inet6:${calls.socket}:${AF.INET6}:${SOCK_STREAM}`, 'ok'],
+      [`personality-query:${calls.personality}:${0xffffffff}:0`, 'ok'],
     ]
-    // Perl's syscall(): a raw call with the given first argument, zeros after it. A clone that
-    // should have been refused exits at once in the child.
-    const perl = `perl -e 'for (@ARGV) { my ($n, $nr, $a) = split /:/; $! = 0; my $r = syscall($nr + 0, $a + 0, 0, 0, 0, 0); ` +
-      `exit 0 if $r == 0 && $n =~ /^clone/; print "$n=", ($r >= 0 ? "ok" : $! + 0), "\\n" }' ${probes.join(' ')}`
+    // Perl's syscall(): a raw call with the given first two arguments, zeros after them. A clone
+    // that should have been refused exits at once in the child.
+    const perl = `perl -e 'for (@ARGV) { my ($n, $nr, $a, $b) = split /:/; $! = 0; my $r = syscall($nr + 0, $a + 0, $b + 0, 0, 0, 0); ` +
+      `exit 0 if $r == 0 && $n =~ /^clone/; print "$n=", ($r >= 0 ? "ok" : $! + 0), "\\n" }' ${probes.map(([p]) => p).join(' ')}`
+    const want = Object.fromEntries(probes.map(([p, errno]) => [p.split(':')[0], errno]))
     for (const how of ['exec', 'spawn'] as const) {
       const out = how === 'exec' ? (await sb.exec({ command: perl })).stdout.toString() : (await output(await sb.spawn({ command: perl }))).out
       const got = Object.fromEntries(out.trim().split('\n').map((l) => l.split('=')))
-      const want = Object.fromEntries(probes.map((p) => [p.split(':')[0], '1']))
-      want.clone3 = '38'
-      want.getpid = 'ok'
       assert.deepEqual(got, want, how)
     }
+  })
+
+  it('gives a command the environment asked for and nothing of the host shells that entered, values with newlines and quotes kept', async () => {
+    sb ??= await provider.create(spec('nnp'))
+    await sb.exec({ command: 'mkdir -p sub' })
+    const value = 'two\nlines "quoted" $NOT_EXPANDED \'single\''
+    const r = await sb.exec({ command: 'env -0', cwd: 'sub', env: { MULTI: value, CDPATH: '/tmp' } })
+    assert.equal(r.exitCode, 0, r.stderr.toString())
+    const env = new Map(r.stdout.toString().split('\0').filter(Boolean).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]))
+    assert.equal(env.get('MULTI'), value)
+    assert.equal(env.get('PATH'), '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'the sandbox PATH, not the host shells\'')
+    assert.equal(env.get('PWD'), '/workspace/sub', 'in the folder asked for, whatever CDPATH says')
+    assert.equal(env.has('OLDPWD'), false, 'no trace of the folder the entering shell came from')
+    // The command's shell is a fresh one's: its name, no arguments, nothing of the entering
+    // shell's own variables (a caller's of the same name kept), IFS its own whatever the caller says.
+    const shell = await sb.exec({ command: 'printf "%s|%s|%s|%s" "$0" "$#" "${_warren_line-none}" "$_warren_env"', env: { _warren_env: 'mine' } })
+    assert.equal(shell.stdout.toString(), '/bin/sh|0|none|mine', shell.stderr.toString())
+    // Errors name the line of the command as a fresh shell counts them.
+    const missing = await sb.exec({ command: 'warren_no_such_command\nwarren_nor_this' })
+    assert.deepEqual(missing.stderr.toString().trim().split('\n'), ['/bin/sh: 1: warren_no_such_command: not found', '/bin/sh: 2: warren_nor_this: not found'])
+    const ifs = await sb.exec({ command: 'printf "[%s]" "$IFS"; echo "$FOO"', env: { IFS: ',', FOO: 'a,b' } })
+    assert.equal(ifs.stdout.toString(), '[ \t\n]a,b\n', ifs.stderr.toString())
   })
 
   it('still runs ordinary work: git, a compiler, node and npm, a server listening', async () => {
@@ -198,9 +270,10 @@ function verdict(filter: Buffer, arch: number, nr: number, arg0 = 0): string {
     const k = filter.readUInt32LE(pc * 8 + 4)
     if (code === 0x20) a = data.readUInt32LE(k)
     else if (code === 0x15) pc += a === k ? jt : jf
+    else if (code === 0x25) pc += a > k ? jt : jf
     else if (code === 0x35) pc += a >= k ? jt : jf
     else if (code === 0x45) pc += (a & k) !== 0 ? jt : jf
-    else if (code === 0x06) return k === 0x7fff0000 ? 'allow' : k === 0x50001 ? 'EPERM' : k === 0x50026 ? 'ENOSYS' : `0x${k.toString(16)}`
+    else if (code === 0x06) return k === 0x7fff0000 ? 'allow' : k === 0x50001 ? 'EPERM' : k === 0x50026 ? 'ENOSYS' : k === 0x50061 ? 'EAFNOSUPPORT' : `0x${k.toString(16)}`
     else throw new Error(`unexpected opcode 0x${code.toString(16)} at ${pc}`)
   }
   throw new Error('the filter ran off its end')
@@ -223,7 +296,20 @@ describe('the syscall filter, as the kernel would run it', () => {
       assert.equal(verdict(f, AUDIT[arch], calls.clone, SIGCHLD), 'allow', 'fork')
       assert.equal(verdict(f, AUDIT[arch], calls.clone, 0x3d0f00), 'allow', 'a thread')
       assert.equal(verdict(f, AUDIT[arch], calls.unshare, 0x200), 'allow', 'unshare CLONE_FS')
-      for (const name of ['getpid', 'setns', 'ptrace'] as const) assert.equal(verdict(f, AUDIT[arch], calls[name]), 'allow', name)
+      for (const name of ['getpid', 'ptrace'] as const) assert.equal(verdict(f, AUDIT[arch], calls[name]), 'allow', name)
+      // What joining takes, only in the filter of the shells that join; the init's refuses it.
+      const entry = seccompFilter(arch, 'entry')
+      for (const name of ['setns', 'chroot'] as const) {
+        assert.equal(verdict(f, AUDIT[arch], calls[name]), 'EPERM', `${name} (init)`)
+        assert.equal(verdict(entry, AUDIT[arch], calls[name]), 'allow', `${name} (entry)`)
+      }
+      for (const [name, nr] of Object.entries(REFUSED[arch])) assert.equal(verdict(entry, AUDIT[arch], nr), 'EPERM', `${name} (entry)`)
+      // Calls newer than the table, sockets and personalities by their first argument.
+      for (const nr of [PAST_TABLE, 999, 0x3fffffff]) assert.equal(verdict(f, AUDIT[arch], nr), 'ENOSYS', `number ${nr}`)
+      for (const family of [AF.VSOCK, AF.ALG, AF.PACKET, 0, 45]) assert.equal(verdict(f, AUDIT[arch], calls.socket, family), 'EAFNOSUPPORT', `socket ${family}`)
+      for (const family of [AF.UNIX, AF.INET, AF.INET6, AF.NETLINK]) assert.equal(verdict(f, AUDIT[arch], calls.socket, family), 'allow', `socket ${family}`)
+      for (const flag of Object.values(ODD_PERSONALITIES)) assert.equal(verdict(f, AUDIT[arch], calls.personality, flag), 'EPERM', `personality 0x${flag.toString(16)}`)
+      for (const p of [0, 8, 0x20000, 0xffffffff]) assert.equal(verdict(f, AUDIT[arch], calls.personality, p), 'allow', `personality 0x${p.toString(16)}`)
       // Another architecture's numbers mean other calls.
       const other = arch === 'x64' ? AUDIT.arm64 : AUDIT.x64
       assert.equal(verdict(f, other, calls.getpid), 'EPERM', 'a call of another ABI')

@@ -6,6 +6,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { spawnDetached, type SpawnedProcess } from '../src/sandbox/local/spawner.ts'
+import { filterWrap } from '../src/sandbox/local/seccomp.ts'
 import { LocalSandboxProvider } from '../src/sandbox/local/local-provider.ts'
 
 // The sandboxes' processes are started by a spawner process, their pipes passed back: these
@@ -96,6 +97,30 @@ describe('the spawner', { skip: !root && 'needs root' }, () => {
     const before = held()
     for (let i = 0; i < 30; i++) await new Promise((resolve) => spawnDetached('/nonexistent/program', [], { env: ENV, pipes: 3, uid, gid }).once('error', resolve))
     await waitFor(() => held() <= before + 2)
+  })
+
+  it('a spawner started under a prefix (the entry filter) passes it on to all it starts, and its successor is started under it too', async () => {
+    const under = filterWrap(spawnSync('sh', ['-c', 'command -v perl'], { encoding: 'utf8' }).stdout.trim())
+    const status = async (o: { under?: string[] }) => {
+      // It waits for its input, so that its parent is still to be found.
+      const p = spawnDetached('/bin/sh', ['-c', 'read x; cat /proc/self/status'], { env: ENV, pipes: 3, uid, gid, ...o })
+      await p.opened
+      const spawner = parentOf(p.pid!)
+      p.stdin!.end('\n')
+      const text = await readAll(p.stdout!)
+      await exited(p)
+      return { spawner, seccomp: text.match(/^Seccomp:\s*(\d)/m)?.[1], nnp: text.match(/^NoNewPrivs:\s*(\d)/m)?.[1] }
+    }
+    const first = await status({ under })
+    assert.deepEqual([first.seccomp, first.nnp], ['2', '1'], 'started under the filter')
+    const plain = await status({})
+    assert.deepEqual([plain.seccomp, plain.nnp], ['0', '0'], 'a start without the prefix: another spawner, unfiltered')
+    assert.notEqual(plain.spawner, first.spawner)
+    process.kill(first.spawner, 'SIGKILL')
+    await waitFor(() => !alive(first.spawner))
+    const again = await status({ under })
+    assert.notEqual(again.spawner, first.spawner, 'a new spawner')
+    assert.deepEqual([again.seccomp, again.nnp], ['2', '1'], 'the new spawner is under the filter too')
   })
 
   it('when the spawner is killed, its processes are killed and told so, and the next start gets a new spawner', async () => {

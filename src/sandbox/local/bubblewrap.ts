@@ -13,7 +13,7 @@ export type Tools = {
   env: string
   sleep: string
   chown: string
-  /** Loads the syscall filter into the shells parked to become commands (see seccomp.ts). */
+  /** Loads the entry syscall filter into the spawner of the shells parked to become commands (see seccomp.ts). */
   perl: string
   ip: string | null
 }
@@ -135,11 +135,17 @@ export type ExecOptions = {
   command: string
 }
 
+/** Names a shell takes as its own rather than from its environment (dash resets IFS, say). */
+const SHELL_OWN = new Set(['IFS', 'ENV', 'PS1', 'PS2', 'PS4', 'OPTIND', 'PPID', 'PWD', 'OLDPWD'])
+
 /**
  * One command inside a running sandbox, run by a parked root shell (no supplementary groups)
  * already in the sandbox's cgroups. Chain: nsenter (every namespace of the init, the user
- * namespace last, then the sandbox uid and gid) → env -i (the only place the environment is set:
- * nothing before it runs with caller-chosen variables such as LD_PRELOAD) → sh -c.
+ * namespace last, then the sandbox uid and gid) → sh, which changes to the command's folder,
+ * sets the environment (the only place it is set: nothing before it runs with caller-chosen
+ * variables such as LD_PRELOAD) and runs the command. Each process on this path is paid on every
+ * command: the environment is read with the shell's own `read`, not a `cat` in a subshell, and
+ * the same shell runs the command unless the environment asks for a second (see `direct`).
  *
  * No setpriv --no-new-privs here (it would cost a sixth of a round trip): the parked shell already
  * runs under no_new_privs (see parkExec), and nsenter and what it starts inherit it.
@@ -149,17 +155,30 @@ export function execArgv(o: ExecOptions): { argv: string[]; fd9: string } {
   // Values (profile secrets among them) are sourced from fd 9 inside the sandbox rather than
   // passed as arguments, which any host user could read in /proc/<pid>/cmdline. Only names the
   // shell cannot assign (with a dot) still go through env(1).
-  const viaFd = ([k]: [string, string]) => k !== 'PATH' && /^[A-Za-z_][A-Za-z0-9_]*$/.test(k)
+  const viaFd = ([k]: [string, string]) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(k)
   const shellNames = Object.entries(o.env).filter(viaFd)
   const others = Object.entries(o.env).filter((e) => !viaFd(e)).map(([k, v]) => `${k}=${v}`)
   const fd9 = shellNames.map(([k, v]) => `${k}=${quote(v)}\n`).join('')
-  // Read from the inherited descriptor: reopening /dev/fd/9 is refused once the uid changed.
-  const enter = 'set -a; eval "$(cat <&9)" || exit 125; set +a; exec 9<&-; exec /bin/sh -c "$0"'
+  // The shell's own two variables, named as none of the command's, and gone before it runs.
+  const free = (name: string): string => (Object.hasOwn(o.env, name) ? free(`${name}_`) : name)
+  const [text, line] = [free('_warren_env'), free('_warren_line')]
+  // The shell's environment is the parked shell's (PATH, and the PWD and OLDPWD of its own cd):
+  // every name of fd 9 replaces its own, and OLDPWD goes. The folder is entered as the sandbox
+  // uid, before any caller-chosen variable (CDPATH) is set. Read from the inherited descriptor:
+  // reopening /dev/fd/9 is refused once the uid changed.
+  const enter =
+    `cd -P -- ${quote(o.cwd)} || exit 125; unset OLDPWD; ${text}=; ` +
+    `while IFS= read -r ${line} <&9 || [ -n "$${line}" ]; do ${text}="$${text}$${line}$1"; done; ` +
+    `set -a; eval "$${text}" || exit 125; set +a; exec 9<&-; unset ${text} ${line}; shift`
+  // The command runs in this shell, on the same first line (its line numbers are a fresh
+  // shell's: the newline the loop needs comes as $1), with $0 and no arguments as a fresh shell
+  // has them; unless a name needs env(1) or is one a fresh shell would not take as this one does.
+  const direct = others.length === 0 && !Object.keys(o.env).some((k) => SHELL_OWN.has(k))
+  const run = direct
+    ? ['/bin/sh', '-c', `${enter}; ${o.command}`, '/bin/sh', '\n']
+    : ['/bin/sh', '-c', `${enter}; exec "$@" /bin/sh -c "$0"`, o.command, '\n', ...(others.length > 0 ? [t.env, ...others] : [])]
   return {
-    argv: [
-      t.nsenter, '-t', String(o.nsPid), '-U', '-m', '-p', '-i', '-u', '-n', '-r', '-S', String(o.uid), '-G', String(o.uid), '--',
-      t.env, '-i', `--chdir=${o.cwd}`, ...others, '/bin/sh', '-c', enter, o.command,
-    ],
+    argv: [t.nsenter, '-t', String(o.nsPid), '-U', '-m', '-p', '-i', '-u', '-n', '-r', '-S', String(o.uid), '-G', String(o.uid), '--', ...run],
     fd9,
   }
 }

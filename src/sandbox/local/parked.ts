@@ -40,14 +40,15 @@ const PARK =
  * Parks a shell with stdio: 0 = the script, 1–2 = pipes (the future command's output), then
  * `extraFds` more pipes; the control fd is the last of them. `wrap` runs before the shell and
  * execs it (unshare, say); it must not fork, or its child would start outside the cgroups.
+ * `under`: what the spawner that starts it runs under (see SpawnOptions), which the shell inherits.
  */
-export function park(sh: string, procsFiles: string[], extraFds: number, wrap: string[] = []): Parked {
+export function park(sh: string, procsFiles: string[], extraFds: number, wrap: string[] = [], under?: string[]): Parked {
   const pipes = 3 + Math.max(1, extraFds)
   const ctlFd = pipes - 1
   const argv = [...wrap, sh, '-c', PARK, String(ctlFd), ...procsFiles, '--']
   // Detached: its own session, no terminal to reach, one process group to kill. Root without the
   // service's supplementary groups (libuv calls setgroups(0) for a uid given).
-  const child = spawnDetached(argv[0]!, argv.slice(1), { env: WRAPPER_ENV, pipes, uid: 0, gid: 0 })
+  const child = spawnDetached(argv[0]!, argv.slice(1), { env: WRAPPER_ENV, pipes, uid: 0, gid: 0, under })
   let started = false
   let isReady = false
   /** The control pipe, once every pipe arrived from the spawner. */
@@ -135,14 +136,15 @@ function hereDoc(fd: number, text: string): { redirect: string; body: string } {
  * under no_new_privs and the syscall filter.
  */
 export function parkSpawn(tools: Tools, procsFiles: string[], extraFds = 0): Parked {
-  return park(tools.sh, procsFiles, 2 + extraFds, filterWrap(tools.perl))
+  return park(tools.sh, procsFiles, 2 + extraFds, [], filterWrap(tools.perl))
 }
 
 /**
- * A parked shell for one exec call: stdout and stderr pipes, control on fd 3. It starts under
- * no_new_privs and the syscall filter, which everything it starts inherits (setns and the change
- * to the sandbox uid still work under them): paid at park time, not on the command's path.
+ * A parked shell for one exec call: stdout and stderr pipes, control on fd 3. It is started by a
+ * spawner that runs under no_new_privs and the entry filter, which it and everything it starts
+ * inherit (setns and the change to the sandbox uid still work under them): loaded once, when
+ * that spawner starts, instead of by a perl run for every shell parked.
  */
 export function parkExec(tools: Tools, procsFiles: string[]): Parked {
-  return park(tools.sh, procsFiles, 1, filterWrap(tools.perl))
+  return park(tools.sh, procsFiles, 1, [], filterWrap(tools.perl))
 }

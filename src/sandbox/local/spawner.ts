@@ -31,23 +31,31 @@ export interface SpawnedProcess extends EventEmitter {
   kill(signal?: NodeJS.Signals): boolean
 }
 
-/** `uid`, `gid`: who it runs as (setting them needs root); the spawner's (the service's) when left out. */
-export type SpawnOptions = { env: Record<string, string>; pipes: number; uid?: number; gid?: number }
+/**
+ * `uid`, `gid`: who it runs as (setting them needs root); the spawner's (the service's) when left out.
+ * `under`: a command line prefix the spawner itself is started under (seccomp.ts's filterWrap), so
+ * that what it starts inherits that (a syscall filter, say) with nothing run again for each process;
+ * one spawner is kept for each prefix.
+ */
+export type SpawnOptions = { env: Record<string, string>; pipes: number; uid?: number; gid?: number; under?: string[] }
 
 /** Starts `file` with `pipes` stdio pipes, detached (its own session), through the spawner. */
 export function spawnDetached(file: string, args: string[], o: SpawnOptions): SpawnedProcess {
   const id = nextId++
   const child = new RemoteProcess(id, o.pipes, { t: 'spawn', id, file, args, env: o.env, pipes: o.pipes, uid: o.uid, gid: o.gid })
-  connection().start(child)
+  connection(o.under ?? []).start(child)
   return child
 }
 
 let nextId = 1
-let current: Connection | null = null
+/** The live spawner for each prefix it runs under (keyed by its arguments). */
+const current = new Map<string, Connection>()
 
-function connection(): Connection {
-  if (!current || current.dead) current = new Connection()
-  return current
+function connection(under: string[]): Connection {
+  const key = under.join('\0')
+  let conn = current.get(key)
+  if (!conn || conn.dead) current.set(key, (conn = new Connection(under)))
+  return conn
 }
 
 /** How many spawners a start is asked of before it fails: one more after a spawner's death. */
@@ -60,13 +68,17 @@ class Connection {
   /** Why the spawner could not be started (fork refused: no pids, no memory, no fds). */
   private readonly failure: Error | null = null
 
-  constructor() {
+  private readonly under: string[]
+
+  constructor(under: string[]) {
+    this.under = under
     try {
       this.proc = fork(path.join(import.meta.dirname, 'spawner-process.ts'), [], {
         // Its stderr is the service's (a crash of it is seen), its stdout nobody's: it prints nothing.
         stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-        // Not the service's flags (a profiler's, say): the spawner is a plain Node process.
-        execArgv: [],
+        // Not the service's flags (a profiler's, say): the spawner is a plain Node process, the
+        // last of the prefix's arguments when it has one (which execs it, keeping the channel's fd).
+        ...(under.length > 0 ? { execPath: under[0], execArgv: [...under.slice(1), process.execPath] } : { execArgv: [] }),
         env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
       })
     } catch (err) {
@@ -130,7 +142,7 @@ class Connection {
       this.live.delete(child.id)
       if (child.pid === undefined) {
         if (refused) child.failed(new Error(`the spawner process could not be started: ${refused.message}`))
-        else if (child.attempts < ATTEMPTS) connection().start(child)
+        else if (child.attempts < ATTEMPTS) connection(this.under).start(child)
         else child.failed(new Error('the spawner process died before it started the process'))
         continue
       }
