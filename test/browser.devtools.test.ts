@@ -1,6 +1,6 @@
 // The browser tools' DevTools channel against a hostile workspace: a process of the workspace
 // looks for the browser's debugging port, binds it first, and tells the service it listens with
-// a line written on the browser's stderr (a copy of that fd taken with pidfd_getfd); what it then
+// a line written on the browser's stderr (a copy of that fd taken with pidfd_getfd, which the syscall filter now refuses as well); what it then
 // answers points at the host's loopback. The service must never connect there, and nothing it
 // read there (nor any detail of a failed start) may reach the model.
 import { after, before, describe, it } from 'node:test'
@@ -54,16 +54,21 @@ while (my $c = $srv->accept) {
 }
 `
 
-// Copies the browser's answering pipe (its fd 4) and writes one message into it, as the browser would.
+// Tries to get at the browser's answering pipe (its fd 4) to write one message into it, as the
+// browser would: a copy taken with pidfd_getfd, or the fd opened again through /proc. Says which way
+// worked ("wrote") or why each failed.
 const INJECTOR = String.raw`
 my ($payload) = @ARGV;
 for my $d (glob '/proc/[0-9]*') {
   open my $f, '<', "$d/cmdline" or next; local $/; my $c = <$f> // '';
   next unless $c =~ m{^/usr/lib/chromium/chromium\0} && $c =~ /remote-debugging-pipe/ && $c !~ /--type=/;
   my ($p) = $d =~ /(\d+)$/;
-  my $pidfd = syscall(434, $p + 0, 0); die "pidfd_open: $!" if $pidfd < 0;
-  my $fd = syscall(438, $pidfd, 4, 0); die "pidfd_getfd: $!" if $fd < 0;
-  open my $o, '>&=', $fd or die; syswrite $o, "$payload\0"; print "wrote\n";
+  my $pidfd = syscall(434, $p + 0, 0);
+  my $fd = $pidfd < 0 ? -1 : syscall(438, $pidfd, 4, 0);
+  if ($fd >= 0 && open my $o, '>&=', $fd) { syswrite $o, "$payload\0"; print "wrote\n"; exit 0 }
+  print "pidfd_getfd refused ($!)\n";
+  if (open my $o, '>', "/proc/$p/fd/4") { syswrite $o, "$payload\0"; print "wrote\n"; exit 0 }
+  print "reopen refused ($!)\n";
 }
 `
 
@@ -76,9 +81,7 @@ while (time < $until) {
     open my $f, '<', "$d/cmdline" or next; local $/; my $c = <$f> // '';
     next unless $c =~ m{^/usr/lib/chromium/chromium\0} && $c !~ /--type=/;
     my ($p) = $d =~ /(\d+)$/;
-    my $pidfd = syscall(434, $p + 0, 0); next if $pidfd < 0;
-    my $fd = syscall(438, $pidfd, 2, 0);
-    if ($fd >= 0 && open my $err, '>&=', $fd) { syswrite $err, "workspace-wrote-this on stderr\n" }
+    if (open my $err, '>', "/proc/$p/fd/2") { syswrite $err, "workspace-wrote-this on stderr\n" }
     kill 'KILL', $p; exit 0;
   }
   select(undef, undef, undef, 0.002);
@@ -144,13 +147,16 @@ describe('the browser’s DevTools channel against the workspace [sqlite]', { sk
     assert.ok(!browsed!.includes('workspace-wrote-this'), browsed)
   })
 
-  it('a message the workspace slips into the browser’s pipe ends that browser, and neither the service nor the model hears it', async () => {
-    // An answer to no command, carrying an error: playwright asserts on it, which must not end the service.
+  it('the workspace cannot reach the browser’s pipe to slip a message into it, and the browser keeps working', async () => {
+    // An answer to no command, carrying an error: playwright would assert on it. Before the syscall
+    // filter refused pidfd_getfd, this reached the service's end of the pipe (the hub now also
+    // checks each message's shape and ends a browser that sends a stray one).
     const payload = JSON.stringify({ id: 424242, error: { message: 'workspace-said-this' } })
     const results = await turnOf(browse, perl('injector', INJECTOR, `'${payload}'`, false), browse)
     assert.match(results[0]!, /network policy refused/, results[0])
-    assert.match(results[1]!, /wrote/, 'control: the message reached the service’s end of the pipe')
-    // The next use starts another browser, which works.
+    assert.match(results[1]!, /pidfd_getfd refused \(Operation not permitted\)/, results[1])
+    assert.match(results[1]!, /reopen refused/, results[1])
+    assert.doesNotMatch(results[1]!, /wrote/, results[1])
     assert.match(results[2]!, /network policy refused/, results[2])
     for (const r of results) assert.ok(!r.includes('workspace-said-this'), r)
   })
