@@ -162,7 +162,7 @@ const METADATA = ['169.254.169.254', '169.254.170.2', 'fd00:ec2::254', '100.100.
  * loopback and the private ranges, for a receiver or server on the same machine or network. Not
  * link-local, the metadata addresses, nor the host's other addresses.
  */
-export const LOOPBACK_AND_PRIVATE: readonly string[] = ['127.0.0.0/8', '::1/128', '10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10', 'fc00::/7']
+export const LOOPBACK_AND_PRIVATE: readonly string[] = ['127.0.0.0/8', '::1/128', ...PRIVATE.map(([cidr]) => cidr)]
 
 /** The CIDRs of non-public addresses a deployment lets one outbound path open; empty: none. */
 export type PrivatePolicy = readonly string[]
