@@ -80,7 +80,7 @@ async function mcp() {
   const box = secretBox(Buffer.alloc(32, 7))
   const hub = mcpHub({
     box,
-    allowPrivate: true,
+    allowPrivate: ['127.0.0.1/32'],
     spawn: async () => {
       throw new Error('bench/tools declares no local MCP server')
     },
@@ -94,7 +94,7 @@ async function mcp() {
       return c
     }
     const direct = await connect()
-    const guarded = await connect(guardedFetch({ allowPrivate: true }) as typeof globalThis.fetch)
+    const guarded = await connect(guardedFetch({ allowPrivate: ['127.0.0.1/32'] }) as typeof globalThis.fetch)
     const entry: McpEntry = { type: 'mcp', name: 'docs', url: server.url }
     const listing = await hub.list('bench', 'turn-1', [entry])
     const tool = listing.tools.find((t) => t.name === 'mcp__docs__search')

@@ -121,7 +121,7 @@ async function stepGaps(filesInWorkspace = 0): Promise<number[]> {
   rssAt.clear()
   cpuAt.clear()
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-turn-'))
-  const env = { ...process.env, WARREN_DATA_DIR: dataDir, PORT: '0', WARREN_LOG_LEVEL: 'warn', WARREN_SANDBOX_PREFIX: `bw${runTag}`, WARREN_SANDBOX_UID_BASE: String(1_000_000 + own * 10_000) }
+  const env = { ...process.env, WARREN_DATA_DIR: dataDir, PORT: '0', WARREN_LOG_LEVEL: 'warn', WARREN_MODEL_ALLOW_PRIVATE: '127.0.0.1/32', WARREN_SANDBOX_PREFIX: `bw${runTag}`, WARREN_SANDBOX_UID_BASE: String(1_000_000 + own * 10_000) }
   const minted = JSON.parse(execFileSync(node, ['src/main.ts', 'tokens', 'create', '--org', 'bench'], { cwd: root, env }).toString())
   const headers = { authorization: `Bearer ${minted.token}`, 'content-type': 'application/json' }
   const proc: ChildProcess = spawn(node, ['src/main.ts', 'serve'], { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] })

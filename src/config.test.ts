@@ -78,3 +78,20 @@ test('config: WARREN_WORKSPACE_DISK_MB is each workspace’s quota in MiB, 0 for
   assert.equal(loadConfig({ WARREN_WORKSPACE_DISK_MB: '512' }).workspaceDiskMb, 512)
   assert.match(refusal({ WARREN_WORKSPACE_DISK_MB: '8' }), /WARREN_WORKSPACE_DISK_MB must be 0 \(no quota\) or at least 16, got "8"/)
 })
+
+test('config: the outbound "allow private" settings are CIDR lists; the old switch reads as loopback and the private ranges', () => {
+  const names = ['WARREN_ALLOW_PRIVATE_WEBHOOKS', 'WARREN_ALLOW_PRIVATE_MCP', 'WARREN_MODEL_ALLOW_PRIVATE'] as const
+  const read = (value: string) => {
+    const c = loadConfig(Object.fromEntries(names.map((n) => [n, value])))
+    return [c.allowPrivateWebhooks, c.allowPrivateMcp, c.modelAllowPrivate]
+  }
+  for (const off of ['', '0', 'false', 'off']) for (const got of read(off)) assert.deepEqual(got, [], off)
+  for (const got of read('127.0.0.1/32, 10.0.5.0/24')) assert.deepEqual(got, ['127.0.0.1/32', '10.0.5.0/24'])
+  for (const got of read('1')) {
+    assert.ok(got.includes('127.0.0.0/8') && got.includes('10.0.0.0/8'), String(got))
+    assert.ok(!got.some((c) => c.startsWith('169.254.') || c.startsWith('0.0.0.0')), 'never link-local nor everything')
+  }
+  const message = refusal({ WARREN_MODEL_ALLOW_PRIVATE: '10.0.5.0/24,gpu-box', WARREN_ALLOW_PRIVATE_MCP: '10.0.0.0/40' })
+  assert.match(message, /WARREN_MODEL_ALLOW_PRIVATE must be a comma list of CIDRs .*"gpu-box"/)
+  assert.match(message, /WARREN_ALLOW_PRIVATE_MCP must be a comma list of CIDRs .*"10\.0\.0\.0\/40"/)
+})

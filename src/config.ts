@@ -2,6 +2,7 @@ import { isIP } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { MIB } from './http/limits.ts'
+import { LOOPBACK_AND_PRIVATE } from './shared/address-policy.ts'
 import { ipv4NetworkProblem } from './shared/ipv4-cidr.ts'
 
 /**
@@ -54,9 +55,12 @@ export type Config = {
   maxSessionsPerOrg: number
   replayLimit: number
   disabledTools: string[]
-  allowPrivateWebhooks: boolean
-  /** Remote MCP servers at loopback and private addresses are refused unless set (local testing). */
-  allowPrivateMcp: boolean
+  /** CIDRs of loopback or private addresses webhook deliveries may go to (WARREN_ALLOW_PRIVATE_WEBHOOKS). */
+  allowPrivateWebhooks: string[]
+  /** CIDRs of loopback or private addresses remote MCP servers may be at (WARREN_ALLOW_PRIVATE_MCP). */
+  allowPrivateMcp: string[]
+  /** CIDRs of loopback or private addresses model servers (base_url) may be at (WARREN_MODEL_ALLOW_PRIVATE). */
+  modelAllowPrivate: string[]
   previewDomain: string
   /** How long a withdrawn preview name stays its organization's; 0: free at once. */
   previewNameHoldMs: number
@@ -153,6 +157,18 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
       .map((s) => s.trim())
       .filter(Boolean)
 
+  /**
+   * An outbound path's "allow private" setting: a comma list of CIDRs. The switch these settings
+   * were before (1/true/on) still reads, as loopback and the private ranges; 0/false/off as none.
+   */
+  const cidrs = (name: string): string[] => {
+    const raw = (env[name] ?? '').trim().toLowerCase()
+    if (raw === '' || raw === '0' || raw === 'false' || raw === 'off' || raw === 'no') return []
+    if (raw === '1' || raw === 'true' || raw === 'on' || raw === 'yes') return [...LOOPBACK_AND_PRIVATE]
+    const listed = list(name)
+    for (const cidr of listed) if (!validCidr(cidr)) problems.push(`${name} must be a comma list of CIDRs (127.0.0.1/32,10.0.5.0/24), got "${cidr}"`)
+    return listed
+  }
   const port = int('PORT', 8080, 0)
   const delays = list('WARREN_WEBHOOK_RETRY_DELAYS_MS')
   let webhookRetryDelaysMs = [0, 60_000, 300_000, 1_800_000, 7_200_000, 21_600_000]
@@ -198,8 +214,9 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
     maxSessionsPerOrg: int('WARREN_MAX_SESSIONS_PER_ORG', 25, 1),
     replayLimit: int('WARREN_REPLAY_LIMIT', 50_000, 1),
     disabledTools: list('WARREN_DISABLED_TOOLS'),
-    allowPrivateWebhooks: bool('WARREN_ALLOW_PRIVATE_WEBHOOKS'),
-    allowPrivateMcp: bool('WARREN_ALLOW_PRIVATE_MCP'),
+    allowPrivateWebhooks: cidrs('WARREN_ALLOW_PRIVATE_WEBHOOKS'),
+    allowPrivateMcp: cidrs('WARREN_ALLOW_PRIVATE_MCP'),
+    modelAllowPrivate: cidrs('WARREN_MODEL_ALLOW_PRIVATE'),
     previewDomain: (env.WARREN_PREVIEW_DOMAIN || `preview.localhost:${port}`).toLowerCase(),
     previewNameHoldMs: int('WARREN_PREVIEW_NAME_HOLD_MS', 86_400_000, 0),
     publicUrl: (env.WARREN_PUBLIC_URL || `http://${reachableHost(env.HOST || '127.0.0.1')}:${port}`).replace(/\/+$/, ''),

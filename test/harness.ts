@@ -20,6 +20,9 @@ import { randomText } from '../src/shared/ids.ts'
 import { ensureOrg, insertToken } from '../src/tokens/tokens.store.ts'
 import { SCOPES, type Scope } from '../src/tokens/scopes.ts'
 
+/** Where tests' fake model servers live (127.0.0.1), as a deployment would list a self-hosted one. */
+export const TEST_MODEL_ALLOW_PRIVATE = '127.0.0.1/32'
+
 export const PG_URL = process.env.WARREN_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 
 let pgAvailable: Promise<string | null> | undefined
@@ -134,7 +137,8 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
   // Each instance takes its own /16 of workspace addresses: nodes on one store and host never share one.
   const subnet = `10.${100 + Math.floor(Math.random() * 100)}.0.0/16`
   // Metrics on the main listener, where inject reaches them; the default port would be shared by every instance.
-  const config = loadConfig({ PORT: '0', WARREN_DATA_DIR: dataDir, WARREN_SANDBOX_SUBNET: subnet, WARREN_METRICS_PORT: 'main', ...(dialect === 'postgres' ? { DATABASE_URL: PG_URL } : {}), ...opts.env }, opts.config)
+  // The fake model servers listen on 127.0.0.1, which the outbound policy opens only when listed.
+  const config = loadConfig({ PORT: '0', WARREN_DATA_DIR: dataDir, WARREN_SANDBOX_SUBNET: subnet, WARREN_METRICS_PORT: 'main', WARREN_MODEL_ALLOW_PRIVATE: TEST_MODEL_ALLOW_PRIVATE, ...(dialect === 'postgres' ? { DATABASE_URL: PG_URL } : {}), ...opts.env }, opts.config)
   const service = await assemble(config, {
     pgSchema: dialect === 'postgres' ? pgSchema : undefined,
     // Each instance names its host resources apart, so parallel test files never clean up each other's.

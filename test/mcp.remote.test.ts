@@ -220,3 +220,27 @@ forEachDialect('remote MCP servers behind the SSRF guard', (dialect) => {
     assert.equal(mcp.headers.length, 0, 'nothing reached the server')
   })
 })
+
+forEachDialect('remote MCP servers with WARREN_ALLOW_PRIVATE_MCP=1', (dialect) => {
+  const w = useWarren(dialect, { env: { ...NO_RATE_LIMITS, WARREN_ALLOW_PRIVATE_MCP: '1' } })
+  let fake: FakeModelServer
+  before(async () => {
+    fake = await startModelServer({ models: ['m1'] })
+  })
+  after(async () => {
+    await fake.close()
+  })
+
+  it('still refuses the metadata and link-local addresses, before any connection', async () => {
+    const c = client(w(), await newOrg(w()))
+    await c.connect(fake, 'openai')
+    const urls = ['http://169.254.169.254/mcp', 'http://[fd00:ec2::254]/mcp', 'http://[fe80::1]:8080/mcp']
+    const sid = await c.session({ tools: urls.map((url, i) => ({ type: 'mcp', name: `meta${i}`, url })) })
+    fake.script({ text: 'ok' })
+    const turn = await c.accept(sid, 'hi')
+    assert.equal((await c.settled(sid, turn.id)).status, 'completed')
+    const reasons = (await c.items(sid)).filter((i) => i.type === 'mcp_unavailable').map((i) => String(i.detail.reason))
+    assert.equal(reasons.length, urls.length)
+    for (const r of reasons) assert.match(r, /is a (link-local|private \(unique local\)) address; .*WARREN_ALLOW_PRIVATE_MCP/)
+  })
+})

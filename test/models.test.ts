@@ -5,6 +5,7 @@ import { errorOf, forEachDialect, useWarren } from './harness.ts'
 import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
 import { getCredential, getDefaultCredential, findCredentialForModel } from '../src/models/models.store.ts'
 import { ModelConnections } from '../src/runner/model-connections.ts'
+import { providerFetch } from '../src/runner/provider-fetch.ts'
 import { secretBox } from '../src/shared/secret-box.ts'
 import { randomText } from '../src/shared/ids.ts'
 import { listProviderModels } from '../src/models/list-provider-models.ts'
@@ -136,7 +137,7 @@ forEachDialect('model connections', (dialect) => {
     }
     try {
       // The route's bound is 10 s; the function takes a shorter one so the test stays quick.
-      await assert.rejects(listProviderModels('openai', fake.url, fake.key, 100), (err: ApiError) => {
+      await assert.rejects(listProviderModels('openai', fake.url, fake.key, ['127.0.0.1/32'], 100), (err: ApiError) => {
         assert.equal(err.code, 'provider_error')
         assert.match(err.message, /no answer within/)
         return true
@@ -244,7 +245,7 @@ forEachDialect('model connections', (dialect) => {
     const row = await w().store.db.selectFrom('model_credentials').selectAll().where('id', '=', kept.json().id).executeTakeFirstOrThrow()
     assert.ok(!row.api_key_enc.includes(secret), 'stored sealed')
     // The harness seals with a fixed 32-byte key of sevens.
-    const connections = new ModelConnections(w().store.db, secretBox(Buffer.alloc(32, 7)))
+    const connections = new ModelConnections(w().store.db, secretBox(Buffer.alloc(32, 7)), providerFetch(['127.0.0.1/32']))
     assert.equal((await connections.open(org.orgId, kept.json().id, 'm'))?.key, secret)
     assert.equal(await connections.open('org_other', kept.json().id, 'm'), null)
   })
@@ -253,7 +254,7 @@ forEachDialect('model connections', (dialect) => {
     const org = await newOrg()
     const box = secretBox(Buffer.alloc(32, 7))
     const id = (await connect(org, { provider: 'openai', api_key: 'sk-first-key-0123456789', models: ['m'] })).json().id
-    const connections = new ModelConnections(w().store.db, box)
+    const connections = new ModelConnections(w().store.db, box, providerFetch(['127.0.0.1/32']))
     const first = await connections.open(org.orgId, id, 'm')
     const again = await connections.open(org.orgId, id, 'm')
     assert.equal(again?.key, 'sk-first-key-0123456789')

@@ -2,7 +2,10 @@ import { after, before, describe, it } from 'node:test'
 import assert from 'node:assert/strict'
 import http from 'node:http'
 import net, { type AddressInfo } from 'node:net'
-import { providerFetch } from '../src/runner/provider-fetch.ts'
+import { providerFetch as guardedProviderFetch } from '../src/runner/provider-fetch.ts'
+
+// The server below listens on 127.0.0.1, which the outbound policy opens only when listed.
+const providerFetch = guardedProviderFetch(['127.0.0.1/32'])
 
 // The model providers' clients send through providerFetch: it must answer as fetch does, or the
 // SDK would misread a stream, a failure or an abort.
@@ -68,10 +71,43 @@ describe('providerFetch', () => {
     assert.deepEqual(await res.json(), { error: { message: 'bad key' } })
   })
 
-  it('follows a redirect as fetch would, body and all', async () => {
+  it('does not follow a redirect: the 3xx is the answer, so no server sends it on elsewhere', async () => {
+    const before = seen.length
     const res = await providerFetch(`${base}/moved`, { method: 'POST', body: '{"again":true}' })
-    assert.deepEqual(await res.json(), { at: '/landed' })
-    assert.deepEqual(seen.at(-1)!.body, '{"again":true}')
+    assert.equal(res.status, 307)
+    assert.equal(res.headers.get('location'), '/landed')
+    assert.deepEqual(seen.slice(before).map((s) => s.url), ['/moved'])
+  })
+
+  it('refuses an address the policy does not open before connecting: another loopback address, the metadata address, a private one', async () => {
+    // A second listener on 127.0.0.2: one connection attempt would show.
+    let connections = 0
+    const other = net.createServer((s) => {
+      connections++
+      s.destroy()
+    })
+    await new Promise<void>((r) => other.listen(0, '127.0.0.2', r))
+    const port = (other.address() as AddressInfo).port
+    try {
+      const urls = [`http://127.0.0.2:${port}/v1/chat/completions`, `http://[::ffff:127.0.0.2]:${port}/x`, 'http://169.254.169.254/latest', 'http://10.0.5.7:9/v1', 'http://[fd00:ec2::254]/x']
+      for (const url of urls) {
+        for (const body of ['{}', new Uint8Array([123, 125])]) {
+          const err = await providerFetch(url, { method: 'POST', body }).catch((e: unknown) => e)
+          assert.ok(err instanceof TypeError, url)
+          assert.equal((err.cause as NodeJS.ErrnoException).code, 'EWARRENREFUSED', url)
+          assert.match((err.cause as Error).message, /WARREN_MODEL_ALLOW_PRIVATE/, url)
+        }
+      }
+      const named = await guardedProviderFetch(['10.0.5.0/24'])(`http://localhost:${port}/x`, { method: 'POST', body: '{}' }).catch((e: unknown) => e)
+      assert.equal(((named as Error).cause as NodeJS.ErrnoException).code, 'EWARRENREFUSED', 'a loopback name without loopback listed')
+      assert.equal(connections, 0, 'nothing reached the listener')
+      // Listed, it is reached.
+      const opened = await guardedProviderFetch(['127.0.0.2/32'])(`http://127.0.0.2:${port}/x`, { method: 'POST', body: '{}' }).catch((e: unknown) => e)
+      assert.notEqual(((opened as Error).cause as NodeJS.ErrnoException | undefined)?.code, 'EWARRENREFUSED')
+      assert.equal(connections, 1)
+    } finally {
+      await new Promise((r) => other.close(r))
+    }
   })
 
   it('answers a 204 with no body', async () => {

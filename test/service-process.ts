@@ -36,8 +36,9 @@ export type ServiceProcess = {
 function childEnv(env: Record<string, string>): NodeJS.ProcessEnv {
   const out: NodeJS.ProcessEnv = {}
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('WARREN_') && !['DATABASE_URL', 'PORT', 'HOST', 'NODE_EXTRA_CA_CERTS'].includes(k)) out[k] = v
-  // Metrics on a free port: the default one would be shared by every service a test starts.
-  return { ...out, PORT: '0', HOST: '127.0.0.1', WARREN_METRICS_PORT: '0', ...env }
+  // Metrics on a free port: the default one would be shared by every service a test starts. The fake
+  // model servers listen on 127.0.0.1, which the outbound policy opens only when listed.
+  return { ...out, PORT: '0', HOST: '127.0.0.1', WARREN_METRICS_PORT: '0', WARREN_MODEL_ALLOW_PRIVATE: '127.0.0.1/32', ...env }
 }
 
 /** Where the service runs from: an installation (its src/main.ts) and the folder it is started in. */

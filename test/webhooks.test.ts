@@ -283,4 +283,25 @@ forEachDialect('webhook subscriptions with WARREN_ALLOW_PRIVATE_WEBHOOKS', (dial
     assert.equal(plain.statusCode, 400)
     assert.match(errorOf(plain).message, /https/)
   })
+
+  it('still refuses the metadata and link-local addresses: "1" means loopback and the private ranges', async () => {
+    for (const url of ['https://169.254.169.254/latest', 'https://[fd00:ec2::254]/latest', 'https://100.100.100.200/h', 'https://[fe80::1]/h', 'https://0.0.0.0/h']) {
+      const res = await create(w(), { url, events: ['session.created'] })
+      assert.equal(res.statusCode, 400, url)
+      assert.match(errorOf(res).message, /WARREN_ALLOW_PRIVATE_WEBHOOKS/, url)
+    }
+  })
+})
+
+forEachDialect('webhook subscriptions with WARREN_ALLOW_PRIVATE_WEBHOOKS as CIDRs', (dialect) => {
+  const w = useWarren(dialect, { env: { WARREN_ALLOW_PRIVATE_WEBHOOKS: '10.0.5.0/24,169.254.169.254/32' } })
+
+  it('accepts the listed ranges and the metadata address only when named, nothing else', async () => {
+    for (const url of ['https://10.0.5.7/h', 'https://169.254.169.254/h']) assert.equal((await create(w(), { url, events: ['session.created'] })).statusCode, 201, url)
+    for (const url of ['https://10.0.6.7/h', 'https://127.0.0.1/h', 'https://localhost/h', 'https://169.254.170.2/h']) {
+      const res = await create(w(), { url, events: ['session.created'] })
+      assert.equal(res.statusCode, 400, url)
+      assert.match(errorOf(res).message, /is a (private|loopback|link-local) (address|name)/, url)
+    }
+  })
 })

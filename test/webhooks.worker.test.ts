@@ -15,6 +15,7 @@ import { secretBox } from '../src/shared/secret-box.ts'
 import { insertTurn } from '../src/turns/turns.store.ts'
 import { deliveryBody, signDelivery } from '../src/webhooks/delivery-body.ts'
 import { DELIVERY_LIMITS, deliveryWorker, type DeliveryWorker } from '../src/webhooks/delivery-worker.ts'
+import { LOOPBACK_AND_PRIVATE } from '../src/shared/address-policy.ts'
 import { guardedLookup, refusedHost, type Resolver } from '../src/shared/guarded-lookup.ts'
 import { deliverySender } from '../src/webhooks/send-delivery.ts'
 import { claimDeliveries } from '../src/webhooks/deliveries.store.ts'
@@ -23,10 +24,10 @@ import { makeTestCert, type TestCert } from './fakes/test-cert.ts'
 import { waitFor } from './fixtures.ts'
 import { forEachDialect, startWarren, useWarren } from './harness.ts'
 
-const REFUSED = 'deliveries to loopback, private and link-local addresses are refused unless WARREN_ALLOW_PRIVATE_WEBHOOKS is set'
+const REFUSED = 'deliveries to loopback, private and link-local addresses are refused unless WARREN_ALLOW_PRIVATE_WEBHOOKS lists them'
 
 /** Runs the guard's lookup with a resolver that answers `answers` for every name and counts its calls. */
-function lookUp(host: string, answers: string[], allowPrivate = false, options: LookupOptions = { all: true }) {
+function lookUp(host: string, answers: string[], allowPrivate: string[] = [], options: LookupOptions = { all: true }) {
   const asked: string[] = []
   const resolve: Resolver = (h, _o, cb) => {
     asked.push(h)
@@ -46,7 +47,7 @@ describe('SSRF guard (injected resolver)', () => {
       { address: '2606:2800:220:1::1', family: 6 },
     ])
     assert.deepEqual(all.asked, ['hooks.example.com'], 'resolved once')
-    const one = await lookUp('hooks.example.com', ['93.184.216.34'], false, {})
+    const one = await lookUp('hooks.example.com', ['93.184.216.34'], [], {})
     assert.equal(one.address, '93.184.216.34')
   })
 
@@ -77,10 +78,23 @@ describe('SSRF guard (injected resolver)', () => {
     assert.equal(refusedHost('hooks.example.com', REFUSED), null)
   })
 
-  it('refuses nothing when private targets are allowed', async () => {
-    const r = await lookUp('localhost', ['127.0.0.1'], true)
+  it('opens only the CIDRs the deployment lists: loopback when listed, the metadata address only when named', async () => {
+    const r = await lookUp('localhost', ['127.0.0.1'], ['127.0.0.1/32'])
     assert.equal(r.err, null)
     assert.deepEqual(r.address, [{ address: '127.0.0.1', family: 4 }])
+    const gpu = await lookUp('localhost', ['127.0.0.1'], ['10.0.5.0/24'])
+    assert.equal(gpu.err?.message, `host localhost is a loopback name; ${REFUSED}`)
+    assert.deepEqual(gpu.asked, [], 'refused before any lookup')
+    assert.equal((await lookUp('gpu.internal', ['10.0.5.7'], ['10.0.5.0/24'])).err, null)
+    assert.match((await lookUp('gpu.internal', ['10.0.6.7'], ['10.0.5.0/24'])).err?.message ?? '', /resolves to a private address \(10\.0\.6\.7\)/)
+    // What WARREN_ALLOW_PRIVATE_WEBHOOKS=1 means: loopback and the private ranges, never the metadata address.
+    for (const allowed of [[...LOOPBACK_AND_PRIVATE], ['169.254.0.0/16'], ['0.0.0.0/0']]) {
+      const meta = await lookUp('metadata.internal', ['169.254.169.254'], allowed)
+      assert.match(meta.err?.message ?? '', /resolves to a link-local address \(169\.254\.169\.254\)/, String(allowed))
+      assert.match((await lookUp('aws6.internal', ['fd00:ec2::254'], allowed)).err?.message ?? '', /resolves to/, String(allowed))
+    }
+    assert.equal((await lookUp('metadata.internal', ['169.254.169.254'], ['169.254.169.254/32'])).err, null, 'named exactly')
+    assert.match((await lookUp('wide.internal', ['127.0.0.1'], ['0.0.0.0/0'])).err?.message ?? '', /resolves to a loopback address/, 'a wide CIDR does not open loopback')
   })
 })
 
@@ -124,7 +138,7 @@ after(async () => {
 describe('an attempt (one HTTPS request)', () => {
   /** One attempt; `trust: false` leaves the receiver's certificate untrusted. */
   const post = (url: string, signal = new AbortController().signal, trust = true) => {
-    const sender = deliverySender({ allowPrivate: true, timeoutMs: 300, maxSockets: 4, ...(trust ? { ca: cert.cert } : {}) })
+    const sender = deliverySender({ allowPrivate: ['127.0.0.1/32'], timeoutMs: 300, maxSockets: 4, ...(trust ? { ca: cert.cert } : {}) })
     return sender.send({ url, headers: { 'content-type': 'application/json' }, body: '{}' }, signal).finally(() => sender.close())
   }
 

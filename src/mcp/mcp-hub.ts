@@ -7,6 +7,7 @@ import type { SecretBox } from '../shared/secret-box.ts'
 import { quote } from '../shared/sh-quote.ts'
 import { SandboxStdioTransport } from './sandbox-stdio-transport.ts'
 import { openToolEntry } from '../tools/tool-entries.ts'
+import type { PrivatePolicy } from '../shared/address-policy.ts'
 import { guardedFetch } from './guarded-fetch.ts'
 import { DEFAULT_MCP_TIMEOUT_MS, mcpOutput, mcpToolName, type McpEntry, type McpOutput, type McpTool } from './mcp-tools.ts'
 
@@ -43,7 +44,7 @@ type Connection = {
 
 export type McpHubDeps = {
   box: SecretBox
-  allowPrivate: boolean
+  allowPrivate: PrivatePolicy
   /** Starts a local server's command in the session's sandbox (never on the host). */
   spawn(sessionId: string, req: { command: string; env?: Record<string, string> }): Promise<SandboxProcess>
 }

@@ -1,10 +1,12 @@
 import { lockKey, type Store } from '../db/database.ts'
 import { ApiError } from '../errors.ts'
+import type { PrivatePolicy } from '../shared/address-policy.ts'
+import { hostRefusal } from '../shared/guarded-lookup.ts'
 import { newId } from '../shared/ids.ts'
 import type { SecretBox } from '../shared/secret-box.ts'
 import { toJson } from '../shared/json.ts'
 import { listProviderModels } from './list-provider-models.ts'
-import { DEFAULT_BASE_URLS, MAX_CREDENTIALS_PER_ORG, type CreateModelCredentialBody } from './models.schema.ts'
+import { DEFAULT_BASE_URLS, MAX_CREDENTIALS_PER_ORG, MODEL_REFUSED, type CreateModelCredentialBody } from './models.schema.ts'
 import {
   clearDefaultCredential,
   countCredentials,
@@ -24,8 +26,13 @@ export type Connected = { credential: CredentialView; created: boolean }
 /** The connection key that serializes an organization's connects and deletes on PostgreSQL. */
 export const credentialsLock = (orgId: string) => `model_credentials:${orgId}`
 
-/** Normalized (host lower-cased, trailing slashes dropped) so that `…/v1` and `…/v1/` are one connection. */
-function resolveBaseUrl(body: CreateModelCredentialBody): string {
+/**
+ * Normalized (host lower-cased, trailing slashes dropped) so that `…/v1` and `…/v1/` are one
+ * connection. An address literal or localhost name the outbound policy refuses under
+ * WARREN_MODEL_ALLOW_PRIVATE is refused here, `models` given or not; a name is judged by the
+ * addresses it resolves to each time the service connects.
+ */
+function resolveBaseUrl(body: CreateModelCredentialBody, allowPrivate: PrivatePolicy): string {
   const raw = body.base_url ?? DEFAULT_BASE_URLS[body.provider]
   if (raw === null) throw new ApiError('invalid_request', 'Missing required field "base_url": an openai_compatible connection needs the server address.')
   let url: URL
@@ -34,6 +41,9 @@ function resolveBaseUrl(body: CreateModelCredentialBody): string {
   } catch {
     throw new ApiError('invalid_request', `"base_url" is not a valid http(s) address: "${raw}".`)
   }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ApiError('invalid_request', `"base_url" must be an http(s) address, not ${url.protocol}`)
+  const refused = hostRefusal(url.hostname, allowPrivate)
+  if (refused) throw new ApiError('invalid_request', `"base_url" host ${url.hostname} is ${refused}: ${MODEL_REFUSED}.`)
   if (url.username || url.password) throw new ApiError('invalid_request', '"base_url" must not carry credentials; send the key in "api_key".')
   if (url.search || url.hash) throw new ApiError('invalid_request', '"base_url" must not carry a query or fragment: paths such as /models are appended to it.')
   return url.href.replace(/\/+$/, '')
@@ -47,15 +57,15 @@ const limitError = () =>
  * again returns the existing connection (created: false) and costs nothing against the limit.
  * The provider is asked for its models outside the transaction, so no lock is held across the network.
  */
-export async function connectModel(store: Store, box: SecretBox, orgId: string, body: CreateModelCredentialBody): Promise<Connected> {
-  const baseUrl = resolveBaseUrl(body)
+export async function connectModel(store: Store, box: SecretBox, allowPrivate: PrivatePolicy, orgId: string, body: CreateModelCredentialBody): Promise<Connected> {
+  const baseUrl = resolveBaseUrl(body, allowPrivate)
   const fingerprint = keyFingerprint(body.api_key)
 
   const existing = await findConnected(store.db, orgId, body.provider, baseUrl, fingerprint)
   if (existing) return { credential: await reconnect(store, orgId, existing, body.default === true), created: false }
   if ((await countCredentials(store.db, orgId)) >= MAX_CREDENTIALS_PER_ORG) throw limitError()
 
-  const models = body.models ?? (await listProviderModels(body.provider, baseUrl, body.api_key))
+  const models = body.models ?? (await listProviderModels(body.provider, baseUrl, body.api_key, allowPrivate))
 
   return store.db.transaction().execute(async (trx) => {
     await lockKey(trx, store.dialect, credentialsLock(orgId))

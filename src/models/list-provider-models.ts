@@ -1,5 +1,8 @@
 import { ApiError } from '../errors.ts'
-import type { Provider } from './models.schema.ts'
+import type { PrivatePolicy } from '../shared/address-policy.ts'
+import { guardedFetch, type GuardedFetch } from '../shared/guarded-fetch.ts'
+import { isRefusedAddress } from '../shared/guarded-lookup.ts'
+import { MODEL_REFUSED, type Provider } from './models.schema.ts'
 
 export const PROVIDER_TIMEOUT_MS = 10_000
 // Anthropic pages its model list; a few pages of its maximum page size cover any real account.
@@ -15,13 +18,25 @@ function authHeaders(provider: Provider, apiKey: string): Record<string, string>
     : { authorization: `Bearer ${apiKey}`, accept: 'application/json' }
 }
 
+/** One guarded fetch per policy, so that its keep-alive agents are made once, not per connect. */
+const fetches = new Map<string, GuardedFetch>()
+function fetchUnder(allowPrivate: PrivatePolicy): GuardedFetch {
+  const key = allowPrivate.join(',')
+  let f = fetches.get(key)
+  if (!f) fetches.set(key, (f = guardedFetch({ allowPrivate, refused: MODEL_REFUSED, what: 'model servers' })))
+  return f
+}
+
 /**
- * Asks the provider which models the key can use (`GET {baseUrl}/models`). A key the provider
- * refuses is `provider_unauthorized`; anything else that goes wrong is `provider_error`. The
- * whole exchange is bounded by `timeoutMs`.
+ * Asks the provider which models the key can use (`GET {baseUrl}/models`), through the outbound
+ * policy under `allowPrivate` (WARREN_MODEL_ALLOW_PRIVATE): a name resolving to an address it
+ * refuses is `invalid_request`, with no connection made. A key the provider refuses is
+ * `provider_unauthorized`; anything else that goes wrong is `provider_error`, told by status and
+ * never by what the far end wrote. The whole exchange is bounded by `timeoutMs`.
  */
-export async function listProviderModels(provider: Provider, baseUrl: string, apiKey: string, timeoutMs = PROVIDER_TIMEOUT_MS): Promise<string[]> {
+export async function listProviderModels(provider: Provider, baseUrl: string, apiKey: string, allowPrivate: PrivatePolicy, timeoutMs = PROVIDER_TIMEOUT_MS): Promise<string[]> {
   const signal = AbortSignal.timeout(timeoutMs)
+  const fetch = fetchUnder(allowPrivate)
   const models: string[] = []
   let afterId: string | undefined
   for (let page = 0; page < (provider === 'anthropic' ? ANTHROPIC_MAX_PAGES : 1); page++) {
@@ -30,7 +45,7 @@ export async function listProviderModels(provider: Provider, baseUrl: string, ap
       url.searchParams.set('limit', String(ANTHROPIC_PAGE_SIZE))
       if (afterId) url.searchParams.set('after_id', afterId)
     }
-    const body = await getJson(url, authHeaders(provider, apiKey), signal, timeoutMs)
+    const body = await getJson(fetch, url, authHeaders(provider, apiKey), signal, timeoutMs)
     const ids = readModelIds(body)
     if (!ids) throw new ApiError('provider_error', `GET ${baseUrl}/models did not answer with a model list (expected data[].id). ${PASS_MODELS}`)
     models.push(...ids)
@@ -43,13 +58,16 @@ export async function listProviderModels(provider: Provider, baseUrl: string, ap
   return unique
 }
 
-async function getJson(url: URL, headers: Record<string, string>, signal: AbortSignal, timeoutMs: number): Promise<unknown> {
+async function getJson(fetch: GuardedFetch, url: URL, headers: Record<string, string>, signal: AbortSignal, timeoutMs: number): Promise<unknown> {
   const shown = `${url.origin}${url.pathname}`
   let res: Response
   try {
-    res = await fetch(url, { headers, signal, redirect: 'error' })
+    // A redirect is not followed: its 3xx is an answer like any other that is not a model list.
+    res = await fetch(url, { headers, signal })
   } catch (err) {
-    const why = (err as Error).name === 'TimeoutError' ? `no answer within ${timeoutMs / 1000} s` : describeFetchError(err)
+    // Neither the address nor its kind: the caller learns nothing of what the host's resolver knows.
+    if (isRefusedAddress(err)) throw new ApiError('invalid_request', `"base_url" host ${url.hostname} resolves to an address this deployment does not allow; ${MODEL_REFUSED}. No connection was made.`, { cause: err })
+    const why = signal.aborted ? `no answer within ${timeoutMs / 1000} s` : describeFetchError(err)
     throw new ApiError('provider_error', `Could not reach the provider at ${shown} (${why}). ${PASS_MODELS}`, { cause: err })
   }
   if (res.status === 401 || res.status === 403) {
@@ -63,7 +81,7 @@ async function getJson(url: URL, headers: Record<string, string>, signal: AbortS
   try {
     return await res.json()
   } catch (err) {
-    const why = (err as Error).name === 'TimeoutError' ? `no complete answer within ${timeoutMs / 1000} s` : 'the body is not JSON'
+    const why = signal.aborted ? `no complete answer within ${timeoutMs / 1000} s` : 'the body is not JSON'
     throw new ApiError('provider_error', `GET ${shown} could not be read: ${why}. ${PASS_MODELS}`, { cause: err })
   }
 }
@@ -76,8 +94,8 @@ function readModelIds(body: unknown): string[] | null {
   return ids
 }
 
-/** fetch hides the reason in `cause` (ECONNREFUSED, ENOTFOUND, a TLS failure). */
+/** The reason by its code (ECONNREFUSED, ENOTFOUND, a TLS failure), which fetch hides in `cause`. */
 function describeFetchError(err: unknown): string {
-  const cause = (err as { cause?: { code?: string; message?: string } }).cause
-  return cause?.code ?? cause?.message ?? (err as Error).message
+  const e = err as { code?: string; message?: string; cause?: { code?: string; message?: string } }
+  return e.code ?? e.cause?.code ?? e.cause?.message ?? e.message ?? String(err)
 }

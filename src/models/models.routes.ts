@@ -22,7 +22,7 @@ export const toCredentialShape = (c: CredentialView): ModelCredential => ({
 
 const tags = ['model-credentials']
 
-export const modelCredentialRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store, box }) => {
+export const modelCredentialRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store, box, config }) => {
   app.post(
     '/model-credentials',
     {
@@ -36,7 +36,7 @@ export const modelCredentialRoutes: FastifyPluginAsyncTypebox<Deps> = async (app
       },
     },
     async (req, reply) => {
-      const { credential, created } = await connectModel(store, box, req.auth.orgId, req.body)
+      const { credential, created } = await connectModel(store, box, config.modelAllowPrivate, req.auth.orgId, req.body)
       return reply.code(created ? 201 : 200).send(toCredentialShape(credential))
     },
   )

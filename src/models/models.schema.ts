@@ -10,6 +10,9 @@ export const DEFAULT_BASE_URLS: Record<Provider, string | null> = {
   openai_compatible: null,
 }
 
+/** What a refused model address is told, after what the address is; the setting that would allow it. */
+export const MODEL_REFUSED = 'model servers at loopback, private and link-local addresses are refused unless the deployment lists them in WARREN_MODEL_ALLOW_PRIVATE'
+
 /** Connections an organization may hold; re-connecting an already connected key does not count. */
 export const MAX_CREDENTIALS_PER_ORG = 25
 

@@ -3,14 +3,15 @@ import { createOpenAI } from '@ai-sdk/openai'
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible'
 import type { LanguageModel } from 'ai'
 import type { CredentialRecord } from '../models/models.store.ts'
-import { providerFetch as fetch } from './provider-fetch.ts'
+import type { ProviderFetch } from './provider-fetch.ts'
 
 /**
  * The AI SDK model for a connection. Called from the service only: the key never enters a
  * workspace. OpenAI is spoken through chat completions, the same wire as every
- * OpenAI-compatible server, so one protocol serves both.
+ * OpenAI-compatible server, so one protocol serves both. `fetch` is the runner's providerFetch:
+ * every call goes through the outbound policy.
  */
-export function languageModel(credential: CredentialRecord, apiKey: string, model: string): LanguageModel {
+export function languageModel(credential: CredentialRecord, apiKey: string, model: string, fetch: ProviderFetch): LanguageModel {
   switch (credential.provider) {
     case 'openai':
       return createOpenAI({ apiKey, baseURL: credential.baseUrl, fetch }).chat(model)

@@ -3,6 +3,7 @@ import type { Db } from '../db/database.ts'
 import { getSealedCredential, type CredentialRecord } from '../models/models.store.ts'
 import type { SecretBox } from '../shared/secret-box.ts'
 import { languageModel } from './language-model.ts'
+import type { ProviderFetch } from './provider-fetch.ts'
 
 export type ModelConnection = { credential: CredentialRecord; key: string; model: LanguageModel }
 
@@ -16,11 +17,13 @@ export type ModelConnection = { credential: CredentialRecord; key: string; model
 export class ModelConnections {
   private readonly db: Db
   private readonly box: SecretBox
+  private readonly fetch: ProviderFetch
   private readonly opened = new Map<string, { sealedKey: string; key: string; models: Map<string, LanguageModel> }>()
 
-  constructor(db: Db, box: SecretBox) {
+  constructor(db: Db, box: SecretBox, fetch: ProviderFetch) {
     this.db = db
     this.box = box
+    this.fetch = fetch
   }
 
   /** The connection `id` of the organization, with its key and the SDK's model for `model`; null when it is gone. */
@@ -38,7 +41,7 @@ export class ModelConnections {
     }
     let built = kept.models.get(model)
     if (!built) {
-      built = languageModel(credential, kept.key, model)
+      built = languageModel(credential, kept.key, model, this.fetch)
       kept.models.set(model, built)
     }
     return { credential, key: kept.key, model: built }

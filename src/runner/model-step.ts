@@ -1,6 +1,19 @@
-import { APICallError, experimental_streamLanguageModelCall as streamModelCall, type LanguageModel, type ModelMessage, type ToolSet } from 'ai'
+import {
+  APICallError,
+  EmptyResponseBodyError,
+  experimental_streamLanguageModelCall as streamModelCall,
+  InvalidResponseDataError,
+  JSONParseError,
+  TypeValidationError,
+  type LanguageModel,
+  type ModelMessage,
+  type ToolSet,
+} from 'ai'
 // The SDK's own assembly of a step's content into the messages to send back (streamText's).
 import { toResponseMessages } from 'ai/internal'
+import { MODEL_REFUSED } from '../models/models.schema.ts'
+import { classifyAddress } from '../shared/address-policy.ts'
+import { isRefusedAddress } from '../shared/guarded-lookup.ts'
 
 export type ToolCallRequest = { toolCallId: string; toolName: string; input: unknown }
 
@@ -39,9 +52,29 @@ export class ProviderFailure extends Error {
 
 const CONTEXT_MESSAGE = /context[_ ]length|context window|prompt is too long|maximum context|too many tokens|input is too long/i
 
-/** Sorts an error from the SDK or the network into a ProviderFailure. */
+/**
+ * A call the outbound policy refused before connecting. A literal address says what it is; a name
+ * does not say what it resolved to (the caller learns nothing of what the host's resolver knows).
+ */
+function refusedCall(err: unknown): ProviderFailure {
+  const url = APICallError.isInstance(err) ? err.url : ''
+  const host = URL.canParse(url) ? new URL(url).hostname.replace(/^\[|\]$/g, '') : 'of the connection'
+  const kind = classifyAddress(host)?.kind
+  const what = kind && kind !== 'not an IP address' ? `is ${kind}` : 'resolves to an address this deployment does not allow'
+  return new ProviderFailure('fatal', `The model connection's base_url host ${host} ${what}: ${MODEL_REFUSED}. No connection was made.`, { cause: err })
+}
+
+/** Errors that carry the far end's own bytes (a body that is not the provider's protocol) in their message. */
+const UNREADABLE = [JSONParseError, TypeValidationError, InvalidResponseDataError, EmptyResponseBodyError]
+
+/**
+ * Sorts an error from the SDK or the network into a ProviderFailure. Its message repeats the
+ * provider's own error message and status, never other bytes the far end sent.
+ */
 export function classifyProviderError(err: unknown): ProviderFailure {
   if (err instanceof ProviderFailure) return err
+  if (isRefusedAddress(err)) return refusedCall(err)
+  if (UNREADABLE.some((e) => e.isInstance(err))) return new ProviderFailure('retryable', 'The model provider answered with something other than its protocol.', { cause: err })
   if (APICallError.isInstance(err)) {
     const status = err.statusCode ?? 0
     const detail = `${err.message}${status ? ` (HTTP ${status})` : ''}`
@@ -50,7 +83,8 @@ export function classifyProviderError(err: unknown): ProviderFailure {
     if (err.isRetryable || status === 408 || status === 409 || status === 429 || status >= 500 || status === 0) return new ProviderFailure('retryable', `The model provider failed: ${detail}`, { cause: err })
     return new ProviderFailure('fatal', `The model provider refused the request: ${detail}`, { cause: err })
   }
-  const message = err instanceof Error ? err.message : String(err)
+  // An error part of the stream is the provider's own error object ({message, type, code}).
+  const message = err instanceof Error ? err.message : typeof (err as { message?: unknown } | null)?.message === 'string' ? (err as { message: string }).message : 'an error without a message'
   // Resets, refused connections and malformed streams: the provider may well answer next time.
   return new ProviderFailure('retryable', `The model provider could not be reached: ${message}`, { cause: err })
 }

@@ -5,6 +5,7 @@ import { withEvents } from '../events/record-event.ts'
 import { getSessionRowById, storedAgentOf } from '../sessions/sessions.store.ts'
 import { ConversationView } from './conversation-view.ts'
 import { ModelConnections } from './model-connections.ts'
+import { providerFetch } from './provider-fetch.ts'
 import { EarlyWindow } from './early-window.ts'
 import { expiredApprovals, resolvePendingCall } from '../turns/pending-calls.store.ts'
 import { undeliveredSteers } from '../turns/steers.store.ts'
@@ -74,6 +75,8 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
   })
   // The session's browser (browse, browser_act, screenshot) lives until the workspace pauses.
   const browser = browserHub({ log: runnerDeps.log })
+  // One for the runner: its agent keeps the model servers' connections alive across drivers.
+  const modelFetch = providerFetch(config.modelAllowPrivate)
   // A paused workspace keeps nothing open: its browser closes, its MCP servers are disconnected
   // (a local one would only sit frozen); both come back on the next use.
   workspaces.onPause(async (sessionId) => {
@@ -113,7 +116,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
     const release = workspaces.hold(sessionId)
     // Read whole once per driver, then only what each move added.
     const conversation = new ConversationView(store, sessionId)
-    const models = new ModelConnections(store.db, runnerDeps.box)
+    const models = new ModelConnections(store.db, runnerDeps.box, modelFetch)
     const early = new EarlyWindow((id) => workspaces.live(id))
     try {
       for (;;) {

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import { isIP } from 'node:net'
 import { networkInterfaces } from 'node:os'
 import type { LookupAddress } from 'node:dns'
-import { addressRefusal, classifyAddress, embeddedIpv4, inCidr } from './address-policy.ts'
+import { addressRefusal, classifyAddress, embeddedIpv4, inCidr, LOOPBACK_AND_PRIVATE } from './address-policy.ts'
 import { checkWebhookUrl } from '../webhooks/webhook-url.ts'
 import { guardedLookup, refusedHost } from './guarded-lookup.ts'
 import { WEBHOOK_REFUSED } from '../webhooks/send-delivery.ts'
@@ -115,7 +115,8 @@ describe('address policy: one table of vectors', () => {
     for (const a of ownAddresses) {
       assert.deepEqual(classifyAddress(a), { kind: OWN, reach: 'never' }, a)
       if (isIP(a) === 4) assert.deepEqual(classifyAddress(`::ffff:${a}`), { kind: OWN, reach: 'never' }, a)
-      assert.equal(addressRefusal(a, true), OWN, 'whatever the deployment allows')
+      assert.equal(addressRefusal(a, [...LOOPBACK_AND_PRIVATE, '0.0.0.0/0', '::/0']), OWN, 'unless a CIDR names it exactly')
+      assert.equal(addressRefusal(a, [isIP(a) === 4 ? `${a}/32` : `${a}/128`]), null, 'named exactly')
     }
   })
 
@@ -126,17 +127,31 @@ describe('address policy: one table of vectors', () => {
   })
 
   it('egress proxy: refuses every non-public vector; private ranges only unless the deployment allows them', () => {
+    const everyPrivateRange = ['0.0.0.0/0', '::/0']
     for (const v of VECTORS) {
       const want = expected(v)
       assert.equal(addressRefusal(v[0]), want?.kind ?? null, v[0])
-      assert.equal(addressRefusal(v[0], true), want?.reach === 'never' ? want.kind : null, `${v[0]} with every private range allowed`)
+      assert.equal(addressRefusal(v[0], everyPrivateRange), want?.reach === 'never' ? want.kind : null, `${v[0]} with every private range allowed`)
     }
     // A CIDR allows only the private addresses in it, IPv4 carried in IPv6 included.
     assert.equal(addressRefusal('10.0.0.7', ['10.0.0.0/24']), null)
     assert.equal(addressRefusal('::ffff:10.0.0.7', ['10.0.0.0/24']), null)
     assert.equal(addressRefusal('2002:a00:7::1', ['10.0.0.0/24']), null)
     assert.equal(addressRefusal('10.0.1.7', ['10.0.0.0/24']), PRIV)
-    assert.equal(addressRefusal('127.0.0.1', ['127.0.0.0/8']), LOOP, 'never ranges stay refused')
+    // A never range opens only to a CIDR inside it; the metadata addresses only to one naming them.
+    assert.equal(addressRefusal('127.0.0.1', ['127.0.0.1/32']), null)
+    assert.equal(addressRefusal('::ffff:127.0.0.1', ['127.0.0.0/8']), null)
+    assert.equal(addressRefusal('127.0.0.2', ['127.0.0.1/32']), LOOP)
+    assert.equal(addressRefusal('127.0.0.1', ['0.0.0.0/0']), LOOP, 'a wide CIDR does not open loopback')
+    assert.equal(addressRefusal('127.0.0.1', ['10.0.0.0/8']), LOOP)
+    for (const meta of ['169.254.169.254', '::ffff:169.254.169.254', 'fd00:ec2::254', '100.100.100.200']) {
+      for (const allowed of [LOOPBACK_AND_PRIVATE, ['169.254.0.0/16'], ['fd00:ec2::/64'], ['100.64.0.0/10'], ['0.0.0.0/0', '::/0']]) {
+        assert.notEqual(addressRefusal(meta, allowed), null, `${meta} under ${allowed}`)
+      }
+    }
+    assert.equal(addressRefusal('169.254.169.254', ['169.254.169.254/32']), null)
+    assert.equal(addressRefusal('fd00:ec2::254', ['fd00:ec2::254/128']), null)
+    assert.equal(addressRefusal('fd00:ec2::5', ['fd00:ec2::/64']), null, 'its neighbours are private addresses like any other')
     assert.equal(inCidr('64:ff9b::a00:1', '10.0.0.0/8'), true)
     assert.equal(inCidr('fd00::5', 'fd00::/8'), true)
     assert.equal(inCidr('fd00::5', '10.0.0.0/8'), false)
@@ -146,9 +161,10 @@ describe('address policy: one table of vectors', () => {
     for (const v of VECTORS.filter((x) => !withZone(x[0]))) {
       const want = expected(v)
       const url = `https://${urlHost(v[0])}/h`
-      if (want === null) assert.doesNotThrow(() => checkWebhookUrl(url, false), v[0])
-      else assert.throws(() => checkWebhookUrl(url, false), (e: Error) => e.message.includes(` is ${want.kind}:`), v[0])
-      assert.doesNotThrow(() => checkWebhookUrl(url, true), 'the deployment allows private targets')
+      if (want === null) assert.doesNotThrow(() => checkWebhookUrl(url, []), v[0])
+      else assert.throws(() => checkWebhookUrl(url, []), (e: Error) => e.message.includes(` is ${want.kind}:`), v[0])
+      if (want?.reach === 'private') assert.doesNotThrow(() => checkWebhookUrl(url, ['0.0.0.0/0', '::/0']), 'the deployment allows private targets')
+      if (want?.kind === LINK) assert.throws(() => checkWebhookUrl(url, LOOPBACK_AND_PRIVATE), v[0])
     }
   })
 
@@ -159,11 +175,11 @@ describe('address policy: one table of vectors', () => {
       assert.equal(literal === null ? null : literal.split(' is ')[1]!.split(';')[0], want?.kind ?? null, v[0])
       const resolved = await new Promise<Error | null>((done) => {
         const resolve = (_h: string, _o: object, cb: (err: null, a: LookupAddress[]) => void) => cb(null, [{ address: v[0], family: isIP(v[0]) }])
-        guardedLookup({ allowPrivate: false, refused: WEBHOOK_REFUSED, resolve })('vector.example', { all: true }, (err) => done(err))
+        guardedLookup({ allowPrivate: [], refused: WEBHOOK_REFUSED, resolve })('vector.example', { all: true }, (err) => done(err))
       })
       assert.equal(resolved?.message.startsWith(`host vector.example resolves to ${want?.kind} (${v[0]})`) ?? null, want === null ? null : true, v[0])
     }
-    const fetch = guardedFetch({ allowPrivate: false })
+    const fetch = guardedFetch({ allowPrivate: [] })
     for (const v of VECTORS.filter((x) => !withZone(x[0]) && expected(x) !== null)) {
       await assert.rejects(fetch(`http://${urlHost(v[0])}/mcp`), (e: Error) => e.message.includes(` is ${expected(v)!.kind}; ${MCP_REFUSED}`), v[0])
     }

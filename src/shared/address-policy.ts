@@ -3,7 +3,7 @@ import { networkInterfaces } from 'node:os'
 
 /**
  * The one judgement of where the service may open a connection on someone else's behalf: webhook
- * deliveries, remote MCP servers and the sandboxes' egress proxy all ask here. Otherwise a caller
+ * deliveries, remote MCP servers, model providers and the sandboxes' egress proxy all ask here. Otherwise a caller
  * could reach the service's own host, its neighbours or the cloud metadata address
  * (169.254.169.254) through whichever of them judged an address more leniently.
  */
@@ -31,7 +31,7 @@ const NEVER: Range[] = [
   ['ff00::/8', 'a multicast address'],
   ['100::/64', 'a discard-only address'],
 ]
-// Not on the public internet, but a deployment may run a server there (WARREN_SANDBOX_ALLOW_PRIVATE).
+// Not on the public internet, but a deployment may run a server there (the *_ALLOW_PRIVATE settings).
 const PRIVATE: Range[] = [
   ['10.0.0.0/8', 'a private address'],
   ['172.16.0.0/12', 'a private address'],
@@ -150,13 +150,54 @@ export function inCidr(ip: string, cidr: string): boolean {
   return [ip.replace(/%.*$/, ''), ...(v4 === null ? [] : [v4])].some((a) => isIP(a) === netFamily && list.check(a, netFamily === 4 ? 'ipv4' : 'ipv6'))
 }
 
-/** true: every private range; a list: the private addresses in these CIDRs; false: none. */
-export type PrivatePolicy = boolean | string[]
+/**
+ * Cloud metadata services: they answer with the host's own credentials. A CIDR opens one only
+ * when it names exactly that address (169.254.169.254/32), never as part of a wider range (the
+ * AWS IPv6 one lies in fc00::/7, Alibaba's in 100.64.0.0/10).
+ */
+const METADATA = ['169.254.169.254', '169.254.170.2', 'fd00:ec2::254', '100.100.100.200'].map(canonical)
 
-/** Why `ip` may not be connected to under `allowPrivate`, or null when it may. */
-export function addressRefusal(ip: string, allowPrivate: PrivatePolicy = false): string | null {
+/**
+ * What a boolean "allow private" setting (1/true, kept from before the settings took CIDRs) opens:
+ * loopback and the private ranges, for a receiver or server on the same machine or network. Not
+ * link-local, the metadata addresses, nor the host's other addresses.
+ */
+export const LOOPBACK_AND_PRIVATE: readonly string[] = ['127.0.0.0/8', '::1/128', ...PRIVATE.map(([cidr]) => cidr)]
+
+/** The CIDRs of non-public addresses a deployment lets one outbound path open; empty: none. */
+export type PrivatePolicy = readonly string[]
+
+const fullLength = (cidr: string) => {
+  const [net, bits] = cidr.split('/')
+  return bits === undefined || Number(bits) === (isIP(net ?? '') === 4 ? 32 : 128)
+}
+
+/** Whether `cidr` lies wholly inside `range`: 127.0.0.1/32 inside 127.0.0.0/8, 0.0.0.0/0 not. */
+function within(cidr: string, range: string): boolean {
+  const [net, bits] = cidr.split('/') as [string, string | undefined]
+  const [rangeNet, rangeBits] = range.split('/') as [string, string]
+  const width = Number(bits ?? (isIP(net) === 4 ? 32 : 128))
+  return isIP(net) === isIP(rangeNet) && width >= Number(rangeBits) && inCidr(net, range)
+}
+
+/**
+ * Why `ip` may not be connected to when the deployment allows the CIDRs `allowed`, or null when it
+ * may. A listed CIDR opens the private addresses it covers; it opens a loopback, link-local or
+ * other never-reachable address only when it lies inside that range (127.0.0.1/32 opens loopback,
+ * 0.0.0.0/0 does not), the host's own address or a metadata address only when it names exactly it.
+ */
+export function addressRefusal(ip: string, allowed: PrivatePolicy = []): string | null {
   const c = classifyAddress(ip)
   if (c === null) return null
-  if (c.reach === 'private' && (allowPrivate === true || (Array.isArray(allowPrivate) && allowPrivate.some((cidr) => inCidr(ip, cidr))))) return null
-  return c.kind
+  if (isIP(ip) === 0) return c.kind
+  const v4 = embeddedIpv4(ip)
+  const addrs = [canonical(ip.replace(/%.*$/, '')), ...(v4 === null ? [] : [v4])]
+  const covering = allowed.filter((cidr) => inCidr(ip, cidr))
+  if (addrs.some((a) => METADATA.includes(a))) return covering.some(fullLength) ? null : c.kind
+  if (c.reach === 'private') return covering.length > 0 ? null : c.kind
+  // The range it is refused for, found as classifyAddress does: the address itself before the IPv4 it carries.
+  const sameFamily = (a: string, cidr: string) => isIP(a) === isIP(cidr.split('/')[0]!) && inCidr(a, cidr)
+  const range = addrs.map((a) => NEVER.find(([cidr]) => sameFamily(a, cidr))?.[0]).find((r) => r !== undefined)
+  const opens = range === undefined ? covering.some(fullLength) : covering.some((cidr) => within(cidr, range))
+  return opens ? null : c.kind
 }

@@ -1,9 +1,10 @@
 import type http from 'node:http'
 import https from 'node:https'
 import tls from 'node:tls'
+import type { PrivatePolicy } from '../shared/address-policy.ts'
 import { guardedLookup, refusedHost } from '../shared/guarded-lookup.ts'
 
-export const WEBHOOK_REFUSED = 'deliveries to loopback, private and link-local addresses are refused unless WARREN_ALLOW_PRIVATE_WEBHOOKS is set'
+export const WEBHOOK_REFUSED = 'deliveries to loopback, private and link-local addresses are refused unless WARREN_ALLOW_PRIVATE_WEBHOOKS lists them'
 
 export type OutgoingDelivery = { url: string; headers: Record<string, string>; body: string }
 
@@ -18,7 +19,8 @@ export type DeliverySender = {
 }
 
 export type SenderOptions = {
-  allowPrivate: boolean
+  /** The CIDRs of WARREN_ALLOW_PRIVATE_WEBHOOKS. */
+  allowPrivate: PrivatePolicy
   /** The whole request, connect to the end of the answer. */
   timeoutMs: number
   maxSockets: number
@@ -103,11 +105,9 @@ export function deliverySender(opts: SenderOptions): DeliverySender {
 
   return {
     async send(d, signal, notAfter = Infinity) {
-      if (!opts.allowPrivate) {
-        // Sockets never look up an address literal, so the guard's lookup would not see it.
-        const why = refusedHost(new URL(d.url).hostname, WEBHOOK_REFUSED)
-        if (why) return { ok: false, reason: why }
-      }
+      // Sockets never look up an address literal, so the guard's lookup would not see it.
+      const why = refusedHost(new URL(d.url).hostname, WEBHOOK_REFUSED, opts.allowPrivate)
+      if (why) return { ok: false, reason: why }
       const deadline = Math.min(Date.now() + opts.timeoutMs, notAfter)
       for (let tries = 1; ; tries++) {
         if (signal.aborted) return { aborted: true }
