@@ -67,7 +67,7 @@ describe('previews in a real browser [sqlite]', () => {
     await page.locator('#ws', { hasText: 'echo: ping from the page' }).waitFor({ timeout: 15_000 })
     const host = new URL(published).hostname
     const cookies = await context.cookies()
-    assert.deepEqual(cookies.map((c) => c.name).sort(), ['a', 'b', 'c', 'd', 'e', 'plain', 'seen', 'ws', 'wsfold'])
+    assert.deepEqual(cookies.map((c) => c.name).sort(), ['a', 'b', 'c', 'd', 'e', 'plain', 'seen', 'ws', 'wscr', 'wsfold'])
     for (const c of cookies) assert.equal(c.domain, host, c.name)
     await context.close()
   })
