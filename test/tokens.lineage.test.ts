@@ -60,6 +60,19 @@ forEachDialect('tokens minted by tokens', (dialect) => {
     assert.ok(left.includes(cousin.id))
   })
 
+  it('revoking again finishes a revocation cut short: tokens under a token revoked before are revoked too', async () => {
+    const root = await w().mint(undefined, ['tokens:write', 'sessions:read'], 90)
+    const kid = await child(root.token, 30)
+    const grandkid = await child(kid.token, 7)
+    // What a revocation stopped after its first generations leaves (the process died, the store
+    // went away): the root and its child revoked, the grandchild still standing.
+    await w().store.db.updateTable('tokens').set({ revoked_at: Date.now() }).where('id', 'in', [root.id, kid.id]).execute()
+    assert.equal((await health(grandkid.token)).statusCode, 200)
+    // Revoking the root again (warren tokens revoke) walks the whole tree, not only what was still live.
+    await revokeToken(w().store.db, root.id)
+    assert.match(expectError(await health(grandkid.token), 401, 'authentication_error').message, /revoked/)
+  })
+
   it('a parent revoked by another process (the CLI, another node) refuses its children at once, though they were just read', async () => {
     const root = await w().mint(undefined, ['tokens:write', 'sessions:read'], 90)
     const kid = await child(root.token, 30)
