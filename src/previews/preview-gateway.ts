@@ -42,6 +42,8 @@ const API_ORIGIN_DROP = new Set(['expect', 'authorization', 'cookie'])
 const TO_PEER_DROP = new Set(['expect'])
 /** The most a workspace's WebSocket handshake answer may take before its blank line. */
 const MAX_UPGRADE_HEAD = 64 * 1024
+/** How that answer must begin: Chromium skips a few bytes before it, which would hide the head from the filter. */
+const STATUS_LINE_START = Buffer.from('HTTP/')
 
 /** `headers`: set on the request to it (a peer node's secret). */
 type Target = { host: string; port: number; release: () => void; headers?: Record<string, string> }
@@ -268,6 +270,10 @@ function relayAnswerHead(upstream: net.Socket, socket: Duplex): void {
   let buffered = Buffer.alloc(0)
   const onData = (chunk: Buffer) => {
     buffered = Buffer.concat([buffered, chunk])
+    // Anything before the status line (a browser looks past up to four bytes of it) is refused: a
+    // blank line made of it would pass for the end of the head, and the real head go on unfiltered.
+    const start = Math.min(buffered.length, STATUS_LINE_START.length)
+    if (!buffered.subarray(0, start).equals(STATUS_LINE_START.subarray(0, start))) return void upstream.destroy()
     const end = /\r?\n\r?\n/.exec(buffered.toString('latin1'))
     if (!end) {
       if (buffered.length > MAX_UPGRADE_HEAD) upstream.destroy()
