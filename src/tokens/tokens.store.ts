@@ -104,11 +104,20 @@ export async function revokeToken(db: Db, id: string): Promise<void> {
   await revokeMintedUnder(db, id, now)
 }
 
+/** Ids named in one statement at the most: a generation may be larger than SQLite (32,766) or PostgreSQL (65,535) takes. */
+const IDS_A_STATEMENT = 1000
+
 /** Revokes every token minted under `id`, however deep, a generation at a time. */
 async function revokeMintedUnder(db: Db, id: string, now: number): Promise<void> {
   for (let parents = [id]; parents.length > 0; ) {
-    const children = (await db.selectFrom('tokens').select('id').where('parent_id', 'in', parents).execute()).map((r) => r.id)
-    if (children.length > 0) await db.updateTable('tokens').set({ revoked_at: now }).where('id', 'in', children).where('revoked_at', 'is', null).execute()
+    const children: string[] = []
+    for (let i = 0; i < parents.length; i += IDS_A_STATEMENT) {
+      const rows = await db.selectFrom('tokens').select('id').where('parent_id', 'in', parents.slice(i, i + IDS_A_STATEMENT)).execute()
+      for (const r of rows) children.push(r.id)
+    }
+    for (let i = 0; i < children.length; i += IDS_A_STATEMENT) {
+      await db.updateTable('tokens').set({ revoked_at: now }).where('id', 'in', children.slice(i, i + IDS_A_STATEMENT)).where('revoked_at', 'is', null).execute()
+    }
     parents = children
   }
 }
