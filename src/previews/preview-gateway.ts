@@ -44,6 +44,8 @@ const TO_PEER_DROP = new Set(['expect'])
 const MAX_UPGRADE_HEAD = 64 * 1024
 /** How that answer must begin: Chromium skips a few bytes before it, which would hide the head from the filter. */
 const STATUS_LINE_START = Buffer.from('HTTP/')
+/** Control bytes no valid head holds (tab, CR and LF aside): parsers differ on them (a NUL taken for a line end), so such a head is cut. */
+const CONTROL_BYTE = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/
 
 /** `headers`: set on the request to it (a peer node's secret). */
 type Target = { host: string; port: number; release: () => void; headers?: Record<string, string> }
@@ -283,7 +285,9 @@ function relayAnswerHead(upstream: net.Socket, socket: Duplex): void {
     upstream.pause()
     upstream.off('data', onData)
     const headEnd = end.index + end[0].length
-    socket.write(Buffer.from(hostOnlyCookiesInHead(buffered.subarray(0, headEnd).toString('latin1')), 'latin1'))
+    const head = buffered.subarray(0, headEnd).toString('latin1')
+    if (CONTROL_BYTE.test(head)) return void upstream.destroy()
+    socket.write(Buffer.from(hostOnlyCookiesInHead(head), 'latin1'))
     if (buffered.length > headEnd) socket.write(buffered.subarray(headEnd))
     upstream.pipe(socket)
   }
