@@ -50,7 +50,7 @@ if (canPin) execFileSync('taskset', ['-cp', '0', String(process.pid)], { stdio: 
 
 // --- the service, in this process ---------------------------------------------------------
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-events-'))
-const config = loadConfig({ WARREN_DATA_DIR: dataDir, PORT: '0', WARREN_RATE_GENERAL_PER_MIN: '100000000', WARREN_LOG_LEVEL: 'warn', WARREN_ALLOW_PRIVATE_WEBHOOKS: '1' })
+const config = loadConfig({ WARREN_DATA_DIR: dataDir, PORT: '0', WARREN_RATE_GENERAL_PER_MIN: '100000000', WARREN_LOG_LEVEL: 'warn', WARREN_ALLOW_PRIVATE_WEBHOOKS: '1', WARREN_METRICS_PORT: 'main' })
 const cert = makeTestCert()
 // The delivery worker stays stopped until part 3 starts it: it measures an outbox drained from a standing start.
 const service = await assemble(config, { box: secretBox(randomBytes(32)), sandbox: { prefix: 'be', uidBase: 396_000 }, webhookCa: cert.cert, deliveries: false, logger: false })

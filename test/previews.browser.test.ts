@@ -65,9 +65,19 @@ describe('previews in a real browser [sqlite]', () => {
     await page.goto(`${published}cookies`)
     await page.goto(published)
     await page.locator('#ws', { hasText: 'echo: ping from the page' }).waitFor({ timeout: 15_000 })
+    // A handshake answer with bytes before its status line is refused, not passed on unfiltered.
+    const slopOpened = await page.evaluate(
+      () =>
+        new Promise<boolean>((resolve) => {
+          const ws = new WebSocket(`${location.origin.replace(/^http/, 'ws')}/ws-slop`)
+          ws.onopen = () => resolve(true)
+          ws.onerror = () => resolve(false)
+        }),
+    )
+    assert.equal(slopOpened, false)
     const host = new URL(published).hostname
     const cookies = await context.cookies()
-    assert.deepEqual(cookies.map((c) => c.name).sort(), ['a', 'b', 'c', 'd', 'e', 'plain', 'seen', 'ws'])
+    assert.deepEqual(cookies.map((c) => c.name).sort(), ['a', 'b', 'c', 'd', 'e', 'plain', 'seen', 'ws', 'wscr', 'wsfold'])
     for (const c of cookies) assert.equal(c.domain, host, c.name)
     await context.close()
   })

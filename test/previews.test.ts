@@ -101,6 +101,10 @@ forEachDialect('previews', (dialect) => {
     assert.match(ws.head, /set-cookie: ws=1; Path=\/\r?$/im)
     assert.doesNotMatch(ws.head, /domain/i)
     ws.close()
+    // A handshake answer with a control byte in its head (a NUL a parser may read as a line end) is cut, not passed on.
+    const nul = await openWebSocket(base, hostOf(sub), '/ws-nul')
+    assert.equal(nul.status, 0, nul.head)
+    await nul.closed
   })
 
   it('passes a chunked upload on whole, also one that waited for 100 Continue', async () => {

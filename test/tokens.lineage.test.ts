@@ -6,6 +6,7 @@ import assert from 'node:assert/strict'
 import { forEachDialect, useWarren } from './harness.ts'
 import { randomText } from '../src/shared/ids.ts'
 import { expectError } from './expect.ts'
+import { sql } from 'kysely'
 import { openStore } from '../src/db/database.ts'
 import { revokeToken } from '../src/tokens/tokens.store.ts'
 
@@ -58,6 +59,35 @@ forEachDialect('tokens minted by tokens', (dialect) => {
     const left = await listed(sibling.token)
     for (const id of [root.id, kid.id, grandkid.id]) assert.ok(!left.includes(id), `${id} is still listed`)
     assert.ok(left.includes(cousin.id))
+  })
+
+  it('revoking again finishes a revocation cut short: tokens under a token revoked before are revoked too', async () => {
+    const root = await w().mint(undefined, ['tokens:write', 'sessions:read'], 90)
+    const kid = await child(root.token, 30)
+    const grandkid = await child(kid.token, 7)
+    // What a revocation stopped after its first generations leaves (the process died, the store
+    // went away): the root and its child revoked, the grandchild still standing.
+    await w().store.db.updateTable('tokens').set({ revoked_at: Date.now() }).where('id', 'in', [root.id, kid.id]).execute()
+    assert.equal((await health(grandkid.token)).statusCode, 200)
+    // Revoking the root again (warren tokens revoke) walks the whole tree, not only what was still live.
+    await revokeToken(w().store.db, root.id)
+    assert.match(expectError(await health(grandkid.token), 401, 'authentication_error').message, /revoked/)
+  })
+
+  it('revokes a token that minted more tokens than one statement can name (SQLite takes 32,766 values, PostgreSQL 65,535)', async () => {
+    const root = await w().mint(undefined, ['tokens:write', 'sessions:read'], 90)
+    const kid = await child(root.token, 30)
+    // 70,000 more tokens minted by the root, written at once (minting them over HTTP takes hours).
+    const many = 70_000
+    const row = await w().store.db.selectFrom('tokens').selectAll().where('id', '=', kid.id).executeTakeFirstOrThrow()
+    await sql`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ${many})
+      INSERT INTO tokens (id, org_id, name, hash, scopes, created_at, expires_at, revoked_at, parent_id)
+      SELECT ${`${kid.id}_`} || i, ${row.org_id}, NULL, ${`${row.hash}_`} || i, ${row.scopes}, ${row.created_at}, ${row.expires_at}, NULL, ${root.id} FROM n`.execute(w().store.db)
+    const grandkid = await child(kid.token, 7)
+    assert.equal((await w().inject({ method: 'DELETE', url: `/v1/tokens/${root.id}`, token: grandkid.token })).statusCode, 200)
+    const standing = await w().store.db.selectFrom('tokens').select((eb) => eb.fn.countAll<number>().as('n')).where('parent_id', '=', root.id).where('revoked_at', 'is', null).executeTakeFirstOrThrow()
+    assert.equal(Number(standing.n), 0)
+    assert.equal((await health(grandkid.token)).statusCode, 401)
   })
 
   it('a parent revoked by another process (the CLI, another node) refuses its children at once, though they were just read', async () => {

@@ -45,4 +45,14 @@ it('keeps cookies on the host that set them', () => {
     hostOnlyCookiesInHead('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\nset-cookie : ws=1; Domain = .x\r\nX-Domain: kept\r\n\r\n'),
     'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nset-cookie : ws=1\r\nX-Domain: kept\r\n\r\n',
   )
+  // A bare CR ends a line too: a Set-Cookie after one is a header of its own.
+  assert.equal(
+    hostOnlyCookiesInHead('HTTP/1.1 101 Switching Protocols\r\nX-A: 1\rSet-Cookie: cr=1; Domain=.x\r\n\r\n'),
+    'HTTP/1.1 101 Switching Protocols\r\nX-A: 1\r\nSet-Cookie: cr=1\r\n\r\n',
+  )
+  // A Domain folded onto a continuation line is found on the header it continues.
+  assert.equal(
+    hostOnlyCookiesInHead('HTTP/1.1 101 Switching Protocols\r\nSet-Cookie: ws=1\r\n ; Domain=.x;\r\n\tPath=/\r\nX-A: 1\r\n\r\n'),
+    'HTTP/1.1 101 Switching Protocols\r\nSet-Cookie: ws=1; Path=/\r\nX-A: 1\r\n\r\n',
+  )
 })

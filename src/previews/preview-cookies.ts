@@ -17,10 +17,18 @@ export const hostOnlyCookies = (cookies: string[]): string[] => cookies.map(host
 
 /**
  * A raw response head (a WebSocket handshake's, written by the workspace) with its Set-Cookie
- * lines kept on the host. Lines are split at a bare LF as well: browsers read one as a line end.
+ * lines kept on the host. Lines are split at a bare LF or a bare CR as well: Chromium reads either
+ * as a line end, so a Set-Cookie after a bare CR is a header of its own there.
+ * A line that begins with a space or a tab continues the header above it (obsolete folding,
+ * which Chromium still joins): it is joined here first, or a Domain folded onto a line of its own
+ * would pass as a header of no name and reach the browser as part of the cookie.
  */
 export function hostOnlyCookiesInHead(head: string): string {
-  const lines = head.replace(/(\r?\n)+$/, '').split(/\r?\n/)
+  const lines: string[] = []
+  for (const line of head.replace(/[\r\n]+$/, '').split(/\r\n|\r|\n/)) {
+    if (lines.length > 1 && /^[ \t]/.test(line)) lines[lines.length - 1] += ` ${line.trim()}`
+    else lines.push(line)
+  }
   const out = lines.map((line, i) => {
     const colon = line.indexOf(':')
     if (i === 0 || colon < 0 || line.slice(0, colon).trim().toLowerCase() !== 'set-cookie') return line

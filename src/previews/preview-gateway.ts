@@ -42,6 +42,10 @@ const API_ORIGIN_DROP = new Set(['expect', 'authorization', 'cookie'])
 const TO_PEER_DROP = new Set(['expect'])
 /** The most a workspace's WebSocket handshake answer may take before its blank line. */
 const MAX_UPGRADE_HEAD = 64 * 1024
+/** How that answer must begin: Chromium skips a few bytes before it, which would hide the head from the filter. */
+const STATUS_LINE_START = Buffer.from('HTTP/')
+/** Control bytes no valid head holds (tab, CR and LF aside): parsers differ on them (a NUL taken for a line end), so such a head is cut. */
+const CONTROL_BYTE = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/
 
 /** `headers`: set on the request to it (a peer node's secret). */
 type Target = { host: string; port: number; release: () => void; headers?: Record<string, string> }
@@ -266,6 +270,10 @@ function relayAnswerHead(upstream: net.Socket, socket: Duplex): void {
   let buffered = Buffer.alloc(0)
   const onData = (chunk: Buffer) => {
     buffered = Buffer.concat([buffered, chunk])
+    // Anything before the status line (a browser looks past up to four bytes of it) is refused: a
+    // blank line made of it would pass for the end of the head, and the real head go on unfiltered.
+    const start = Math.min(buffered.length, STATUS_LINE_START.length)
+    if (!buffered.subarray(0, start).equals(STATUS_LINE_START.subarray(0, start))) return void upstream.destroy()
     const end = /\r?\n\r?\n/.exec(buffered.toString('latin1'))
     if (!end) {
       if (buffered.length > MAX_UPGRADE_HEAD) upstream.destroy()
@@ -275,7 +283,9 @@ function relayAnswerHead(upstream: net.Socket, socket: Duplex): void {
     upstream.pause()
     upstream.off('data', onData)
     const headEnd = end.index + end[0].length
-    socket.write(Buffer.from(hostOnlyCookiesInHead(buffered.subarray(0, headEnd).toString('latin1')), 'latin1'))
+    const head = buffered.subarray(0, headEnd).toString('latin1')
+    if (CONTROL_BYTE.test(head)) return void upstream.destroy()
+    socket.write(Buffer.from(hostOnlyCookiesInHead(head), 'latin1'))
     if (buffered.length > headEnd) socket.write(buffered.subarray(headEnd))
     upstream.pipe(socket)
   }

@@ -88,18 +88,37 @@ export async function getTokenById(db: Db, id: string): Promise<TokenRecord | nu
 }
 
 /**
- * Revokes the token and every token minted under it, a generation a statement. Each generation is
- * read after the one above it was revoked and committed, so a child minted meanwhile is either seen
- * here or finds its parent revoked when its mint checks again (mint-token.ts): none is left
- * standing. Not to be run inside a transaction, which would hold back those commits.
+ * Revokes the token and every token minted under it, a generation a statement: those under it
+ * first, then the token, then those under it again. Each generation is read after the one above it
+ * was revoked and committed, so a child minted meanwhile is either seen by the second walk or finds
+ * its parent revoked when its mint checks again (mint-token.ts): none is left standing. Cut short
+ * (the process dies, the store goes away), a revocation leaves the token itself live while the
+ * first walk runs, so that asking again finishes it; and a walk goes through tokens revoked before
+ * as well, so that revoking a token again (warren tokens revoke) finishes one cut in its second
+ * walk. Not to be run inside a transaction, which would hold back those commits.
  */
 export async function revokeToken(db: Db, id: string): Promise<void> {
   const now = Date.now()
+  await revokeMintedUnder(db, id, now)
   await db.updateTable('tokens').set({ revoked_at: now }).where('id', '=', id).where('revoked_at', 'is', null).execute()
-  // A child revoked before has had its own descendants revoked then.
+  await revokeMintedUnder(db, id, now)
+}
+
+/** Ids named in one statement at the most: a generation may be larger than SQLite (32,766) or PostgreSQL (65,535) takes. */
+const IDS_A_STATEMENT = 1000
+
+/** Revokes every token minted under `id`, however deep, a generation at a time. */
+async function revokeMintedUnder(db: Db, id: string, now: number): Promise<void> {
   for (let parents = [id]; parents.length > 0; ) {
-    const revoked = await db.updateTable('tokens').set({ revoked_at: now }).where('parent_id', 'in', parents).where('revoked_at', 'is', null).returning('id').execute()
-    parents = revoked.map((r) => r.id)
+    const children: string[] = []
+    for (let i = 0; i < parents.length; i += IDS_A_STATEMENT) {
+      const rows = await db.selectFrom('tokens').select('id').where('parent_id', 'in', parents.slice(i, i + IDS_A_STATEMENT)).execute()
+      for (const r of rows) children.push(r.id)
+    }
+    for (let i = 0; i < children.length; i += IDS_A_STATEMENT) {
+      await db.updateTable('tokens').set({ revoked_at: now }).where('id', 'in', children.slice(i, i + IDS_A_STATEMENT)).where('revoked_at', 'is', null).execute()
+    }
+    parents = children
   }
 }
 
