@@ -129,11 +129,15 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
       const env = await getProfileEnv(store.db, box, ws.orgId, ws.env.profiles ?? [])
       // Taken over from a node that is gone: its files come back from the last snapshot.
       const restored = restoring && ws.env.initialized && snapshots && (await snapshots.restore(id)) ? await snapshots.latest(id) : null
+      // No snapshot yet (its first turn never settled) and no folder here: it starts over from its
+      // creation state rather than fail as a lost workspace.
+      const rebuilding = restoring && ws.env.initialized && !restored && (await nothingToRestore(id))
+      const seeding = !ws.env.initialized || rebuilding
       const sandbox = await starting(
         () =>
           provider.create({
             id,
-            existing: restoring && ws.env.initialized,
+            existing: restoring && !seeding,
             workspaceMount: WORKSPACE_MOUNT,
             env,
             network: networkPolicyFor(config, ws.agent.permission_rules ?? []),
@@ -147,14 +151,15 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
       e.lastActivity = Date.now()
       await setState(id, ws.orgId, 'running', 'sandbox.created', { used_ms: e.usedMs }, 'open')
       e.snapshotAt = Date.now()
-      if (restored) await tellRestored(id, ws.orgId, restored.takenAt)
-      if (!ws.env.initialized) {
+      if (restored) await tellTakenOver(id, ws.orgId, `restored to its state at ${new Date(restored.takenAt).toISOString()} (its last snapshot)`)
+      if (seeding) {
         const { problems, repo } = await seedWorkspace(store.db, id, ws.env, sandbox, config.gitBaseUrl)
         await withEvents(store, bus, async (trx, record) => {
           await patchWorkspace(trx, id, { initialized: true, repo })
           for (const p of problems) await record({ orgId: ws.orgId, sessionId: id, type: 'session.error', payload: { message: p.message, ...(p.path ? { path: p.path } : {}) } })
         })
       }
+      if (rebuilding) await tellTakenOver(id, ws.orgId, 'rebuilt from the state it was created in (its repository, seed files and template setup), since no snapshot of it had been taken yet')
       return sandbox
     } catch (err) {
       // Deleted while it waited for its turn: nothing was started and there is nothing to report.
@@ -173,11 +178,21 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
   }
 
   /**
-   * Says so when a workspace came back from a snapshot: on the session's events, and to the model
-   * of a turn that was working (at its next step), since what it did after the snapshot is gone.
+   * A workspace taken over with neither a snapshot nor its folder on this node: nothing of it can
+   * come back. Only with snapshots (several nodes); a lone node's reclaimed folder is always here.
    */
-  async function tellRestored(id: string, orgId: string, takenAt: number): Promise<void> {
-    const text = `The node that ran this workspace stopped, and another node took it over: the workspace was restored to its state at ${new Date(takenAt).toISOString()} (its last snapshot). Changes made after that are gone, including any made since by tool calls this conversation shows; check the files before relying on them.`
+  async function nothingToRestore(id: string): Promise<boolean> {
+    if (!snapshots || (await snapshots.latest(id))) return false
+    return (await provider.workspace(id).list('')) === null
+  }
+
+  /**
+   * Says so when a workspace came back from a snapshot or was rebuilt (`how`): on the session's
+   * events, and to the model of a turn that was working (at its next step), since what it did
+   * after that state is gone.
+   */
+  async function tellTakenOver(id: string, orgId: string, how: string): Promise<void> {
+    const text = `The node that ran this workspace stopped, and another node took it over: the workspace was ${how}. Changes made after that are gone, including any made since by tool calls this conversation shows; check the files before relying on them.`
     await withEvents(store, bus, async (trx, record) => {
       await record({ orgId, sessionId: id, type: 'session.error', payload: { message: text } })
       const [turn] = await workingTurns(trx, id)

@@ -1,0 +1,99 @@
+// A node lost during a session's first turn (issue 25, item 8): the session has no snapshot yet,
+// so the node that takes it over rebuilds its workspace from the state it was created in (seed
+// files, template setup) and the turn completes there. Real `warren serve` child processes on one
+// PostgreSQL schema (test/cluster.ts); a node killed is started again for the next test.
+import { after, before, it } from 'node:test'
+import assert from 'node:assert/strict'
+import { startCluster, type Cluster } from './cluster.ts'
+import { allItems, connectModel, createSession, ownerIndex, render, RESTORED_NOTE, routeAcrossRestore, send, settled, tag, type Turn } from './cluster.helpers.ts'
+import { startModelServer, type FakeModelServer, type ModelRequest, type ScriptStep } from './fakes/model-server.ts'
+import { waitFor } from './fixtures.ts'
+import { onPostgres } from './harness.ts'
+
+/** The template every session here starts from: its setup script leaves a file of its own. */
+const TEMPLATE = 'first-turn'
+/** A session with a seed file, from the template. */
+const seededBody = (marker: string) => ({
+  environment: { template: TEMPLATE, files: [{ path: 'seed.txt', content: Buffer.from(`seed ${marker}\n`).toString('base64') }] },
+})
+
+onPostgres('cluster: a node lost during a first turn', () => {
+  let fake: FakeModelServer
+  let c: Cluster
+  before(async () => {
+    fake = await startModelServer({ models: ['m1'] })
+    c = await startCluster({ nodes: 2 })
+    await connectModel(c, 0, fake)
+    const t = await c.on(0, 'POST', '/v1/environment-templates', { name: TEMPLATE, setup: 'echo set-up > /workspace/setup.txt' })
+    assert.equal(t.status, 201, t.text)
+  })
+  after(async () => {
+    await c?.close()
+    await fake?.close()
+  })
+  const ensureLive = async (...nodes: number[]) => {
+    for (const i of nodes) if (!c.live().includes(i)) await c.start(i)
+  }
+  const runningCall = async (turnId: string) => (await c.query<{ running_call: string | null }>('SELECT running_call FROM {schema}.turns WHERE id = $1', [turnId]))[0]?.running_call
+
+  /** Asserts the turn completed on node 1 after node 0 died, and what the model saw after the cut. */
+  async function completedElsewhere(sessionId: string, turn: Turn, told: () => ModelRequest | null, listing: () => string | null) {
+    const done = await settled(c, sessionId, turn.id)
+    assert.equal(done.status, 'completed', `${JSON.stringify(done)}\n${render(await allItems(c, sessionId))}`)
+    assert.equal(await ownerIndex(c, sessionId), 1, 'node 1 took the session over')
+    const items = await allItems(c, sessionId)
+    const req = told()
+    assert.ok(req, 'the model was asked on the node that took over')
+    const seen = () => `${JSON.stringify(req.messages)}\n${render(items)}`
+    assert.ok(req.lastUserText?.startsWith(RESTORED_NOTE) && /state it was created in/.test(req.lastUserText), `the model is told the workspace was rebuilt: ${seen()}`)
+    const files = listing()
+    assert.ok(files !== null && files.includes('seed.txt') && files.includes('setup.txt') && !files.includes('partial.txt'), `the rebuilt workspace holds the creation state only: ${JSON.stringify(files)}`)
+    assert.ok(!items.some((i) => i.detail.event === 'workspace.recovery_failed'), render(items))
+  }
+
+  it('SIGKILLed during the first turn\'s command: the other node rebuilds the workspace from its creation state and the turn completes', async () => {
+    await ensureLive(0, 1)
+    const text = `first turn command ${tag()}`
+    let told: ModelRequest | null = null
+    let listing: string | null = null
+    routeAcrossRestore(fake, text, (req): ScriptStep => {
+      if (req.toolResults.length === 0) return { toolCalls: [{ id: 'call_long', name: 'bash', args: { command: 'echo partial > /workspace/partial.txt; sleep 60; echo finished' } }] }
+      if (req.toolResults.length === 1) {
+        told = req
+        return { toolCalls: [{ id: 'call_look', name: 'bash', args: { command: 'ls /workspace' } }] }
+      }
+      listing = req.toolResults.at(-1)!.content
+      return { text: 'done after the cut' }
+    })
+    const sessionId = await createSession(c, 0, seededBody(tag()))
+    const turn = await send(c, 0, sessionId, text)
+    await waitFor('the first turn runs its command on node 0', async () => (await runningCall(turn.id)) === 'call_long', 60_000)
+    assert.equal(await ownerIndex(c, sessionId), 0, 'control: node 0 runs the session')
+    await c.kill(0, 'SIGKILL')
+    await completedElsewhere(sessionId, turn, () => told, () => listing)
+  })
+
+  it('SIGKILLed during the first turn\'s model stream: the other node rebuilds the workspace and asks the model again', async () => {
+    await ensureLive(0, 1)
+    const text = `first turn stream ${tag()}`
+    let streams = 0
+    let told: ModelRequest | null = null
+    let listing: string | null = null
+    routeAcrossRestore(fake, text, (req): ScriptStep => {
+      if (streams++ === 0) return { hang: true, text: 'thinking' }
+      // Asked again from the start; the workspace comes up for the first command, and the step
+      // after it learns how.
+      if (req.toolResults.length === 0) return { toolCalls: [{ id: 'call_look', name: 'bash', args: { command: 'ls /workspace' } }] }
+      told = req
+      listing = req.toolResults.at(-1)!.content
+      return { text: 'done after the cut' }
+    })
+    const sessionId = await createSession(c, 0, seededBody(tag()))
+    // The workspace is up (seeded) before the turn: the stream is cut after its creation state exists.
+    await waitFor('the workspace is up on node 0', async () => (await c.on(0, 'GET', `/v1/sessions/${sessionId}`)).body.environment?.state === 'running', 60_000)
+    const turn = await send(c, 0, sessionId, text)
+    await waitFor('node 0 streams the first answer', async () => streams >= 1, 60_000)
+    await c.kill(0, 'SIGKILL')
+    await completedElsewhere(sessionId, turn, () => told, () => listing)
+  })
+})
