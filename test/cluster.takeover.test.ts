@@ -7,6 +7,7 @@ import assert from 'node:assert/strict'
 import { startCluster, type Cluster } from './cluster.ts'
 import { allItems, connectModel, createSession, ownerIndex, render, RESTORED_NOTE, routeAcrossRestore, send, settled, tag, type Turn } from './cluster.helpers.ts'
 import { startModelServer, type FakeModelServer, type ModelRequest, type ScriptStep } from './fakes/model-server.ts'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { waitFor } from './fixtures.ts'
 import { onPostgres } from './harness.ts'
 
@@ -33,6 +34,20 @@ onPostgres('cluster: a node lost during a first turn', () => {
   })
   const ensureLive = async (...nodes: number[]) => {
     for (const i of nodes) if (!c.live().includes(i)) await c.start(i)
+  }
+  const nodeId = async (i: number): Promise<string> => (await c.on(i, 'GET', '/v1/health')).body.node.id
+  /** Stops node `i` (SIGSTOP) until another node declares it dead, then lets `whileStopped` run before it wakes. */
+  async function pausePastLease(i: number, whileStopped: () => Promise<void> = async () => {}): Promise<string> {
+    const id = await nodeId(i)
+    const pid = c.nodes[i]!.service.pid!
+    process.kill(pid, 'SIGSTOP')
+    try {
+      await waitFor(`node ${i} is declared dead while stopped`, async () => (await c.query<{ stopped_at: unknown }>('SELECT stopped_at FROM {schema}.nodes WHERE id = $1', [id]))[0]?.stopped_at != null, 60_000)
+      await whileStopped()
+    } finally {
+      process.kill(pid, 'SIGCONT')
+    }
+    return id
   }
   const runningCall = async (turnId: string) => (await c.query<{ running_call: string | null }>('SELECT running_call FROM {schema}.turns WHERE id = $1', [turnId]))[0]?.running_call
 
@@ -95,5 +110,28 @@ onPostgres('cluster: a node lost during a first turn', () => {
     await waitFor('node 0 streams the first answer', async () => streams >= 1, 60_000)
     await c.kill(0, 'SIGKILL')
     await completedElsewhere(sessionId, turn, () => told, () => listing)
+  })
+
+  it('a node woken after a pause past its lease creates no session under the identity it lost', async () => {
+    await ensureLive(0, 1)
+    const text = `created on waking ${tag()}`
+    routeAcrossRestore(fake, text, () => ({ text: 'hello after the pause' }))
+    let created: ReturnType<Cluster['on']> | null = null
+    const lost = await pausePastLease(0, async () => {
+      // Sent while node 0 is stopped: it is the first thing it serves on waking.
+      created = c.on(0, 'POST', '/v1/sessions', { input: text })
+      // Only for the request to be written before the wake; the assertions hold whatever the order.
+      await sleep(200)
+    })
+    let res = await created!
+    // Refused while it joins again is allowed; it must then serve the retry under its new identity.
+    for (let tries = 0; res.status === 503 && tries < 20; tries++) res = await c.on(0, 'POST', '/v1/sessions', { input: text })
+    assert.equal(res.status, 201, res.text)
+    const [row] = await c.query<{ owner_node: string | null }>('SELECT owner_node FROM {schema}.sessions WHERE id = $1', [res.body.id])
+    assert.notEqual(row?.owner_node, lost, 'the session is not owned by the identity node 0 lost')
+    assert.equal(row?.owner_node, await nodeId(0), 'node 0 created it under the identity it joined again with')
+    const [turn] = (await c.api('GET', `/v1/sessions/${res.body.id}/turns`)).body.data as Turn[]
+    const done = await settled(c, res.body.id, turn!.id)
+    assert.equal(done.status, 'completed', `${JSON.stringify(done)}\n${render(await allItems(c, res.body.id))}`)
   })
 })

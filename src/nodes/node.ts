@@ -64,6 +64,13 @@ export type ServiceNode = {
   passOnTarget(sessionId: string, headers: Record<string, string | string[] | undefined>): Promise<PassOn | null>
   /** True when the request was passed on by a peer (it shows this node's secret in NODE_HEADER). */
   passedOn(headers: Record<string, string | string[] | undefined>): boolean
+  /**
+   * The identity a session created here is owned by, once this node is sure of its leases: a node
+   * woken past its lease (a pause) renews its heartbeat first, or joins again as a new node, and
+   * never names a new session with the identity it lost. Refuses with sandbox_unavailable while it
+   * cannot reach the store. The create checks the answer again in its transaction (nodeIsLive).
+   */
+  creator(): Promise<string>
   /** Drives the session's turns wherever it is owned. */
   kick(sessionId: string): void
   /** Cancels the turn: the request is stored here, the owner stops what runs. */
@@ -241,13 +248,17 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
     }
   }
 
+  /** One round at a time, whoever asks for it (the timer, or a create that found the lease stale). */
+  const round = (): Promise<void> => {
+    ticking = ticking.then(tick).catch((err) => log.error({ err, component: 'node', node_id: id }, 'a node round failed'))
+    return ticking
+  }
+  /** Whether the last renewal is recent enough to act as an owner without renewing first. */
+  const sure = () => !fenced && performance.now() - lastBeat < leaseMs * FENCE_SHARE
+
   const schedule = () => {
     if (stopped) return
-    timer = setTimeout(() => {
-      ticking = tick()
-        .catch((err) => log.error({ err, component: 'node', node_id: id }, 'a node round failed'))
-        .finally(schedule)
-    }, Math.max(100, Math.floor(leaseMs / 5)))
+    timer = setTimeout(() => void round().finally(schedule), Math.max(100, Math.floor(leaseMs / 5)))
     timer.unref()
   }
 
@@ -270,6 +281,11 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
       return { nodeId: where.nodeId, url: where.url, secret: peerSecret }
     },
     passedOn,
+    async creator() {
+      if (!sure()) await round()
+      if (!sure()) throw new ApiError('sandbox_unavailable', 'This node cannot renew its place in the service now (the store does not answer in time); retry shortly, or through another node.')
+      return id
+    },
     kick(sessionId) {
       void route({ kind: 'kick', sessionId }).catch((err) => log.error({ err, component: 'node', session_id: sessionId }, 'routing a kick failed'))
     },
