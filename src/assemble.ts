@@ -120,9 +120,19 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     error: (obj, msg) => app?.log.error(obj, msg),
   }
   // Only several nodes need copies of workspaces: on SQLite the one process keeps its own files.
-  const workspaces = workspaceManager({ store, bus, config, box, provider: countedProvider(provider, metrics), log, ...(config.databaseUrl ? { snapshots } : {}) })
-  const publishing = { store, bus, workspaces, blobs, limits: overrides.artifactLimits }
   let node: ServiceNode | undefined
+  const workspaces = workspaceManager({
+    store,
+    bus,
+    config,
+    box,
+    provider: countedProvider(provider, metrics),
+    log,
+    ...(config.databaseUrl ? { snapshots } : {}),
+    // Before the node joins there is nothing to act on; after, only while its leases hold.
+    leaseHeld: () => node?.holdsLeases() ?? true,
+  })
+  const publishing = { store, bus, workspaces, blobs, limits: overrides.artifactLimits }
   const runner = turnRunner({ store, bus, config, box, workspaces, metrics, log, publish: async (turn, signal) => {
       await publishTurn(publishing, turn, signal)
       // A settled turn's files are what another node would restore, were this one to die.

@@ -5,7 +5,7 @@
 import { after, before, it } from 'node:test'
 import assert from 'node:assert/strict'
 import { startCluster, type Cluster } from './cluster.ts'
-import { allItems, connectModel, createSession, ownerIndex, render, RESTORED_NOTE, routeAcrossRestore, send, settled, tag, type Turn } from './cluster.helpers.ts'
+import { allItems, connectModel, createSession, ownerIndex, render, RESTORED_NOTE, routeAcrossRestore, send, sessionWithMarker, settled, tag, type Turn } from './cluster.helpers.ts'
 import { startModelServer, type FakeModelServer, type ModelRequest, type ScriptStep } from './fakes/model-server.ts'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { waitFor } from './fixtures.ts'
@@ -49,6 +49,13 @@ onPostgres('cluster: a node lost during a first turn', () => {
     }
     return id
   }
+  /** A promise a test opens when it chooses: a model answer held back until then. */
+  const gate = () => {
+    let open!: () => void
+    const opened = new Promise<void>((resolve) => (open = resolve))
+    return { opened, open }
+  }
+  const messages = (items: Awaited<ReturnType<typeof allItems>>) => items.filter((i) => i.detail.event === 'agent.message').map((i) => i.detail.text)
   const runningCall = async (turnId: string) => (await c.query<{ running_call: string | null }>('SELECT running_call FROM {schema}.turns WHERE id = $1', [turnId]))[0]?.running_call
 
   /** Asserts the turn completed on node 1 after node 0 died, and what the model saw after the cut. */
@@ -133,5 +140,68 @@ onPostgres('cluster: a node lost during a first turn', () => {
     const [turn] = (await c.api('GET', `/v1/sessions/${res.body.id}/turns`)).body.data as Turn[]
     const done = await settled(c, res.body.id, turn!.id)
     assert.equal(done.status, 'completed', `${JSON.stringify(done)}\n${render(await allItems(c, res.body.id))}`)
+  })
+
+  it('paused past its lease mid model stream of a first turn: woken with the answer in hand, it writes nothing and asks no more; the other node completes the turn', async () => {
+    await ensureLive(0, 1)
+    const text = `paused mid stream ${tag()}`
+    let asks = 0
+    const stale = gate()
+    const fresh = gate()
+    routeAcrossRestore(fake, text, async (): Promise<ScriptStep> => {
+      // The first ask is node 0's, answered only once it is stopped and its session taken over.
+      if (++asks === 1) return stale.opened.then(() => ({ text: 'stale answer' }))
+      return fresh.opened.then(() => ({ text: 'fresh answer' }))
+    })
+    const sessionId = await createSession(c, 0)
+    const turn = await send(c, 0, sessionId, text)
+    await waitFor('node 0 asks the model', async () => asks >= 1, 60_000)
+    const lost = await pausePastLease(0, async () => {
+      await waitFor('node 1 takes the turn over and asks the model', async () => asks >= 2, 60_000)
+      stale.open()
+      // Only so that the answer reaches node 0's socket before it wakes; nothing below relies on it.
+      await sleep(200)
+    })
+    await waitFor('node 0 joins again as a new node', async () => (await nodeId(0)) !== lost, 60_000)
+    // Node 1 answers only now: the turn is still working while node 0 wakes with its answer.
+    fresh.open()
+    const done = await settled(c, sessionId, turn.id)
+    const items = await allItems(c, sessionId)
+    assert.equal(done.status, 'completed', `${JSON.stringify(done)}\n${render(items)}`)
+    assert.deepEqual(messages(items), ['fresh answer'], `the woken node wrote nothing of its answer\n${render(items)}`)
+    assert.equal(asks, 2, 'one ask by each node: the woken one asked no more')
+    assert.equal(items.filter((i) => i.detail.event === 'turn.ended').length, 1, render(items))
+  })
+
+  it('paused past its lease mid command after a settled turn: woken with the result in hand, it records nothing and asks no more; the other node tells the model the call was cut', async () => {
+    await ensureLive(0, 1)
+    const { sessionId } = await sessionWithMarker(c, 0, fake)
+    const text = `paused mid command ${tag()}`
+    const asked = new Map<number, number>()
+    const next = gate()
+    let cutResult: string | null = null
+    routeAcrossRestore(fake, text, async (req): Promise<ScriptStep> => {
+      // The conversation holds the first turn's tool result: this turn's steps are 1 and 2.
+      const step = req.toolResults.length
+      asked.set(step, (asked.get(step) ?? 0) + 1)
+      if (step === 1) return { toolCalls: [{ id: 'call_paused', name: 'bash', args: { command: 'sleep 2; echo stale > /workspace/stale.txt; echo stale-done' } }] }
+      cutResult = req.toolResults.find((r) => r.toolCallId === 'call_paused')?.content ?? null
+      return next.opened.then(() => ({ text: 'after the pause' }))
+    })
+    const turn = await send(c, 0, sessionId, text)
+    await waitFor('node 0 runs the command', async () => (await runningCall(turn.id)) === 'call_paused', 60_000)
+    const lost = await pausePastLease(0, async () => {
+      await waitFor('node 1 takes the turn over and asks the model about the cut call', async () => (asked.get(2) ?? 0) >= 1, 60_000)
+    })
+    await waitFor('node 0 joins again as a new node', async () => (await nodeId(0)) !== lost, 60_000)
+    next.open()
+    const done = await settled(c, sessionId, turn.id)
+    const items = await allItems(c, sessionId)
+    assert.equal(done.status, 'completed', `${JSON.stringify(done)}\n${render(items)}`)
+    assert.deepEqual(Object.fromEntries(asked), { 1: 1, 2: 1 }, 'one ask a step: the woken node asked no more')
+    assert.match(cutResult ?? '', /whether it finished is unknown/, 'the model learns the call was cut, not its stale result')
+    const mine = items.filter((i) => i.turn_id === turn.id)
+    assert.deepEqual(mine.filter((i) => i.detail.event === 'agent.tool_result').map((i) => i.detail.toolCallId), ['call_paused'], `one result for the call\n${render(items)}`)
+    assert.deepEqual(messages(mine), ['after the pause'], render(items))
   })
 })

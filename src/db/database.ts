@@ -14,6 +14,7 @@ import * as m006 from './migrations/006-blobs.ts'
 import * as m007 from './migrations/007-workspace-snapshots.ts'
 import * as m008 from './migrations/008-nodes.ts'
 import * as m009 from './migrations/009-node-secrets.ts'
+import * as m010 from './migrations/010-owner-epoch.ts'
 
 export type DialectName = 'sqlite' | 'postgres'
 export type Db = Kysely<Tables>
@@ -113,6 +114,7 @@ const migrations: Record<string, { up(db: Kysely<any>, d: DialectName): Promise<
   '007-workspace-snapshots': m007,
   '008-nodes': m008,
   '009-node-secrets': m009,
+  '010-owner-epoch': m010,
 }
 
 async function migrate(store: Store): Promise<void> {

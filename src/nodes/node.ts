@@ -71,6 +71,12 @@ export type ServiceNode = {
    * cannot reach the store. The create checks the answer again in its transaction (nodeIsLive).
    */
   creator(): Promise<string>
+  /**
+   * Whether this node may act as an owner at this moment: true at once when it renewed its leases
+   * recently enough; otherwise (a node woken after a pause, or one slowed by load) it renews first
+   * and resolves true only when it still holds them under the identity it had when asked.
+   */
+  holdsLeases(): true | Promise<boolean>
   /** Drives the session's turns wherever it is owned. */
   kick(sessionId: string): void
   /** Cancels the turn: the request is stored here, the owner stops what runs. */
@@ -204,6 +210,8 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
   }
 
   async function tick(): Promise<void> {
+    // A round asked for after a graceful stop would find the node stopped and join it again.
+    if (stopped) return
     ticks++
     try {
       if (!(await beat(store.db, store.dialect, id))) return await rejoin('another node declared it dead')
@@ -281,8 +289,16 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
       return { nodeId: where.nodeId, url: where.url, secret: peerSecret }
     },
     passedOn,
+    holdsLeases() {
+      // Before it joins a node owns nothing to act on; once it left, nothing may renew it.
+      if (!id) return true
+      if (stopped) return Promise.resolve(false)
+      if (sure()) return true
+      const before = id
+      return round().then(() => sure() && id === before)
+    },
     async creator() {
-      if (!sure()) await round()
+      if (!sure() && !stopped) await round()
       if (!sure()) throw new ApiError('sandbox_unavailable', 'This node cannot renew its place in the service now (the store does not answer in time); retry shortly, or through another node.')
       return id
     },
@@ -304,6 +320,7 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
     async join() {
       id = await joinNode(store, deps.resources, { leaseMs, url, secret })
       deps.metrics.setNodeId(id)
+      lastBeat = performance.now()
     },
     advertise,
     async started(listenUrl) {

@@ -11,6 +11,8 @@ import { workingTurns } from '../turns/turns.store.ts'
 import { networkPolicyFor } from './network-policy.ts'
 import type { WorkspaceSnapshots } from './workspace-snapshots.ts'
 import { seedWorkspace } from './seed-workspace.ts'
+import { fencedSandboxes } from './fenced-sandbox.ts'
+import { LostOwnership } from '../nodes/ownership.store.ts'
 import { closeInterval, getWorkspace, markOpenIntervalsForReview, openInterval, patchWorkspace, type WorkspaceState } from './workspaces.store.ts'
 
 export const WORKSPACE_MOUNT = '/workspace'
@@ -86,6 +88,12 @@ export type WorkspaceManagerDeps = Pick<Deps, 'store' | 'bus' | 'config' | 'box'
   /** Copies every node reaches (several nodes on PostgreSQL): saved at pause, settle and stop, restored on takeover. */
   snapshots?: WorkspaceSnapshots
   log?: Log
+  /**
+   * Whether this node may act as an owner now (its last renewal of its leases is recent): false
+   * when it was paused or cut from the store past its lease. Asked at the moment of each act on a
+   * sandbox, so that a node woken after losing its sessions starts nothing in them.
+   */
+  leaseHeld?: () => true | Promise<boolean>
 }
 
 export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
@@ -277,19 +285,24 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
   const timer = setInterval(tick, Math.max(10, Math.min(1000, Math.floor(Math.min(config.idlePauseMs, config.workspaceLifetimeMs) / 4))))
   timer.unref()
 
+  const held = deps.leaseHeld ?? (() => true)
+  const fenced = fencedSandboxes(held)
   const start = (id: string) => void serial(id, () => ensureRunning(id)).catch(() => {})
   return {
     start,
-    acquire: (id) => serial(id, () => ensureRunning(id)),
+    async acquire(id) {
+      if (!(await held())) throw new LostOwnership(id)
+      return fenced(id, await serial(id, () => ensureRunning(id)))
+    },
     live(id) {
       const e = entries.get(id)
       if (!e?.sandbox || e.sandbox.state === 'destroyed') return Promise.resolve(null)
       // The common case (a running sandbox) answers without joining the queue of operations.
       if (e.sandbox.state === 'running') {
         e.lastActivity = e.usedAt = Date.now()
-        return Promise.resolve(e.sandbox)
+        return Promise.resolve(fenced(id, e.sandbox))
       }
-      return serial(id, async () => (entries.get(id)?.sandbox ? ensureRunning(id) : null))
+      return serial(id, async () => (entries.get(id)?.sandbox ? fenced(id, await ensureRunning(id)) : null))
     },
     hold(id) {
       const e = entryOf(id)
