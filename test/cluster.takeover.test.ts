@@ -111,8 +111,12 @@ onPostgres('cluster: a node lost during a first turn', () => {
       return { text: 'done after the cut' }
     })
     const sessionId = await createSession(c, 0, seededBody(tag()))
-    // The workspace is up (seeded) before the turn: the stream is cut after its creation state exists.
-    await waitFor('the workspace is up on node 0', async () => (await c.on(0, 'GET', `/v1/sessions/${sessionId}`)).body.environment?.state === 'running', 60_000)
+    // The workspace is up and seeded before the turn: the stream is cut after its creation state
+    // exists (a takeover during the seeding just seeds it, with nothing of the agent's to lose).
+    await waitFor('the workspace is seeded on node 0', async () => {
+      const [row] = await c.query<{ environment: string }>('SELECT environment FROM {schema}.sessions WHERE id = $1', [sessionId])
+      return row !== undefined && JSON.parse(row.environment).initialized === true
+    }, 60_000)
     const turn = await send(c, 0, sessionId, text)
     await waitFor('node 0 streams the first answer', async () => streams >= 1, 60_000)
     await c.kill(0, 'SIGKILL')
