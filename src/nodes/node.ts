@@ -256,17 +256,23 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
     }
   }
 
-  /** One round at a time, whoever asks for it (the timer, or a create that found the lease stale). */
+  /**
+   * One round at a time, whoever asks for it (the start, the timer, an act that found the lease
+   * stale). Rejects with the round's failure, which is logged once whoever asked.
+   */
   const round = (): Promise<void> => {
-    ticking = ticking.then(tick).catch((err) => log.error({ err, component: 'node', node_id: id }, 'a node round failed'))
-    return ticking
+    const next = ticking.then(tick)
+    ticking = next.catch((err) => log.error({ err, component: 'node', node_id: id }, 'a node round failed'))
+    return next
   }
+  /** A round whose failure the caller judges by `sure()` afterwards. */
+  const renew = () => round().catch(() => {})
   /** Whether the last renewal is recent enough to act as an owner without renewing first. */
   const sure = () => !fenced && performance.now() - lastBeat < leaseMs * FENCE_SHARE
 
   const schedule = () => {
     if (stopped) return
-    timer = setTimeout(() => void round().finally(schedule), Math.max(100, Math.floor(leaseMs / 5)))
+    timer = setTimeout(() => void renew().finally(schedule), Math.max(100, Math.floor(leaseMs / 5)))
     timer.unref()
   }
 
@@ -295,10 +301,10 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
       if (stopped) return Promise.resolve(false)
       if (sure()) return true
       const before = id
-      return round().then(() => sure() && id === before)
+      return renew().then(() => sure() && id === before)
     },
     async creator() {
-      if (!sure() && !stopped) await round()
+      if (!sure() && !stopped) await renew()
       if (!sure()) throw new ApiError('sandbox_unavailable', 'This node cannot renew its place in the service now (the store does not answer in time); retry shortly, or through another node.')
       return id
     },
@@ -333,7 +339,7 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
       if (!view.rows.some((r) => r.id !== id && alive(r))) {
         for (const s of await ownerlessSessions(store.db)) if (await claimSession(store.db, store.dialect, s, id, leaseMs)) await takeUp(s, true)
       }
-      await tick()
+      await round()
       schedule()
     },
     async leave() {
