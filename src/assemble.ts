@@ -121,6 +121,8 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
   }
   // Only several nodes need copies of workspaces: on SQLite the one process keeps its own files.
   let node: ServiceNode | undefined
+  // Before the node joins there is nothing to act on; after, only while its leases hold.
+  const leaseHeld = () => node?.holdsLeases() ?? true
   const workspaces = workspaceManager({
     store,
     bus,
@@ -129,8 +131,7 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     provider: countedProvider(provider, metrics),
     log,
     ...(config.databaseUrl ? { snapshots } : {}),
-    // Before the node joins there is nothing to act on; after, only while its leases hold.
-    leaseHeld: () => node?.holdsLeases() ?? true,
+    leaseHeld,
   })
   const publishing = { store, bus, workspaces, blobs, limits: overrides.artifactLimits }
   const runner = turnRunner({ store, bus, config, box, workspaces, metrics, log, publish: async (turn, signal) => {
@@ -138,7 +139,8 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
       // A settled turn's files are what another node would restore, were this one to die.
       workspaces.snapshot(turn.session_id)
     },
-    nodeId: () => node!.id })
+    nodeId: () => node!.id,
+    leaseHeld })
   node = serviceNode({
     store,
     bus,

@@ -10,6 +10,7 @@ import { startModelServer, type FakeModelServer, type ModelRequest, type ScriptS
 import { setTimeout as sleep } from 'node:timers/promises'
 import { waitFor } from './fixtures.ts'
 import { onPostgres } from './harness.ts'
+import { openSse } from './sse-client.ts'
 
 /** The template every session here starts from: its setup script leaves a file of its own. */
 const TEMPLATE = 'first-turn'
@@ -158,6 +159,9 @@ onPostgres('cluster: a node lost during a first turn', () => {
       return fresh.opened.then(() => ({ text: 'fresh answer' }))
     })
     const sessionId = await createSession(c, 0)
+    // Live deltas reach every node's streams: one on node 1 sees whatever node 0 streams on waking.
+    const live = await openSse(c.nodes[1]!.service.url, `/v1/sessions/${sessionId}/events`, { token: c.token })
+    assert.equal(live.status, 200, live.body)
     const turn = await send(c, 0, sessionId, text)
     await waitFor('node 0 asks the model', async () => asks >= 1, 60_000)
     const lost = await pausePastLease(0, async () => {
@@ -175,6 +179,10 @@ onPostgres('cluster: a node lost during a first turn', () => {
     assert.deepEqual(messages(items), ['fresh answer'], `the woken node wrote nothing of its answer\n${render(items)}`)
     assert.equal(asks, 2, 'one ask by each node: the woken one asked no more')
     assert.equal(items.filter((i) => i.detail.event === 'turn.ended').length, 1, render(items))
+    const frames = await live.until('the live stream sees the turn end', (events) => events.some((f) => f.event === 'turn.ended'), 30_000)
+    live.close()
+    const deltas = frames.filter((f) => f.event === 'agent.text').map((f) => f.data?.payload?.delta ?? '').join('')
+    assert.equal(deltas, 'fresh answer', 'the woken node streamed nothing of its answer')
   })
 
   it('paused past its lease mid command after a settled turn: woken with the result in hand, it records nothing and asks no more; the other node tells the model the call was cut', async () => {

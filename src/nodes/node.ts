@@ -116,6 +116,7 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
   let stopped = false
   let timer: NodeJS.Timeout | null = null
   let ticking: Promise<void> = Promise.resolve()
+  let renewing: Promise<void> | null = null
   const adopting = new Map<string, Promise<boolean>>()
 
   const alive = (row: NodeRow) => row.stopped_at === null && view.now - row.heartbeat_at < leaseMs
@@ -301,7 +302,9 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
       if (stopped) return Promise.resolve(false)
       if (sure()) return true
       const before = id
-      return renew().then(() => sure() && id === before)
+      // One renewal for every act that asks meanwhile (a stream's deltas ask at each chunk).
+      renewing ??= renew().finally(() => (renewing = null))
+      return renewing.then(() => sure() && id === before)
     },
     async creator() {
       if (!sure() && !stopped) await renew()

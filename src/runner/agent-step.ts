@@ -83,8 +83,12 @@ export async function agentStep(ctx: Ctx, scope: TurnScope): Promise<StepResult>
   }
 
   let messages = await compact(Math.floor(window * 0.5), false)
-  const transient = (type: LiveEventName) => (delta: string) =>
+  // Live only, never stored, so nothing fences them in a transaction: a delta goes out only while
+  // the node is sure of its leases (one woken past them streams nothing of an answer it holds).
+  const transient = (type: LiveEventName) => (delta: string) => {
+    if (ctx.leaseHeld && ctx.leaseHeld() !== true) return
     ctx.bus.publish({ ...turnEventScope(turn), type, createdAt: Date.now(), payload: { delta } })
+  }
   const delays = ctx.config.providerRetryDelaysMs
   let compactedForProvider = false
   for (let attempt = 0; ; attempt++) {

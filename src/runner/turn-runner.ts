@@ -66,6 +66,8 @@ export type RunnerDeps = Pick<Deps, 'store' | 'bus' | 'config' | 'box' | 'worksp
   log: Log
   /** This node's id: approvals time out here only for the sessions it owns. */
   nodeId(): string
+  /** Whether this node holds its leases now (see ServiceNode.holdsLeases); live deltas go out only then. */
+  leaseHeld?: () => true | Promise<boolean>
 }
 
 export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {

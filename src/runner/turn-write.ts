@@ -7,7 +7,11 @@ import { checkFence, type Fence } from '../nodes/ownership.store.ts'
  * What a turn's writes need: the store and the bus, and the fence of the driver making them (none
  * outside a driver: a waiting turn cancelled by a request).
  */
-export type TurnCtx = Pick<Deps, 'store' | 'bus'> & { fence?: Fence }
+export type TurnCtx = Pick<Deps, 'store' | 'bus'> & {
+  fence?: Fence
+  /** Whether the node holds its leases now (true), or must renew first (see ServiceNode.holdsLeases). */
+  leaseHeld?: () => true | Promise<boolean>
+}
 
 /**
  * One write of a turn (its start, a step, a call's result, its end) with its events, in one
