@@ -35,6 +35,8 @@ type Entry = {
   gone: AbortController
   /** When its snapshot was last taken (0: never by this node): one is due once it was used since. */
   snapshotAt: number
+  /** Taken up from another node and not brought up here since: a workspace with nothing to restore is rebuilt. */
+  takenOver: boolean
 }
 
 /**
@@ -104,10 +106,12 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
   // A burst of creates must not start a burst of sandboxes: each start forks and writes cgroup
   // files on this process's event loop, which the API's own requests share.
   const starting = limiter(config.sandboxStarts)
+  const held = deps.leaseHeld ?? (() => true)
+  const fenced = fencedSandboxes(held)
 
   const entryOf = (id: string): Entry => {
     let e = entries.get(id)
-    if (!e) entries.set(id, (e = { sandbox: null, usedMs: 0, runningSince: null, lastActivity: Date.now(), usedAt: Date.now(), holds: 0, queue: Promise.resolve(), gone: new AbortController(), snapshotAt: 0 }))
+    if (!e) entries.set(id, (e = { sandbox: null, usedMs: 0, runningSince: null, lastActivity: Date.now(), usedAt: Date.now(), holds: 0, queue: Promise.resolve(), gone: new AbortController(), snapshotAt: 0, takenOver: false }))
     return e
   }
   const serial = <T>(id: string, op: () => Promise<T>): Promise<T> => {
@@ -139,7 +143,7 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
       const restored = restoring && ws.env.initialized && snapshots && (await snapshots.restore(id)) ? await snapshots.latest(id) : null
       // No snapshot yet (its first turn never settled) and no folder here: it starts over from its
       // creation state rather than fail as a lost workspace.
-      const rebuilding = restoring && ws.env.initialized && !restored && (await nothingToRestore(id))
+      const rebuilding = restoring && ws.env.initialized && !restored && e.takenOver && (await nothingToRestore(id))
       const seeding = !ws.env.initialized || rebuilding
       const sandbox = await starting(
         () =>
@@ -154,6 +158,7 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
         e.gone.signal,
       )
       e.sandbox = sandbox
+      e.takenOver = false
       e.runningSince = Date.now()
       e.usedMs = restoring ? 0 : (ws.env.used_ms ?? 0)
       e.lastActivity = Date.now()
@@ -187,7 +192,7 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
 
   /**
    * A workspace taken over with neither a snapshot nor its folder on this node: nothing of it can
-   * come back. Only with snapshots (several nodes); a lone node's reclaimed folder is always here.
+   * come back. Only with snapshots (several nodes); a folder this node kept and lost still fails.
    */
   async function nothingToRestore(id: string): Promise<boolean> {
     if (!snapshots || (await snapshots.latest(id))) return false
@@ -273,20 +278,28 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
     if (ws) await setState(id, ws.orgId, 'reclaimed', null, { used_ms: 0 }, 'close')
   }
 
+  /**
+   * Runs a move the node makes on its own (a pause, a reclaim, a snapshot) in the workspace's
+   * queue, only while it holds its leases: its timer fires first on waking from a pause past them,
+   * and must neither record a move nor replace the snapshot of a session another node now runs.
+   * Asked before joining the queue: a renewal waits for the node's round, which may wait for it.
+   */
+  const whileHeld = async (id: string, move: () => Promise<void>): Promise<void> => {
+    if (await held()) await serial(id, move).catch(() => {})
+  }
+
   const tick = () => {
     const now = Date.now()
     for (const [id, e] of entries) {
       if (e.sandbox?.state !== 'running') continue
       const used = e.usedMs + (now - (e.runningSince ?? now))
-      if (used >= config.workspaceLifetimeMs) void serial(id, () => reclaim(id)).catch(() => {})
-      else if (e.holds === 0 && now - e.lastActivity >= config.idlePauseMs) void serial(id, () => pause(id)).catch(() => {})
+      if (used >= config.workspaceLifetimeMs) void whileHeld(id, () => reclaim(id))
+      else if (e.holds === 0 && now - e.lastActivity >= config.idlePauseMs) void whileHeld(id, () => pause(id))
     }
   }
   const timer = setInterval(tick, Math.max(10, Math.min(1000, Math.floor(Math.min(config.idlePauseMs, config.workspaceLifetimeMs) / 4))))
   timer.unref()
 
-  const held = deps.leaseHeld ?? (() => true)
-  const fenced = fencedSandboxes(held)
   const start = (id: string) => void serial(id, () => ensureRunning(id)).catch(() => {})
   return {
     start,
@@ -324,7 +337,7 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
     reclaimed,
     files: (id) => provider.workspace(id),
     snapshot(id) {
-      if (snapshots && entries.has(id)) void serial(id, () => save(id))
+      if (snapshots && entries.has(id)) void whileHeld(id, () => save(id))
     },
     destroy: (id) => {
       entries.get(id)?.gone.abort()
@@ -346,6 +359,7 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
         if (e?.sandbox && e.sandbox.state !== 'destroyed') return true
         const ws = await getWorkspace(store.db, id)
         if (!ws) return false
+        entryOf(id).takenOver = true
         await markOpenIntervalsForReview(store.db, id)
         if (ws.env.state === 'running' || ws.env.state === 'paused') await patchWorkspace(store.db, id, { state: 'reclaimed', used_ms: 0 })
         if (ws.env.state !== 'pending') return false
