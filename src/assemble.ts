@@ -126,16 +126,28 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     error: (obj, msg) => app?.log.error(obj, msg),
   }
   // Only several nodes need copies of workspaces: on SQLite the one process keeps its own files.
-  const workspaces = workspaceManager({ store, bus, config, box, provider: countedProvider(provider, metrics), log, ...(config.databaseUrl ? { snapshots } : {}) })
+  let node: ServiceNode | undefined
+  // Before the node joins there is nothing to act on; after, only while its leases hold.
+  const leaseHeld = () => node?.holdsLeases() ?? true
+  const workspaces = workspaceManager({
+    store,
+    bus,
+    config,
+    box,
+    provider: countedProvider(provider, metrics),
+    log,
+    ...(config.databaseUrl ? { snapshots } : {}),
+    leaseHeld,
+  })
   const limits = { fileBytes: MAX_ARTIFACT_BYTES, turnBytes: config.artifactTurnBytes, orgBytes: config.artifactOrgBytes, ...overrides.artifactLimits }
   const publishing = { store, bus, workspaces, blobs, limits }
-  let node: ServiceNode | undefined
   const runner = turnRunner({ store, bus, config, box, workspaces, metrics, log, publish: async (turn, signal) => {
       await publishTurn(publishing, turn, signal)
       // A settled turn's files are what another node would restore, were this one to die.
       workspaces.snapshot(turn.session_id)
     },
-    nodeId: () => node!.id })
+    nodeId: () => node!.id,
+    leaseHeld })
   node = serviceNode({
     store,
     bus,

@@ -17,6 +17,7 @@ import * as m009 from './migrations/009-node-secrets.ts'
 import * as m010 from './migrations/010-preview-name-holds.ts'
 import * as m011 from './migrations/011-sealed-node-secrets.ts'
 import * as m012 from './migrations/012-token-parents.ts'
+import * as m013 from './migrations/013-owner-epoch.ts'
 
 export type DialectName = 'sqlite' | 'postgres'
 export type Db = Kysely<Tables>
@@ -122,6 +123,7 @@ const migrations: Record<string, { up(db: Kysely<any>, d: DialectName): Promise<
   '010-preview-name-holds': m010,
   '011-sealed-node-secrets': m011,
   '012-token-parents': m012,
+  '013-owner-epoch': m013,
 }
 
 async function migrate(store: Store): Promise<void> {

@@ -37,6 +37,8 @@ export type Tables = {
     deleted_at: number | null
     /** The node holding the session's lease (see nodes); null: nobody does. */
     owner_node: string | null
+    /** Rises each time the lease changes hands (see ownership.store.ts): what a turn's writes are fenced by. */
+    owner_epoch: Generated<number>
   }
   seed_files: { owner_id: string; path: string; mode: number; size_bytes: number; content: Uint8Array }
   model_credentials: {

@@ -65,6 +65,19 @@ export type ServiceNode = {
   passOnTarget(sessionId: string, headers: Record<string, string | string[] | undefined>): Promise<PassOn | null>
   /** True when the request was passed on by a peer (it shows this node's secret in NODE_HEADER). */
   passedOn(headers: Record<string, string | string[] | undefined>): boolean
+  /**
+   * The identity a session created here is owned by, once this node is sure of its leases: a node
+   * woken past its lease (a pause) renews its heartbeat first, or joins again as a new node, and
+   * never names a new session with the identity it lost. Refuses with sandbox_unavailable while it
+   * cannot reach the store. The create checks the answer again in its transaction (nodeIsLive).
+   */
+  creator(): Promise<string>
+  /**
+   * Whether this node may act as an owner at this moment: true at once when it renewed its leases
+   * recently enough; otherwise (a node woken after a pause, or one slowed by load) it renews first
+   * and resolves true only when it still holds them under the identity it had when asked.
+   */
+  holdsLeases(): true | Promise<boolean>
   /** Drives the session's turns wherever it is owned. */
   kick(sessionId: string): void
   /** Cancels the turn: the request is stored here, the owner stops what runs. */
@@ -126,6 +139,7 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
   let stopped = false
   let timer: NodeJS.Timeout | null = null
   let ticking: Promise<void> = Promise.resolve()
+  let renewing: Promise<void> | null = null
   const adopting = new Map<string, Promise<boolean>>()
 
   const alive = (row: NodeRow) => row.stopped_at === null && view.now - row.heartbeat_at < leaseMs
@@ -220,6 +234,8 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
   }
 
   async function tick(): Promise<void> {
+    // A round asked for after a graceful stop would find the node stopped and join it again.
+    if (stopped) return
     ticks++
     try {
       if (!(await beat(store.db, store.dialect, id))) return await rejoin('another node declared it dead')
@@ -264,13 +280,23 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
     }
   }
 
+  /**
+   * One round at a time, whoever asks for it (the start, the timer, an act that found the lease
+   * stale). Rejects with the round's failure, which is logged once whoever asked.
+   */
+  const round = (): Promise<void> => {
+    const next = ticking.then(tick)
+    ticking = next.catch((err) => log.error({ err, component: 'node', node_id: id }, 'a node round failed'))
+    return next
+  }
+  /** A round whose failure the caller judges by `sure()` afterwards. */
+  const renew = () => round().catch(() => {})
+  /** Whether the last renewal is recent enough to act as an owner without renewing first. */
+  const sure = () => !fenced && performance.now() - lastBeat < leaseMs * FENCE_SHARE
+
   const schedule = () => {
     if (stopped) return
-    timer = setTimeout(() => {
-      ticking = tick()
-        .catch((err) => log.error({ err, component: 'node', node_id: id }, 'a node round failed'))
-        .finally(schedule)
-    }, Math.max(100, Math.floor(leaseMs / 5)))
+    timer = setTimeout(() => void renew().finally(schedule), Math.max(100, Math.floor(leaseMs / 5)))
     timer.unref()
   }
 
@@ -293,6 +319,21 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
       return { nodeId: where.nodeId, url: where.url, secret: peerSecret }
     },
     passedOn,
+    holdsLeases() {
+      // Before it joins a node owns nothing to act on; once it left, nothing may renew it.
+      if (!id) return true
+      if (stopped) return Promise.resolve(false)
+      if (sure()) return true
+      const before = id
+      // One renewal for every act that asks meanwhile (a stream's deltas ask at each chunk).
+      renewing ??= renew().finally(() => (renewing = null))
+      return renewing.then(() => sure() && id === before)
+    },
+    async creator() {
+      if (!sure() && !stopped) await renew()
+      if (!sure()) throw new ApiError('sandbox_unavailable', 'This node cannot renew its place in the service now (the store does not answer in time); retry shortly, or through another node.')
+      return id
+    },
     kick(sessionId) {
       void route({ kind: 'kick', sessionId }).catch((err) => log.error({ err, component: 'node', session_id: sessionId }, 'routing a kick failed'))
     },
@@ -311,6 +352,7 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
     async join() {
       id = await joinNode(store, deps.resources, { leaseMs, url, secret: sealedSecret })
       deps.metrics.setNodeId(id)
+      lastBeat = performance.now()
     },
     advertise,
     async started(listenUrl) {
@@ -323,7 +365,7 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
       if (!view.rows.some((r) => r.id !== id && alive(r))) {
         for (const s of await ownerlessSessions(store.db)) if (await claimSession(store.db, store.dialect, s, id, leaseMs)) await takeUp(s, true)
       }
-      await tick()
+      await round()
       schedule()
     },
     async leave() {

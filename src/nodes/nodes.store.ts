@@ -26,6 +26,17 @@ export async function beat(db: Db, dialect: DialectName, id: string): Promise<bo
   return Number(r.numUpdatedRows) > 0
 }
 
+/**
+ * True while the node is live by the store's clock: not stopped, its heartbeat within the lease.
+ * On PostgreSQL the row is locked for share until the transaction ends, so that no declaration of
+ * its death commits in between (a session it creates is never born owned by a dead node).
+ */
+export async function nodeIsLive(db: Db, dialect: DialectName, id: string, leaseMs: number): Promise<boolean> {
+  let q = db.selectFrom('nodes').select('id').where('id', '=', id).where('stopped_at', 'is', null).where(sql<boolean>`heartbeat_at > ${storeNow(dialect)} - ${leaseMs}`)
+  if (dialect === 'postgres') q = q.forShare()
+  return (await q.executeTakeFirst()) !== undefined
+}
+
 /** Every node row with the store's clock, to judge liveness by one clock. */
 export async function readNodes(db: Db, dialect: DialectName): Promise<{ now: number; nodes: NodeRow[] }> {
   const [nodes, clock] = await Promise.all([

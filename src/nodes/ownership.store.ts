@@ -18,11 +18,14 @@ export async function ownerOf(db: Db, sessionId: string): Promise<string | null 
 const lapsed = (dialect: DialectName, leaseMs: number) =>
   sql<boolean>`(sessions.owner_node IS NULL OR NOT EXISTS (SELECT 1 FROM nodes WHERE nodes.id = sessions.owner_node AND nodes.stopped_at IS NULL AND nodes.heartbeat_at > ${storeNow(dialect)} - ${leaseMs}))`
 
+/** The epoch of a lease changing hands; kept when `me` already holds it (its drivers go on). */
+const nextEpoch = (me: string) => sql<number>`CASE WHEN sessions.owner_node = ${me} THEN sessions.owner_epoch ELSE sessions.owner_epoch + 1 END`
+
 /** Takes the session's lease for `me` unless a live node holds it. True when `me` holds it afterwards. */
 export async function claimSession(db: Db, dialect: DialectName, sessionId: string, me: string, leaseMs: number): Promise<boolean> {
   const r = await db
     .updateTable('sessions')
-    .set({ owner_node: me })
+    .set({ owner_node: me, owner_epoch: nextEpoch(me) })
     .where('id', '=', sessionId)
     .where('deleted_at', 'is', null)
     .where((eb) => eb.or([eb('owner_node', '=', me), lapsed(dialect, leaseMs)]))
@@ -38,7 +41,7 @@ export async function claimFromDead(db: Db, dialect: DialectName, me: string, de
   if (dead.length === 0) return []
   let pick = db.selectFrom('sessions').select('id').where('owner_node', 'in', dead).where('deleted_at', 'is', null).limit(limit)
   if (dialect === 'postgres') pick = pick.forUpdate().skipLocked()
-  const rows = await db.updateTable('sessions').set({ owner_node: me }).where('id', 'in', pick).where('owner_node', 'in', dead).returning('id').execute()
+  const rows = await db.updateTable('sessions').set({ owner_node: me, owner_epoch: nextEpoch(me) }).where('id', 'in', pick).where('owner_node', 'in', dead).returning('id').execute()
   return rows.map((r) => r.id)
 }
 
@@ -80,4 +83,38 @@ export async function ownerEvenDeleted(db: Db, sessionId: string): Promise<strin
 export async function ownerlessSessions(db: Db): Promise<string[]> {
   const rows = await db.selectFrom('sessions').select('id').where('owner_node', 'is', null).where('deleted_at', 'is', null).execute()
   return rows.map((r) => r.id)
+}
+
+/** The holding of a session's lease a driver acts under: its node and the epoch it found. */
+export type Fence = { sessionId: string; nodeId: string; epoch: number }
+
+/** A write (or a sandbox act) of a node that no longer holds the session it acted for: it is refused, and whoever made it stops. */
+export class LostOwnership extends Error {
+  constructor(sessionId: string) {
+    super(`this node no longer holds the lease of session ${sessionId}: another node took it over`)
+  }
+}
+
+/** The fence for `me` acting on the session now, or null when `me` does not hold its lease. */
+export async function fenceFor(db: Db, sessionId: string, me: string): Promise<Fence | null> {
+  const row = await db.selectFrom('sessions').select(['owner_node', 'owner_epoch']).where('id', '=', sessionId).executeTakeFirst()
+  return row && row.owner_node === me ? { sessionId, nodeId: me, epoch: Number(row.owner_epoch) } : null
+}
+
+/**
+ * Throws LostOwnership unless the fence still holds: the session is held by its node in the same
+ * epoch, and that node is not stopped (declared dead). Inside a transaction on PostgreSQL the
+ * session row is locked for share until it ends: a claim by another node waits for the write,
+ * so the taker reads what was written rather than having it land after the takeover.
+ */
+export async function checkFence(db: Db, dialect: DialectName, fence: Fence, lock: boolean): Promise<void> {
+  let q = db
+    .selectFrom('sessions')
+    .select('id')
+    .where('id', '=', fence.sessionId)
+    .where('owner_node', '=', fence.nodeId)
+    .where('owner_epoch', '=', fence.epoch)
+    .where(({ exists, selectFrom }) => exists(selectFrom('nodes').select('nodes.id').where('nodes.id', '=', fence.nodeId).where('nodes.stopped_at', 'is', null)))
+  if (lock && dialect === 'postgres') q = q.forShare()
+  if (!(await q.executeTakeFirst())) throw new LostOwnership(fence.sessionId)
 }

@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Deps } from '../deps.ts'
 import type { LiveEventName } from '../events/events.schema.ts'
-import { withEvents } from '../events/record-event.ts'
+import { turnWrite, type TurnCtx } from './turn-write.ts'
+import { checkFence } from '../nodes/ownership.store.ts'
 import type { ModelMessage } from 'ai'
 import { appendConversation, compactConversation, estimateTokens } from '../turns/conversation.store.ts'
 import { markSteersDelivered, undeliveredSteers } from '../turns/steers.store.ts'
@@ -18,7 +19,7 @@ import { recordStep } from './record-step.ts'
 import { takenCallIds, withFreshCallIds } from './call-ids.ts'
 import type { TurnScope } from './run-calls.ts'
 
-type Ctx = Pick<Deps, 'store' | 'bus' | 'config' | 'metrics'> & { mcp: McpHub }
+type Ctx = Pick<Deps, 'store' | 'bus' | 'config' | 'metrics'> & TurnCtx & { mcp: McpHub }
 
 /** A turn that cannot go on, with the code and message it fails with. */
 export class TurnFailure extends Error {
@@ -49,7 +50,7 @@ export async function agentStep(ctx: Ctx, scope: TurnScope): Promise<StepResult>
 
   const steers = await undeliveredSteers(db, turn.id)
   if (steers.length) {
-    await withEvents(ctx.store, ctx.bus, async (trx) => {
+    await turnWrite(ctx, async (trx) => {
       await appendConversation(trx, turn.session_id, turn.id, steers.map((s) => ({ role: 'user' as const, content: s.text })), Date.now())
       await markSteersDelivered(trx, steers.map((s) => s.id))
     })
@@ -73,7 +74,7 @@ export async function agentStep(ctx: Ctx, scope: TurnScope): Promise<StepResult>
     if (!plan || plan.after + overhead > window) {
       throw new TurnFailure({ code: 'context_length_exceeded', message: `The conversation (about ${total + overhead} tokens) does not fit the context window of ${agent.model} (${window} tokens), even compacted.` })
     }
-    await withEvents(ctx.store, ctx.bus, async (trx, record) => {
+    await turnWrite(ctx, async (trx, record) => {
       await compactConversation(trx, turn.session_id, plan.upTo, plan.summary, Date.now())
       await record({ ...turnEventScope(turn), type: 'agent.compaction', payload: { before: plan.before + overhead, after: plan.after + overhead } })
     })
@@ -82,11 +83,18 @@ export async function agentStep(ctx: Ctx, scope: TurnScope): Promise<StepResult>
   }
 
   let messages = await compact(Math.floor(window * 0.5), false)
-  const transient = (type: LiveEventName) => (delta: string) =>
+  // Live only, never stored, so nothing fences them in a transaction: a delta goes out only while
+  // the node is sure of its leases (one woken past them streams nothing of an answer it holds).
+  const transient = (type: LiveEventName) => (delta: string) => {
+    if (ctx.leaseHeld && ctx.leaseHeld() !== true) return
     ctx.bus.publish({ ...turnEventScope(turn), type, createdAt: Date.now(), payload: { delta } })
+  }
   const delays = ctx.config.providerRetryDelaysMs
   let compactedForProvider = false
   for (let attempt = 0; ; attempt++) {
+    // A retry may come long after the driver last looked (a node paused past its lease wakes with
+    // its retry due): it asks again only while the session is still this driver's.
+    if (attempt > 0 && ctx.fence) await checkFence(db, ctx.store.dialect, ctx.fence, false)
     const timer = ctx.metrics.modelStepSeconds.startTimer({ provider: credential.provider })
     try {
       const raw = await runModelStep({ model, instructions, messages, tools, maxOutputTokens: maxOutputTokens(credential.provider, agent.model), signal, stallMs: ctx.config.modelStallMs, onText: transient('agent.text'), onThinking: transient('agent.thinking') })
@@ -126,7 +134,7 @@ async function reportUnavailable(ctx: Ctx, turn: TurnScope['turn'], unavailable:
   if (required) throw new TurnFailure({ code: 'sandbox_error', message: `The required MCP server "${required.server}" would not connect: ${required.reason}` })
   const fresh = unavailable.filter((u) => u.fresh)
   if (fresh.length > 0) {
-    await withEvents(ctx.store, ctx.bus, async (trx, record) => {
+    await turnWrite(ctx, async (trx, record) => {
       for (const u of fresh) await record({ ...turnEventScope(turn), type: 'mcp.unavailable', payload: { server: u.server, reason: u.reason } })
     })
   }

@@ -1,7 +1,7 @@
 import type { ModelMessage } from 'ai'
 import type { Deps } from '../deps.ts'
 import type { AnyEvent } from '../events/events.schema.ts'
-import { withEvents } from '../events/record-event.ts'
+import { turnWrite } from './turn-write.ts'
 import type { FileChange } from '../tools/builtin/builtin-tool.ts'
 import { appendConversation } from '../turns/conversation.store.ts'
 import { countStep, endRunningCall, insertModelStep, turnEventScope, type TurnRow } from '../turns/turns.store.ts'
@@ -22,7 +22,7 @@ export async function recordStep(
   meta: { model: string; credentialId: string; isSandboxTool: (name: string) => boolean },
 ): Promise<void> {
   const now = Date.now()
-  await withEvents(ctx.store, ctx.bus, async (trx, record) => {
+  await turnWrite(ctx, async (trx, record) => {
     // A turn settled meanwhile (its session deleted, say) never changes: nothing is written.
     const n = await countStep(trx, turn.id)
     if (n === null) return
@@ -55,7 +55,7 @@ export async function recordCallResult(ctx: Ctx, turn: TurnRow, call: ToolCallRe
     role: 'tool',
     content: [{ type: 'tool-result', toolCallId: call.toolCallId, toolName: call.toolName, output: r.isError ? { type: 'error-text', value: r.output } : r.content ? { type: 'content', value: r.content } : { type: 'text', value: r.output } }],
   }
-  await withEvents(ctx.store, ctx.bus, async (trx, record) => {
+  await turnWrite(ctx, async (trx, record) => {
     // The turn may have been settled meanwhile (its session deleted): a settled turn never changes.
     if (!(await endRunningCall(trx, turn.id))) return
     for (const e of r.events ?? []) await record({ ...turnEventScope(turn), type: e.type, payload: e.payload })

@@ -1,5 +1,5 @@
 import type { Deps } from '../deps.ts'
-import { withEvents } from '../events/record-event.ts'
+import { turnWrite } from './turn-write.ts'
 import type { PermissionRule } from '../sessions/sessions.schema.ts'
 import { builtinTool, ruleSubject } from '../tools/builtin/index.ts'
 import { WORKSPACE_MOUNT } from '../workspaces/workspace-manager.ts'
@@ -109,7 +109,7 @@ function functionResult(row: PendingCall): CallResult {
 /** Registers every function call of the step at once, so that a caller reads them all together. */
 async function requireFunctions(ctx: Ctx, turn: TurnRow, calls: ToolCallRequest[]): Promise<void> {
   const now = Date.now()
-  await withEvents(ctx.store, ctx.bus, async (trx, record) => {
+  await turnWrite(ctx, async (trx, record) => {
     for (const c of calls) {
       await insertPendingCall(trx, {
         ...turnEventScope(turn),
@@ -140,7 +140,7 @@ async function askQuestion(ctx: Ctx, turn: TurnRow, call: ToolCallRequest): Prom
     return 'answered'
   }
   const options = Array.isArray(args.options) ? args.options.filter((o): o is string => typeof o === 'string') : undefined
-  await withEvents(ctx.store, ctx.bus, async (trx, record) => {
+  await turnWrite(ctx, async (trx, record) => {
     await insertPendingCall(trx, { ...turnEventScope(turn), callId: call.toolCallId, kind: 'question', name: call.toolName, args: call.input, createdAt: Date.now(), expiresAt: null })
     await record({
       ...turnEventScope(turn),
@@ -185,7 +185,7 @@ async function permit(ctx: Ctx, scope: TurnScope, call: ToolCallRequest, kind: T
       events: [{ type: 'approval.resolved', payload: { toolCallId: call.toolCallId, approved: false, name: call.toolName, code: d.code, reason: d.reason } }],
     }
   }
-  await withEvents(ctx.store, ctx.bus, async (trx, record) => {
+  await turnWrite(ctx, async (trx, record) => {
     const now = Date.now()
     await insertPendingCall(trx, { ...turnEventScope(turn), callId: call.toolCallId, kind: 'approval', name: call.toolName, args: call.input, createdAt: now, expiresAt: now + ctx.config.approvalTimeoutMs })
     await record({ ...turnEventScope(turn), type: 'approval.requested', payload: { toolCallId: call.toolCallId, name: call.toolName, args: call.input, sensitive: writes } })
@@ -213,7 +213,7 @@ async function runCall(ctx: Ctx, scope: TurnScope, call: ToolCallRequest, kind: 
     return restartedDuring(ctx, turn, call, 'Check the workspace before running it again.')
   }
   const sandbox = await ctx.workspaces.acquire(turn.session_id)
-  await setRunningCall(ctx.store.db, turn.id, call.toolCallId)
+  await turnWrite(ctx, (trx) => setRunningCall(trx, turn.id, call.toolCallId))
   const window = await scope.early.take(call.toolCallId, sandbox)
   const outcome = await tool.run(args, { sandbox, mount: WORKSPACE_MOUNT, signal: scope.signal, seen: scope.seen, window })
   await recordCallResult(ctx, turn, call, { output: outcome.output, isError: outcome.isError, summary: outcome.summary, cancelled: outcome.cancelled, changes: outcome.changes })
@@ -236,7 +236,7 @@ function restartedDuring(ctx: Ctx, turn: TurnRow, call: ToolCallRequest, advice:
 async function runMcpCall(ctx: Ctx, scope: TurnScope, call: ToolCallRequest, tool: McpTool): Promise<void> {
   const { turn } = scope
   if (turn.running_call === call.toolCallId) return restartedDuring(ctx, turn, call, 'Check before calling it again.')
-  await setRunningCall(ctx.store.db, turn.id, call.toolCallId)
+  await turnWrite(ctx, (trx) => setRunningCall(trx, turn.id, call.toolCallId))
   const out = await ctx.mcp.call(turn.session_id, tool, asObject(call.input), scope.signal)
   const summary = out.isError ? `${tool.server} answered with an error` : `${tool.server}: ${out.text.length} characters${out.parts ? ', with images' : ''}`
   await recordCallResult(ctx, turn, call, { output: out.text, isError: out.isError, summary, ...(out.parts && !out.isError ? { content: out.parts } : {}) })

@@ -1,5 +1,5 @@
 import type { Deps } from '../deps.ts'
-import { withEvents } from '../events/record-event.ts'
+import { turnWrite } from './turn-write.ts'
 import { appendConversation } from '../turns/conversation.store.ts'
 import { undeliveredSteers } from '../turns/steers.store.ts'
 import { closeOpenCalls } from './close-open-calls.ts'
@@ -16,7 +16,7 @@ type Ctx = Pick<Deps, 'store' | 'bus'>
  */
 export async function beginTurn(ctx: Ctx, turn: TurnRow): Promise<void> {
   const now = Date.now()
-  await withEvents(ctx.store, ctx.bus, async (trx, record) => {
+  await turnWrite(ctx, async (trx, record) => {
     if (!(await markTurnStarted(trx, turn.id, now))) return
     await appendConversation(trx, turn.session_id, turn.id, [{ role: 'user', content: turn.text }], now)
     const base = turnEventScope(turn)
@@ -36,7 +36,7 @@ export type Settlement = { status: 'completed' } | { status: 'cancelled' } | { s
  */
 export async function settleTurn(ctx: Ctx, turn: Pick<TurnRow, 'id' | 'session_id' | 'org_id'>, s: Settlement): Promise<boolean> {
   const now = Date.now()
-  return withEvents(ctx.store, ctx.bus, async (trx, record) => {
+  return turnWrite(ctx, async (trx, record) => {
     // Text steered in since the driver last looked keeps a completing turn open for one more step.
     if (s.status === 'completed' && (await undeliveredSteers(trx, turn.id)).length > 0) return false
     if (!(await settleTurnRow(trx, turn.id, s.status, s.status === 'failed' ? s.error : null, now))) return false

@@ -16,6 +16,8 @@ import { agentStep, TurnFailure } from './agent-step.ts'
 import { openToolCalls } from './open-calls.ts'
 import { handleOpenCalls, type TurnScope } from './run-calls.ts'
 import { beginTurn, settleTurn, type Settlement } from './turn-lifecycle.ts'
+import type { TurnCtx } from './turn-write.ts'
+import { checkFence, fenceFor, LostOwnership } from '../nodes/ownership.store.ts'
 import { mcpHub } from '../mcp/mcp-hub.ts'
 import { browserHub } from '../tools/browser/browser-hub.ts'
 
@@ -63,6 +65,8 @@ export type RunnerDeps = Pick<Deps, 'store' | 'bus' | 'config' | 'box' | 'worksp
   log: Log
   /** This node's id: approvals time out here only for the sessions it owns. */
   nodeId(): string
+  /** Whether this node holds its leases now (see ServiceNode.holdsLeases); live deltas go out only then. */
+  leaseHeld?: () => true | Promise<boolean>
 }
 
 export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
@@ -99,20 +103,26 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
     return { status: 'failed', error: { code: 'internal_error', message: 'The turn failed on an unexpected error; quote the turn id when reporting it.' } }
   }
 
+  type Ctx = typeof deps & TurnCtx
+
   /** One move of the turn: its open tool calls, or else a model step. */
-  async function advance(scope: TurnScope): Promise<'parked' | 'continue' | 'done'> {
+  async function advance(ctx: Ctx, scope: TurnScope): Promise<'parked' | 'continue' | 'done'> {
     const convo = await scope.conversation.read()
     const open = openToolCalls(convo, scope.turn.id)
-    if (open.length) return handleOpenCalls(deps, scope, open)
+    if (open.length) return handleOpenCalls(ctx, scope, open)
     const last = convo.at(-1)
     const answered = last?.turnId === scope.turn.id && last.message.role === 'assistant'
     if (answered && (await undeliveredSteers(store.db, scope.turn.id)).length === 0) return 'done'
-    const step = await agentStep(deps, scope)
+    const step = await agentStep(ctx, scope)
     // Text steered in meanwhile is caught by settleTurn, which then leaves the turn open.
     return step.toolCalls.length === 0 ? 'done' : 'continue'
   }
 
   async function drive(sessionId: string, d: Driver): Promise<void> {
+    // Every write of this driver is fenced by the holding of the lease it started under.
+    const fence = await fenceFor(store.db, sessionId, runnerDeps.nodeId())
+    if (!fence) return
+    const ctx: Ctx = { ...deps, fence }
     const release = workspaces.hold(sessionId)
     // Read whole once per driver, then only what each move added.
     const conversation = new ConversationView(store, sessionId)
@@ -121,19 +131,21 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
     try {
       for (;;) {
         d.again = false
+        // Before each move, not only at its write: a node that lost the session asks no model again.
+        await checkFence(store.db, store.dialect, fence, false)
         const [turn] = await workingTurns(store.db, sessionId)
         if (!turn) return
         // An abort meant for an earlier turn (it settled meanwhile) must not cut this one.
         const pending = d.controller.signal.reason as Stop | undefined
         if (d.controller.signal.aborted && pending?.turnId !== turn.id && pending?.stop !== 'forget' && pending?.stop !== 'close') d.controller = new AbortController()
         if (turn.cancel_requested) {
-          await settle(turn, { status: 'cancelled' }, d.ending.signal)
+          await settle(ctx, turn, { status: 'cancelled' }, d.ending.signal)
           continue
         }
         if (turn.started_at === null) {
           // Input wakes the workspace: it comes up while the model thinks about its first step.
           workspaces.start(sessionId)
-          await beginTurn(deps, turn)
+          await beginTurn(ctx, turn)
           continue
         }
         const session = await getSessionRowById(store.db, sessionId)
@@ -144,15 +156,17 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
         const scope: TurnScope = { turn, agent, signal: d.controller.signal, seen: seen.get(turn.id)!, conversation, models, early }
         let outcome: 'parked' | 'continue' | 'done'
         try {
-          outcome = await advance(scope)
+          outcome = await advance(ctx, scope)
         } catch (err) {
           early.drop()
+          // Another node holds the session now: it settles what this one leaves.
+          if (err instanceof LostOwnership) throw err
           const reason = d.controller.signal.aborted ? d.controller.signal.reason : null
           if (isStop(reason) && (reason.turnId === turn.id || reason.stop === 'forget' || reason.stop === 'close')) {
             if (reason.stop === 'forget' || reason.stop === 'close') return
             d.controller = new AbortController()
             if (reason.stop === 'lifetime') {
-              await settle(turn, { status: 'failed', error: { code: 'sandbox_error', message: `The workspace reached its lifetime ceiling of ${duration(config.workspaceLifetimeMs)} and was reclaimed while the turn ran.` } }, d.ending.signal)
+              await settle(ctx, turn, { status: 'failed', error: { code: 'sandbox_error', message: `The workspace reached its lifetime ceiling of ${duration(config.workspaceLifetimeMs)} and was reclaimed while the turn ran.` } }, d.ending.signal)
             }
             continue // a cancel is settled at the top of the loop
           }
@@ -160,7 +174,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
           // A turn's own failure is never that, whatever its message quotes (a refused connection
           // to a provider or a tool server reads much like one to the store).
           if (!(err instanceof TurnFailure) && isStoreUnreachable(err)) throw err
-          await settle(turn, failureOf(err), d.ending.signal)
+          await settle(ctx, turn, failureOf(err), d.ending.signal)
           continue
         }
         if (outcome === 'parked') {
@@ -168,7 +182,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
           continue
         }
         // A steer that arrived meanwhile keeps the turn open (settleTurn checks, in its transaction).
-        if (outcome === 'done') await settle(turn, { status: 'completed' }, d.ending.signal)
+        if (outcome === 'done') await settle(ctx, turn, { status: 'completed' }, d.ending.signal)
       }
     } finally {
       early.drop()
@@ -177,8 +191,8 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
   }
 
   /** `ending`: the settling driver lets go of the session (see RunnerDeps.publish). */
-  async function settle(turn: TurnRow, s: Settlement, ending: AbortSignal): Promise<void> {
-    if (await settleTurn(deps, turn, s)) {
+  async function settle(ctx: TurnCtx, turn: TurnRow, s: Settlement, ending: AbortSignal): Promise<void> {
+    if (await settleTurn(ctx, turn, s)) {
       runnerDeps.metrics.turnsSettled.inc({ outcome: s.status })
       seen.delete(turn.id)
       seenBy.delete(turn.id)
@@ -199,6 +213,11 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
     runnerDeps.metrics.turnsWorking.inc()
     d.done = drive(sessionId, d)
       .catch((err) => {
+        if (err instanceof LostOwnership) {
+          // Nothing to retry: the node that holds the session now drives it.
+          runnerDeps.log.warn({ component: 'runner', session_id: sessionId }, `stopped driving the session: ${err.message}`)
+          return
+        }
         runnerDeps.log.error({ err, component: 'runner', session_id: sessionId }, 'driving the session failed, retrying shortly')
         // The store is the truth: a driver that died on it (a lost connection) starts over from there.
         setTimeout(() => kick(sessionId), 1000).unref()
@@ -242,7 +261,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
       // A waiting turn never starts: it settles now, and the running one is left alone.
       if (target !== working[0]) {
         // Outside any driver: the turn never ran, and leaves nothing to publish but what it finds.
-        await settle(target, { status: 'cancelled' }, new AbortController().signal)
+        await settle(deps, target, { status: 'cancelled' }, new AbortController().signal)
         return
       }
       const d = drivers.get(sessionId)

@@ -6,6 +6,7 @@ import { decodeFiles, type DecodedFile } from '../files/decode-files.ts'
 import { listSeedFiles, putSeedFiles } from '../files/seed-files.store.ts'
 import { getTemplateByName, resolveProfiles } from '../environments/environments.store.ts'
 import { newId } from '../shared/ids.ts'
+import { nodeIsLive } from '../nodes/nodes.store.ts'
 import type { Auth } from '../http/context.ts'
 import { resolveAgent } from './resolve-agent.ts'
 import type { CreateSessionBody, Session } from './sessions.schema.ts'
@@ -49,7 +50,13 @@ export async function createSession(deps: Pick<Deps, 'store' | 'bus' | 'config' 
     files: files.map((f) => ({ path: f.path, size_bytes: f.content.length, mode: f.mode })),
   }
 
+  // Its workspace comes up here, so this node holds its lease from the start: under an identity
+  // it is sure of, checked again below in the transaction that names it.
+  const owner = await deps.node.creator()
   return withEvents(store, bus, async (trx, record) => {
+    if (!(await nodeIsLive(trx, store.dialect, owner, config.nodeLeaseMs))) {
+      throw new ApiError('sandbox_unavailable', 'This node lost its place in the service a moment ago and is joining again; retry shortly.')
+    }
     // Serializes creates of one organization so that two racing requests cannot both take the last slot.
     await lockKey(trx, store.dialect, `sessions:${auth.orgId}`)
     const live = await countLiveSessions(trx, auth.orgId)
@@ -69,8 +76,7 @@ export async function createSession(deps: Pick<Deps, 'store' | 'bus' | 'config' 
       agent,
       environment,
       input: body.input ?? null,
-      // Its workspace comes up here, so this node holds its lease from the start.
-      ownerNode: deps.node.id,
+      ownerNode: owner,
       now: Date.now(),
     })
     await putSeedFiles(trx, row.id, files)

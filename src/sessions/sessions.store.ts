@@ -57,6 +57,8 @@ export async function insertSession(db: Db, s: NewSession): Promise<SessionRow> 
     input: s.input,
     deleted_at: null,
     owner_node: s.ownerNode,
+    // The creator's holding is the first: a claim by any other node raises it.
+    owner_epoch: 0,
   }
   await db.insertInto('sessions').values(row).execute()
   return row

@@ -11,6 +11,8 @@ import { workingTurns } from '../turns/turns.store.ts'
 import { networkPolicyFor } from './network-policy.ts'
 import type { WorkspaceSnapshots } from './workspace-snapshots.ts'
 import { seedWorkspace } from './seed-workspace.ts'
+import { fencedSandboxes } from './fenced-sandbox.ts'
+import { LostOwnership } from '../nodes/ownership.store.ts'
 import { closeInterval, getWorkspace, markOpenIntervalsForReview, openInterval, patchWorkspace, type WorkspaceState } from './workspaces.store.ts'
 
 export const WORKSPACE_MOUNT = '/workspace'
@@ -33,6 +35,8 @@ type Entry = {
   gone: AbortController
   /** When its snapshot was last taken (0: never by this node): one is due once it was used since. */
   snapshotAt: number
+  /** Taken up from another node and not brought up here since: a workspace with nothing to restore is rebuilt. */
+  takenOver: boolean
 }
 
 /**
@@ -86,6 +90,12 @@ export type WorkspaceManagerDeps = Pick<Deps, 'store' | 'bus' | 'config' | 'box'
   /** Copies every node reaches (several nodes on PostgreSQL): saved at pause, settle and stop, restored on takeover. */
   snapshots?: WorkspaceSnapshots
   log?: Log
+  /**
+   * Whether this node may act as an owner now (its last renewal of its leases is recent): false
+   * when it was paused or cut from the store past its lease. Asked at the moment of each act on a
+   * sandbox, so that a node woken after losing its sessions starts nothing in them.
+   */
+  leaseHeld?: () => true | Promise<boolean>
 }
 
 export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
@@ -96,10 +106,12 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
   // A burst of creates must not start a burst of sandboxes: each start forks and writes cgroup
   // files on this process's event loop, which the API's own requests share.
   const starting = limiter(config.sandboxStarts)
+  const held = deps.leaseHeld ?? (() => true)
+  const fenced = fencedSandboxes(held)
 
   const entryOf = (id: string): Entry => {
     let e = entries.get(id)
-    if (!e) entries.set(id, (e = { sandbox: null, usedMs: 0, runningSince: null, lastActivity: Date.now(), usedAt: Date.now(), holds: 0, queue: Promise.resolve(), gone: new AbortController(), snapshotAt: 0 }))
+    if (!e) entries.set(id, (e = { sandbox: null, usedMs: 0, runningSince: null, lastActivity: Date.now(), usedAt: Date.now(), holds: 0, queue: Promise.resolve(), gone: new AbortController(), snapshotAt: 0, takenOver: false }))
     return e
   }
   const serial = <T>(id: string, op: () => Promise<T>): Promise<T> => {
@@ -129,11 +141,15 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
       const env = await getProfileEnv(store.db, box, ws.orgId, ws.env.profiles ?? [])
       // Taken over from a node that is gone: its files come back from the last snapshot.
       const restored = restoring && ws.env.initialized && snapshots && (await snapshots.restore(id)) ? await snapshots.latest(id) : null
+      // No snapshot yet (its first turn never settled) and no folder here: it starts over from its
+      // creation state rather than fail as a lost workspace.
+      const rebuilding = restoring && ws.env.initialized && !restored && e.takenOver && (await nothingToRestore(id))
+      const seeding = !ws.env.initialized || rebuilding
       const sandbox = await starting(
         () =>
           provider.create({
             id,
-            existing: restoring && ws.env.initialized,
+            existing: restoring && !seeding,
             workspaceMount: WORKSPACE_MOUNT,
             env,
             network: networkPolicyFor(config, ws.agent.permission_rules ?? []),
@@ -142,19 +158,21 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
         e.gone.signal,
       )
       e.sandbox = sandbox
+      e.takenOver = false
       e.runningSince = Date.now()
       e.usedMs = restoring ? 0 : (ws.env.used_ms ?? 0)
       e.lastActivity = Date.now()
       await setState(id, ws.orgId, 'running', 'sandbox.created', { used_ms: e.usedMs }, 'open')
       e.snapshotAt = Date.now()
-      if (restored) await tellRestored(id, ws.orgId, restored.takenAt)
-      if (!ws.env.initialized) {
+      if (restored) await tellTakenOver(id, ws.orgId, `restored to its state at ${new Date(restored.takenAt).toISOString()} (its last snapshot)`)
+      if (seeding) {
         const { problems, repo } = await seedWorkspace(store.db, id, ws.env, sandbox, config.gitBaseUrl)
         await withEvents(store, bus, async (trx, record) => {
           await patchWorkspace(trx, id, { initialized: true, repo })
           for (const p of problems) await record({ orgId: ws.orgId, sessionId: id, type: 'session.error', payload: { message: p.message, ...(p.path ? { path: p.path } : {}) } })
         })
       }
+      if (rebuilding) await tellTakenOver(id, ws.orgId, 'rebuilt from the state it was created in (its repository, seed files and template setup), since no snapshot of it had been taken yet')
       return sandbox
     } catch (err) {
       // Deleted while it waited for its turn: nothing was started and there is nothing to report.
@@ -173,11 +191,21 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
   }
 
   /**
-   * Says so when a workspace came back from a snapshot: on the session's events, and to the model
-   * of a turn that was working (at its next step), since what it did after the snapshot is gone.
+   * A workspace taken over with neither a snapshot nor its folder on this node: nothing of it can
+   * come back. Only with snapshots (several nodes); a folder this node kept and lost still fails.
    */
-  async function tellRestored(id: string, orgId: string, takenAt: number): Promise<void> {
-    const text = `The node that ran this workspace stopped, and another node took it over: the workspace was restored to its state at ${new Date(takenAt).toISOString()} (its last snapshot). Changes made after that are gone, including any made since by tool calls this conversation shows; check the files before relying on them.`
+  async function nothingToRestore(id: string): Promise<boolean> {
+    if (!snapshots || (await snapshots.latest(id))) return false
+    return (await provider.workspace(id).list('')) === null
+  }
+
+  /**
+   * Says so when a workspace came back from a snapshot or was rebuilt (`how`): on the session's
+   * events, and to the model of a turn that was working (at its next step), since what it did
+   * after that state is gone.
+   */
+  async function tellTakenOver(id: string, orgId: string, how: string): Promise<void> {
+    const text = `The node that ran this workspace stopped, and another node took it over: the workspace was ${how}. Changes made after that are gone, including any made since by tool calls this conversation shows; check the files before relying on them.`
     await withEvents(store, bus, async (trx, record) => {
       await record({ orgId, sessionId: id, type: 'session.error', payload: { message: text } })
       const [turn] = await workingTurns(trx, id)
@@ -250,13 +278,23 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
     if (ws) await setState(id, ws.orgId, 'reclaimed', null, { used_ms: 0 }, 'close')
   }
 
+  /**
+   * Runs a move the node makes on its own (a pause, a reclaim, a snapshot) in the workspace's
+   * queue, only while it holds its leases: its timer fires first on waking from a pause past them,
+   * and must neither record a move nor replace the snapshot of a session another node now runs.
+   * Asked before joining the queue: a renewal waits for the node's round, which may wait for it.
+   */
+  const whileHeld = async (id: string, move: () => Promise<void>): Promise<void> => {
+    if (await held()) await serial(id, move).catch(() => {})
+  }
+
   const tick = () => {
     const now = Date.now()
     for (const [id, e] of entries) {
       if (e.sandbox?.state !== 'running') continue
       const used = e.usedMs + (now - (e.runningSince ?? now))
-      if (used >= config.workspaceLifetimeMs) void serial(id, () => reclaim(id)).catch(() => {})
-      else if (e.holds === 0 && now - e.lastActivity >= config.idlePauseMs) void serial(id, () => pause(id)).catch(() => {})
+      if (used >= config.workspaceLifetimeMs) void whileHeld(id, () => reclaim(id))
+      else if (e.holds === 0 && now - e.lastActivity >= config.idlePauseMs) void whileHeld(id, () => pause(id))
     }
   }
   const timer = setInterval(tick, Math.max(10, Math.min(1000, Math.floor(Math.min(config.idlePauseMs, config.workspaceLifetimeMs) / 4))))
@@ -265,16 +303,19 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
   const start = (id: string) => void serial(id, () => ensureRunning(id)).catch(() => {})
   return {
     start,
-    acquire: (id) => serial(id, () => ensureRunning(id)),
+    async acquire(id) {
+      if (!(await held())) throw new LostOwnership(id)
+      return fenced(id, await serial(id, () => ensureRunning(id)))
+    },
     live(id) {
       const e = entries.get(id)
       if (!e?.sandbox || e.sandbox.state === 'destroyed') return Promise.resolve(null)
       // The common case (a running sandbox) answers without joining the queue of operations.
       if (e.sandbox.state === 'running') {
         e.lastActivity = e.usedAt = Date.now()
-        return Promise.resolve(e.sandbox)
+        return Promise.resolve(fenced(id, e.sandbox))
       }
-      return serial(id, async () => (entries.get(id)?.sandbox ? ensureRunning(id) : null))
+      return serial(id, async () => (entries.get(id)?.sandbox ? fenced(id, await ensureRunning(id)) : null))
     },
     hold(id) {
       const e = entryOf(id)
@@ -296,7 +337,7 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
     reclaimed,
     files: (id) => provider.workspace(id),
     snapshot(id) {
-      if (snapshots && entries.has(id)) void serial(id, () => save(id))
+      if (snapshots && entries.has(id)) void whileHeld(id, () => save(id))
     },
     destroy: (id) => {
       entries.get(id)?.gone.abort()
@@ -318,6 +359,7 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
         if (e?.sandbox && e.sandbox.state !== 'destroyed') return true
         const ws = await getWorkspace(store.db, id)
         if (!ws) return false
+        entryOf(id).takenOver = true
         await markOpenIntervalsForReview(store.db, id)
         if (ws.env.state === 'running' || ws.env.state === 'paused') await patchWorkspace(store.db, id, { state: 'reclaimed', used_ms: 0 })
         if (ws.env.state !== 'pending') return false
