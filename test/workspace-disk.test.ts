@@ -75,6 +75,26 @@ describe('workspace disk quota', { skip }, () => {
     assert.equal(fs.existsSync(path.join(root, 'kept')), false)
   })
 
+  it('a workspace whose file system cannot be made fails its create, and quotas stay on for the next', async () => {
+    // The disk that holds the images full for a moment: a tmpfs of its own, filled up.
+    const small = fs.mkdtempSync(path.join(dataDir, 'small-'))
+    assert.equal(spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=128m', 'tmpfs', small]).status, 0)
+    try {
+      const p = provider({ workspaceRoot: path.join(small, 'workspaces') })
+      const filler = path.join(small, 'filler')
+      spawnSync('sh', ['-c', `head -c 200M /dev/zero > ${filler}`])
+      await assert.rejects(p.create(spec('crowded')), /file system could not be mounted/)
+      fs.rmSync(filler)
+      const sb = await p.create(spec('roomy'))
+      const r = await sb.exec({ command: 'head -c 64M /dev/zero > big.bin' })
+      assert.match(r.stderr.toString(), /No space left on device/, 'the quota still holds once the disk has room again')
+      assert.equal(p.report().missing.some((m) => m.includes('disk quota')), false, p.report().missing.join('; '))
+      await p.close()
+    } finally {
+      spawnSync('umount', ['-l', small])
+    }
+  })
+
   it('moves a workspace made before quotas into a file system of its own, its files kept', async () => {
     const plain = provider({ diskBytes: 0 })
     const sb = await plain.create(spec('old'))

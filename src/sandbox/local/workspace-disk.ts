@@ -1,6 +1,7 @@
-import { execFile } from 'node:child_process'
+import { execFile, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import { WRAPPER_ENV } from './bubblewrap.ts'
@@ -15,6 +16,42 @@ const run = promisify(execFile)
  * outlives its mount: a fresh boot, a service stop or a crash leaves an image that the next use
  * mounts again; deleting the workspace unmounts it and removes the image.
  */
+
+// nosuid, nodev: nothing the workspace writes may become a setuid program or a device on the host.
+const MOUNT_OPTIONS = 'loop,nosuid,nodev,noatime'
+// No reserved blocks; inode tables and journal zeroed lazily by the kernel, not by mke2fs.
+const MKFS_ARGS = ['-q', '-F', '-t', 'ext4', '-m', '0', '-E', 'lazy_itable_init=1,lazy_journal_init=1,nodiscard']
+
+/**
+ * Why this host cannot give workspaces file systems of their own (no mke2fs, no loop devices, no
+ * right to mount), or null: a small image is made and loop-mounted once to see. Synchronous, as
+ * the host report at start is; it costs a few tens of milliseconds, once per provider.
+ */
+export function probeDisks(): string | null {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-disk-probe-'))
+  const image = path.join(dir, 'probe.ext4')
+  const point = path.join(dir, 'mnt')
+  try {
+    fs.mkdirSync(point)
+    fs.closeSync(fs.openSync(image, 'wx', 0o600))
+    fs.truncateSync(image, 8 * 1024 * 1024)
+    const steps: [string, string[]][] = [
+      ['mke2fs', [...MKFS_ARGS, image]],
+      ['mount', ['-o', MOUNT_OPTIONS, '--', image, point]],
+      ['umount', ['--', point]],
+    ]
+    for (const [cmd, args] of steps) {
+      const r = spawnSync(cmd, args, { env: WRAPPER_ENV, encoding: 'utf8' })
+      if (r.error || r.status !== 0) return `${cmd} failed: ${(r.error?.message ?? r.stderr).trim().split('\n')[0]}`
+    }
+    return null
+  } catch (err) {
+    return (err as Error).message.split('\n')[0]!
+  } finally {
+    if (isMountPoint(point)) spawnSync('umount', ['-l', '--', point], { env: WRAPPER_ENV })
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
 
 /** Whether `dir` is a mount point: on another device than its parent. */
 export function isMountPoint(dir: string): boolean {
@@ -33,8 +70,7 @@ export function isMountPoint(dir: string): boolean {
 export async function mountExisting(dir: string, image: string): Promise<boolean> {
   if (isMountPoint(dir)) return true
   if (!fs.existsSync(image) || !fs.existsSync(dir)) return false
-  // nosuid, nodev: nothing the workspace writes may become a setuid program or a device on the host.
-  await run('mount', ['-o', 'loop,nosuid,nodev,noatime', '--', image, dir], { env: WRAPPER_ENV })
+  await run('mount', ['-o', MOUNT_OPTIONS, '--', image, dir], { env: WRAPPER_ENV })
   return true
 }
 
@@ -51,11 +87,10 @@ export async function mountDisk(dir: string, image: string, bytes: number): Prom
   const content = fs.readdirSync(dir).length > 0
   const fresh = `${image}.${randomBytes(4).toString('hex')}.new`
   try {
-    // Sparse: the host pays for what the workspace writes, up to the quota. No reserved blocks.
+    // Sparse: the host pays for what the workspace writes, up to the quota.
     fs.closeSync(fs.openSync(fresh, 'wx', 0o600))
     fs.truncateSync(fresh, bytes)
-    const args = ['-q', '-F', '-t', 'ext4', '-m', '0', '-E', 'lazy_itable_init=1,lazy_journal_init=1,nodiscard', ...(content ? ['-d', dir] : []), fresh]
-    await run('mke2fs', args, { env: WRAPPER_ENV })
+    await run('mke2fs', [...MKFS_ARGS, ...(content ? ['-d', dir] : []), fresh], { env: WRAPPER_ENV })
   } catch (err) {
     fs.rmSync(fresh, { force: true })
     if (content) return false
@@ -106,8 +141,9 @@ export class WorkspaceDisks {
   private root: string
   /** Each workspace's quota in bytes; 0: plain folders. */
   readonly bytes: number
-  /** Why this host cannot give workspaces file systems of their own (no loop devices, no mke2fs); null while it can. */
+  /** Why this host cannot give workspaces file systems of their own (see probe()); null while it can. */
   problem: string | null = null
+  private probed = false
   private mounted = new Set<string>()
   private queues = new Map<string, Promise<unknown>>()
   private sharing: Promise<void> | null = null
@@ -119,24 +155,32 @@ export class WorkspaceDisks {
   }
 
   /**
+   * Why this host cannot give workspaces file systems of their own, found once (probeDisks) and
+   * kept: the service then keeps plain folders and says so at start. Only this probe turns quotas
+   * off: one workspace's failure (a full disk, loop devices taken for a moment) must not leave
+   * every later workspace unbounded.
+   */
+  probe(): string | null {
+    if (this.bytes === 0) return null
+    if (!this.probed) {
+      this.probed = true
+      this.problem ??= probeDisks()
+    }
+    return this.problem
+  }
+
+  /**
    * The workspace's own file system, mounted (made first when it has none). A host that cannot
-   * make one keeps plain folders and says why in `problem`; a workspace whose files do not fit its
-   * quota stays a plain folder. Throws when an image exists but cannot be mounted: it holds the
-   * workspace's files.
+   * make one keeps plain folders (see probe()); a workspace whose files do not fit its quota stays
+   * a plain folder. Throws when the file system cannot be made or mounted: the workspace is not
+   * handed out unbounded.
    */
   mount(name: string): Promise<void> {
     return this.serial(name, async () => {
       if (this.bytes === 0) return
       await this.share()
       if (this.problem) return
-      const image = this.imageOf(name)
-      const made = !fs.existsSync(image)
-      try {
-        if (await mountDisk(path.join(this.root, name), image, this.bytes)) this.mounted.add(name)
-      } catch (err) {
-        if (!made) throw err
-        this.problem = (err as Error).message.split('\n')[0]!
-      }
+      if (await mountDisk(path.join(this.root, name), this.imageOf(name), this.bytes)) this.mounted.add(name)
     })
   }
 
@@ -165,7 +209,7 @@ export class WorkspaceDisks {
    * is private, as in most containers, nothing would).
    */
   share(): Promise<void> {
-    if (this.bytes === 0) return Promise.resolve()
+    if (this.bytes === 0 || this.probe()) return Promise.resolve()
     this.sharing ??= (async () => {
       fs.mkdirSync(this.root, { recursive: true, mode: 0o700 })
       // Recursive: workspaces a killed service left mounted stay in view.
