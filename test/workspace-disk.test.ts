@@ -58,13 +58,20 @@ describe('workspace disk quota', { skip }, () => {
   })
 
   it('keeps files and quota across a service stop, reads them before any sandbox, and leaves nothing behind once deleted', async () => {
+    // Empty images made ahead: the earlier test's provider still holds its own.
+    const blanks = () => fs.readdirSync(path.join(root, '.disks')).filter((f) => f.startsWith('.blank-'))
+    const others = blanks()
     const first = provider()
     const sb = await first.create(spec('kept'))
     assert.equal((await sb.exec({ command: 'echo kept > k.txt' })).exitCode, 0)
     await first.close()
     assert.deepEqual(mountsUnder(path.join(root, 'kept')), [], 'a stopped service leaves no mount')
-    // As after a boot: nothing mounted, the image in place.
+    assert.deepEqual(blanks(), others, 'no image it made ahead is left')
+    // As after a boot: nothing mounted, the image in place, and an image a killed service was making ahead.
+    fs.writeFileSync(path.join(root, '.disks', '.blank-left.ext4'), '')
     const second = provider()
+    await second.cleanupOrphans()
+    assert.equal(fs.existsSync(path.join(root, '.disks', '.blank-left.ext4')), false, 'removed at start')
     assert.equal((await second.workspace('kept').readFile('k.txt'))?.toString(), 'kept\n')
     const again = await second.create(spec('kept', true))
     assert.equal((await again.exec({ command: 'cat k.txt' })).stdout.toString(), 'kept\n')

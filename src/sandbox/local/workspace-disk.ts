@@ -80,21 +80,21 @@ export async function mountExisting(dir: string, image: string): Promise<boolean
  * a snapshot) is copied into the new image (`mke2fs -d`). Returns false, leaving the folder as it
  * was, when its content does not fit the quota.
  */
-export async function mountDisk(dir: string, image: string, bytes: number): Promise<boolean> {
+export async function mountDisk(dir: string, image: string, bytes: number, blank: () => Promise<string | null> = async () => null): Promise<boolean> {
   if (await mountExisting(dir, image)) return true
   fs.mkdirSync(path.dirname(image), { recursive: true, mode: 0o700 })
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
   const content = fs.readdirSync(dir).length > 0
-  const fresh = `${image}.${randomBytes(4).toString('hex')}.new`
-  try {
-    // Sparse: the host pays for what the workspace writes, up to the quota.
-    fs.closeSync(fs.openSync(fresh, 'wx', 0o600))
-    fs.truncateSync(fresh, bytes)
-    await run('mke2fs', [...MKFS_ARGS, ...(content ? ['-d', dir] : []), fresh], { env: WRAPPER_ENV })
-  } catch (err) {
-    fs.rmSync(fresh, { force: true })
-    if (content) return false
-    throw err
+  const ready = content ? null : await blank()
+  const fresh = ready ?? `${image}.${randomBytes(4).toString('hex')}.new`
+  if (!ready) {
+    try {
+      await makeImage(fresh, bytes, content ? dir : null)
+    } catch (err) {
+      fs.rmSync(fresh, { force: true })
+      if (content) return false
+      throw err
+    }
   }
   fs.renameSync(fresh, image)
   // What was copied in is set aside, then removed once the image is mounted in its place.
@@ -117,6 +117,13 @@ export async function mountDisk(dir: string, image: string, bytes: number): Prom
   // mke2fs's lost+found is no part of the agent's workspace (e2fsck makes it again when it needs one).
   fs.rmSync(path.join(dir, 'lost+found'), { recursive: true, force: true })
   return true
+}
+
+/** Makes a sparse image of `bytes` holding a file system, with a copy of `from` when given: the host pays for what the workspace writes, up to the quota. */
+async function makeImage(file: string, bytes: number, from: string | null): Promise<void> {
+  fs.closeSync(fs.openSync(file, 'wx', 0o600))
+  fs.truncateSync(file, bytes)
+  await run('mke2fs', [...MKFS_ARGS, ...(from ? ['-d', from] : []), file], { env: WRAPPER_ENV })
 }
 
 /** Unmounts the workspace's file system (lazily when something still holds it); `remove` deletes its image too. */
@@ -148,6 +155,9 @@ export class WorkspaceDisks {
   private queues = new Map<string, Promise<unknown>>()
   private sharing: Promise<void> | null = null
   private shared = false
+  /** An empty image of the quota made ahead (`.disks/.blank-*`), as the warm pool parks shells: a new workspace costs a rename, not an mke2fs. */
+  private blank: Promise<string | null> | null = null
+  private blankFile: string | null = null
 
   constructor(root: string, bytes: number) {
     this.root = root
@@ -180,8 +190,31 @@ export class WorkspaceDisks {
       if (this.bytes === 0) return
       await this.share()
       if (this.problem) return
-      if (await mountDisk(path.join(this.root, name), this.imageOf(name), this.bytes)) this.mounted.add(name)
+      if (await mountDisk(path.join(this.root, name), this.imageOf(name), this.bytes, () => this.takeBlank())) this.mounted.add(name)
     })
+  }
+
+  /** The blank image made ahead, if it was made (null: make one now), and the next one started. */
+  private async takeBlank(): Promise<string | null> {
+    const blank = this.blank
+    this.blank = null
+    this.makeBlank()
+    return blank ? await blank : null
+  }
+
+  private makeBlank(): void {
+    if (this.blank || !this.shared) return
+    const file = path.join(this.root, '.disks', `.blank-${randomBytes(4).toString('hex')}.ext4`)
+    fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 })
+    this.blankFile = file
+    const made = makeImage(file, this.bytes, null).then(
+      () => file,
+      () => {
+        fs.rmSync(file, { force: true })
+        return null
+      },
+    )
+    this.blank = made
   }
 
   /** Mounts the workspace's image when it has one (after a restart nothing is mounted until used). */
@@ -216,23 +249,32 @@ export class WorkspaceDisks {
       if (!mountPoints().has(this.root)) await run('mount', ['--rbind', '--', this.root, this.root], { env: WRAPPER_ENV })
       await run('mount', ['--make-shared', '--', this.root], { env: WRAPPER_ENV })
       this.shared = true
+      this.makeBlank()
     })().catch((err) => {
       this.problem ??= (err as Error).message.split('\n')[0]!
     })
     return this.sharing
   }
 
-  /** Takes on the workspace mounts a service killed outright left (unmounted at close like its own). */
+  /** Takes on the workspace mounts a service killed outright left (unmounted at close like its own), and removes the images it was making. */
   adopt(): void {
     if (this.bytes === 0) return
     for (const point of mountPoints()) if (path.dirname(point) === this.root) this.mounted.add(path.basename(point))
+    const disks = path.join(this.root, '.disks')
+    const left = (f: string) => f.startsWith('.blank-') && path.join(disks, f) !== this.blankFile
+    for (const f of fs.existsSync(disks) ? fs.readdirSync(disks) : []) if (left(f)) fs.rmSync(path.join(disks, f), { force: true })
   }
 
   /** Unmounts every workspace file system: a folder left mounted could not be removed. The next service mounts them again. */
   async close(): Promise<void> {
-    for (const name of [...this.mounted]) await this.unmount(name, false).catch(() => {})
-    if (this.shared) await run('umount', ['-l', '--', this.root], { env: WRAPPER_ENV }).catch(() => {})
+    // No blank made from here on (a create racing the close would start one).
+    const shared = this.shared
     this.shared = false
+    const blank = await this.blank
+    this.blank = null
+    if (blank) fs.rmSync(blank, { force: true })
+    for (const name of [...this.mounted]) await this.unmount(name, false).catch(() => {})
+    if (shared) await run('umount', ['-l', '--', this.root], { env: WRAPPER_ENV }).catch(() => {})
     this.sharing = null
   }
 
