@@ -102,6 +102,19 @@ describe('workspace disk quota', { skip }, () => {
     }
   })
 
+  it('a host without loop devices keeps plain folders and says so in its report at start', () => {
+    // The provider in a mount namespace whose /dev has no loop devices.
+    const providerUrl = new URL('../src/sandbox/local/local-provider.ts', import.meta.url).href
+    const script = `import { LocalSandboxProvider } from '${providerUrl}'
+      const p = new LocalSandboxProvider({ workspaceRoot: '${path.join(dataDir, 'noloop')}', uidBase: ${uidBase}, uidCount: 20, diskBytes: ${32 * MiB} })
+      console.log(JSON.stringify(p.report().missing))`
+    const inside = `mount -t tmpfs tmpfs /dev && exec "$0" --input-type=module -e "$1"`
+    const r = spawnSync('unshare', ['-m', '--propagation', 'private', 'sh', '-c', inside, process.execPath, script], { encoding: 'utf8' })
+    assert.equal(r.status, 0, r.stderr)
+    const missing = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as string[]
+    assert.ok(missing.some((m) => m.startsWith('workspace disk quotas (mount failed')), missing.join('; '))
+  })
+
   it('moves a workspace made before quotas into a file system of its own, its files kept', async () => {
     const plain = provider({ diskBytes: 0 })
     const sb = await plain.create(spec('old'))
