@@ -196,6 +196,8 @@ describe('workspace processes and the kernel', { skip }, () => {
         },
         stop.signal,
       )
+      // A fork refused on the way ends the command (dash gives up), its sleeps left in the background.
+      void bomb.then(full, full)
       await atCeiling
       // Another command at the ceiling: whether or not it finds room, the dev server is no cause of it.
       await bombed.exec({ command: 'true', timeoutMs: 60_000 }).catch(() => {})
