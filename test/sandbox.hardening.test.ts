@@ -251,6 +251,36 @@ describe('workspace processes and the kernel', { skip }, () => {
       await bombed.destroy()
     }
   })
+
+  it('kills nothing left in the background when what holds the pids ceiling is a command still running', async () => {
+    const bombed = await provider.create({ ...spec('fgbomb'), limits: { memoryBytes: 256 * MiB, pids: 64, cpus: 0.5 } })
+    try {
+      // A dev server a preview may depend on, left in the background.
+      const server = (await bombed.exec({ command: 'sleep 1000 >/dev/null 2>&1 & echo $!' })).stdout.toString().trim()
+      // A running command takes the pids left but a few (fewer than a command needs), says so, and holds them.
+      const stop = new AbortController()
+      let full!: () => void
+      const atCeiling = new Promise<void>((resolve) => (full = resolve))
+      const bomb = bombed.exec(
+        {
+          command: 'for i in $(seq 54); do sleep 1000 & done; echo full; exec sleep 1000',
+          onStdout: (chunk) => chunk.toString().includes('full') && full(),
+        },
+        stop.signal,
+      )
+      // A fork refused on the way ends the command (dash gives up), its sleeps left in the background.
+      void bomb.then(full, full)
+      await atCeiling
+      // Another command at the ceiling: whether or not it finds room, the dev server is no cause of it.
+      await bombed.exec({ command: 'true', timeoutMs: 60_000 }).catch(() => {})
+      stop.abort()
+      await bomb.catch(() => {})
+      const next = await bombed.exec({ command: `kill -0 ${server} && echo server`, timeoutMs: 60_000 })
+      assert.equal(next.stdout.toString(), 'server\n', next.stderr.toString())
+    } finally {
+      await bombed.destroy()
+    }
+  })
 })
 
 /**

@@ -58,13 +58,20 @@ describe('workspace disk quota', { skip }, () => {
   })
 
   it('keeps files and quota across a service stop, reads them before any sandbox, and leaves nothing behind once deleted', async () => {
+    // Empty images made ahead: the earlier test's provider still holds its own.
+    const blanks = () => fs.readdirSync(path.join(root, '.disks')).filter((f) => f.startsWith('.blank-'))
+    const others = blanks()
     const first = provider()
     const sb = await first.create(spec('kept'))
     assert.equal((await sb.exec({ command: 'echo kept > k.txt' })).exitCode, 0)
     await first.close()
     assert.deepEqual(mountsUnder(path.join(root, 'kept')), [], 'a stopped service leaves no mount')
-    // As after a boot: nothing mounted, the image in place.
+    assert.deepEqual(blanks(), others, 'no image it made ahead is left')
+    // As after a boot: nothing mounted, the image in place, and an image a killed service was making ahead.
+    fs.writeFileSync(path.join(root, '.disks', '.blank-left.ext4'), '')
     const second = provider()
+    await second.cleanupOrphans()
+    assert.equal(fs.existsSync(path.join(root, '.disks', '.blank-left.ext4')), false, 'removed at start')
     assert.equal((await second.workspace('kept').readFile('k.txt'))?.toString(), 'kept\n')
     const again = await second.create(spec('kept', true))
     assert.equal((await again.exec({ command: 'cat k.txt' })).stdout.toString(), 'kept\n')
@@ -73,6 +80,39 @@ describe('workspace disk quota', { skip }, () => {
     assert.deepEqual(mountsUnder(path.join(root, 'kept')), [])
     assert.equal(fs.existsSync(path.join(root, '.disks', 'kept.ext4')), false)
     assert.equal(fs.existsSync(path.join(root, 'kept')), false)
+  })
+
+  it('a workspace whose file system cannot be made fails its create, and quotas stay on for the next', async () => {
+    // The disk that holds the images full for a moment: a tmpfs of its own, filled up.
+    const small = fs.mkdtempSync(path.join(dataDir, 'small-'))
+    assert.equal(spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=128m', 'tmpfs', small]).status, 0)
+    try {
+      const p = provider({ workspaceRoot: path.join(small, 'workspaces') })
+      const filler = path.join(small, 'filler')
+      spawnSync('sh', ['-c', `head -c 200M /dev/zero > ${filler}`])
+      await assert.rejects(p.create(spec('crowded')), /file system could not be mounted/)
+      fs.rmSync(filler)
+      const sb = await p.create(spec('roomy'))
+      const r = await sb.exec({ command: 'head -c 64M /dev/zero > big.bin' })
+      assert.match(r.stderr.toString(), /No space left on device/, 'the quota still holds once the disk has room again')
+      assert.equal(p.report().missing.some((m) => m.includes('disk quota')), false, p.report().missing.join('; '))
+      await p.close()
+    } finally {
+      spawnSync('umount', ['-l', small])
+    }
+  })
+
+  it('a host without loop devices keeps plain folders and says so in its report at start', () => {
+    // The provider in a mount namespace whose /dev has no loop devices.
+    const providerUrl = new URL('../src/sandbox/local/local-provider.ts', import.meta.url).href
+    const script = `import { LocalSandboxProvider } from '${providerUrl}'
+      const p = new LocalSandboxProvider({ workspaceRoot: '${path.join(dataDir, 'noloop')}', uidBase: ${uidBase}, uidCount: 20, diskBytes: ${32 * MiB} })
+      console.log(JSON.stringify(p.report().missing))`
+    const inside = `mount -t tmpfs tmpfs /dev && exec "$0" --input-type=module -e "$1"`
+    const r = spawnSync('unshare', ['-m', '--propagation', 'private', 'sh', '-c', inside, process.execPath, script], { encoding: 'utf8' })
+    assert.equal(r.status, 0, r.stderr)
+    const missing = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as string[]
+    assert.ok(missing.some((m) => m.startsWith('workspace disk quotas (mount failed')), missing.join('; '))
   })
 
   it('moves a workspace made before quotas into a file system of its own, its files kept', async () => {

@@ -85,7 +85,8 @@ export class ExecShells {
   /**
    * What earlier commands left running that holds the workspace at its pids ceiling (a fork bomb
    * sent to the background) is killed, the most populous group first, until a command can start
-   * again; run as a command ends and before the next one starts. A modest background process (a
+   * again, while what lingers holds at least half the pids in use; run as a command ends and
+   * before the next one starts. A modest background process (a
    * dev server) lives on; spawned processes (MCP servers, the browser) are not candidates.
    */
   reap(): Promise<void> {
@@ -101,7 +102,10 @@ export class ExecShells {
       if (this.state() === 'destroyed' || !use || use.max - use.current >= roomNeeded(use.max)) return
       const sizes = [...this.lingering].filter((g) => !killed.has(g)).map((g) => ({ g, n: this.cgroup.pids(g).length })).sort((a, b) => b.n - a.n)
       const biggest = sizes[0]
-      if (!biggest || biggest.n === 0) return
+      // What holds the ceiling is no background: a command still running, or spawned processes.
+      // Killing what lingers (a dev server a preview serves) would give that no room back.
+      const lingering = sizes.reduce((n, s) => n + s.n, 0)
+      if (!biggest || biggest.n === 0 || lingering * 2 < use.current) return
       killed.add(biggest.g)
       await this.cgroup.kill(biggest.g)
       if (this.cgroup.removeExec(biggest.g)) this.lingering.delete(biggest.g)

@@ -121,7 +121,8 @@ export class LocalSandboxProvider implements SandboxProvider {
 
   report(): HostReport {
     const p = this.probe()
-    const disk = this.disks.problem ? [`workspace disk quotas (${this.disks.problem})`] : []
+    const problem = this.disks.probe()
+    const disk = problem ? [`workspace disk quotas (${problem})`] : []
     return { provider: this.name, available: p.available, missing: [...p.fatal, ...p.missing, ...disk] }
   }
 

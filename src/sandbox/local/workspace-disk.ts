@@ -1,6 +1,7 @@
-import { execFile } from 'node:child_process'
+import { execFile, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import { WRAPPER_ENV } from './bubblewrap.ts'
@@ -15,6 +16,42 @@ const run = promisify(execFile)
  * outlives its mount: a fresh boot, a service stop or a crash leaves an image that the next use
  * mounts again; deleting the workspace unmounts it and removes the image.
  */
+
+// nosuid, nodev: nothing the workspace writes may become a setuid program or a device on the host.
+const MOUNT_OPTIONS = 'loop,nosuid,nodev,noatime'
+// No reserved blocks; inode tables and journal zeroed lazily by the kernel, not by mke2fs.
+const MKFS_ARGS = ['-q', '-F', '-t', 'ext4', '-m', '0', '-E', 'lazy_itable_init=1,lazy_journal_init=1,nodiscard']
+
+/**
+ * Why this host cannot give workspaces file systems of their own (no mke2fs, no loop devices, no
+ * right to mount), or null: a small image is made and loop-mounted once to see. Synchronous, as
+ * the host report at start is; it costs a few tens of milliseconds, once per provider.
+ */
+export function probeDisks(): string | null {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-disk-probe-'))
+  const image = path.join(dir, 'probe.ext4')
+  const point = path.join(dir, 'mnt')
+  try {
+    fs.mkdirSync(point)
+    fs.closeSync(fs.openSync(image, 'wx', 0o600))
+    fs.truncateSync(image, 8 * 1024 * 1024)
+    const steps: [string, string[]][] = [
+      ['mke2fs', [...MKFS_ARGS, image]],
+      ['mount', ['-o', MOUNT_OPTIONS, '--', image, point]],
+      ['umount', ['--', point]],
+    ]
+    for (const [cmd, args] of steps) {
+      const r = spawnSync(cmd, args, { env: WRAPPER_ENV, encoding: 'utf8' })
+      if (r.error || r.status !== 0) return `${cmd} failed: ${(r.error?.message ?? r.stderr).trim().split('\n')[0]}`
+    }
+    return null
+  } catch (err) {
+    return (err as Error).message.split('\n')[0]!
+  } finally {
+    if (isMountPoint(point)) spawnSync('umount', ['-l', '--', point], { env: WRAPPER_ENV })
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
 
 /** Whether `dir` is a mount point: on another device than its parent. */
 export function isMountPoint(dir: string): boolean {
@@ -33,8 +70,7 @@ export function isMountPoint(dir: string): boolean {
 export async function mountExisting(dir: string, image: string): Promise<boolean> {
   if (isMountPoint(dir)) return true
   if (!fs.existsSync(image) || !fs.existsSync(dir)) return false
-  // nosuid, nodev: nothing the workspace writes may become a setuid program or a device on the host.
-  await run('mount', ['-o', 'loop,nosuid,nodev,noatime', '--', image, dir], { env: WRAPPER_ENV })
+  await run('mount', ['-o', MOUNT_OPTIONS, '--', image, dir], { env: WRAPPER_ENV })
   return true
 }
 
@@ -44,22 +80,21 @@ export async function mountExisting(dir: string, image: string): Promise<boolean
  * a snapshot) is copied into the new image (`mke2fs -d`). Returns false, leaving the folder as it
  * was, when its content does not fit the quota.
  */
-export async function mountDisk(dir: string, image: string, bytes: number): Promise<boolean> {
+export async function mountDisk(dir: string, image: string, bytes: number, blank: () => Promise<string | null> = async () => null): Promise<boolean> {
   if (await mountExisting(dir, image)) return true
   fs.mkdirSync(path.dirname(image), { recursive: true, mode: 0o700 })
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
   const content = fs.readdirSync(dir).length > 0
-  const fresh = `${image}.${randomBytes(4).toString('hex')}.new`
-  try {
-    // Sparse: the host pays for what the workspace writes, up to the quota. No reserved blocks.
-    fs.closeSync(fs.openSync(fresh, 'wx', 0o600))
-    fs.truncateSync(fresh, bytes)
-    const args = ['-q', '-F', '-t', 'ext4', '-m', '0', '-E', 'lazy_itable_init=1,lazy_journal_init=1,nodiscard', ...(content ? ['-d', dir] : []), fresh]
-    await run('mke2fs', args, { env: WRAPPER_ENV })
-  } catch (err) {
-    fs.rmSync(fresh, { force: true })
-    if (content) return false
-    throw err
+  const ready = content ? null : await blank()
+  const fresh = ready ?? `${image}.${randomBytes(4).toString('hex')}.new`
+  if (!ready) {
+    try {
+      await makeImage(fresh, bytes, content ? dir : null)
+    } catch (err) {
+      fs.rmSync(fresh, { force: true })
+      if (content) return false
+      throw err
+    }
   }
   fs.renameSync(fresh, image)
   // What was copied in is set aside, then removed once the image is mounted in its place.
@@ -84,6 +119,13 @@ export async function mountDisk(dir: string, image: string, bytes: number): Prom
   return true
 }
 
+/** Makes a sparse image of `bytes` holding a file system, with a copy of `from` when given: the host pays for what the workspace writes, up to the quota. */
+async function makeImage(file: string, bytes: number, from: string | null): Promise<void> {
+  fs.closeSync(fs.openSync(file, 'wx', 0o600))
+  fs.truncateSync(file, bytes)
+  await run('mke2fs', [...MKFS_ARGS, ...(from ? ['-d', from] : []), file], { env: WRAPPER_ENV })
+}
+
 /** Unmounts the workspace's file system (lazily when something still holds it); `remove` deletes its image too. */
 export async function unmountDisk(dir: string, image: string, remove: boolean): Promise<void> {
   if (isMountPoint(dir)) {
@@ -106,12 +148,16 @@ export class WorkspaceDisks {
   private root: string
   /** Each workspace's quota in bytes; 0: plain folders. */
   readonly bytes: number
-  /** Why this host cannot give workspaces file systems of their own (no loop devices, no mke2fs); null while it can. */
+  /** Why this host cannot give workspaces file systems of their own (see probe()); null while it can. */
   problem: string | null = null
+  private probed = false
   private mounted = new Set<string>()
   private queues = new Map<string, Promise<unknown>>()
   private sharing: Promise<void> | null = null
   private shared = false
+  /** An empty image of the quota made ahead (`.disks/.blank-*`), as the warm pool parks shells: a new workspace costs a rename, not an mke2fs. */
+  private blank: Promise<string | null> | null = null
+  private blankFile: string | null = null
 
   constructor(root: string, bytes: number) {
     this.root = root
@@ -119,25 +165,56 @@ export class WorkspaceDisks {
   }
 
   /**
+   * Why this host cannot give workspaces file systems of their own, found once (probeDisks) and
+   * kept: the service then keeps plain folders and says so at start. Only this probe turns quotas
+   * off: one workspace's failure (a full disk, loop devices taken for a moment) must not leave
+   * every later workspace unbounded.
+   */
+  probe(): string | null {
+    if (this.bytes === 0) return null
+    if (!this.probed) {
+      this.probed = true
+      this.problem ??= probeDisks()
+    }
+    return this.problem
+  }
+
+  /**
    * The workspace's own file system, mounted (made first when it has none). A host that cannot
-   * make one keeps plain folders and says why in `problem`; a workspace whose files do not fit its
-   * quota stays a plain folder. Throws when an image exists but cannot be mounted: it holds the
-   * workspace's files.
+   * make one keeps plain folders (see probe()); a workspace whose files do not fit its quota stays
+   * a plain folder. Throws when the file system cannot be made or mounted: the workspace is not
+   * handed out unbounded.
    */
   mount(name: string): Promise<void> {
     return this.serial(name, async () => {
       if (this.bytes === 0) return
       await this.share()
       if (this.problem) return
-      const image = this.imageOf(name)
-      const made = !fs.existsSync(image)
-      try {
-        if (await mountDisk(path.join(this.root, name), image, this.bytes)) this.mounted.add(name)
-      } catch (err) {
-        if (!made) throw err
-        this.problem = (err as Error).message.split('\n')[0]!
-      }
+      if (await mountDisk(path.join(this.root, name), this.imageOf(name), this.bytes, () => this.takeBlank())) this.mounted.add(name)
     })
+  }
+
+  /** The blank image made ahead, if it was made (null: make one now), and the next one started. */
+  private async takeBlank(): Promise<string | null> {
+    const blank = this.blank
+    this.blank = null
+    this.makeBlank()
+    return blank ? await blank : null
+  }
+
+  private makeBlank(): void {
+    if (this.blank || !this.shared) return
+    const file = path.join(this.root, '.disks', `.blank-${randomBytes(4).toString('hex')}.ext4`)
+    fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 })
+    this.blankFile = file
+    const made = makeImage(file, this.bytes, null).then(
+      () => file,
+      () => {
+        fs.rmSync(file, { force: true })
+        return null
+      },
+    )
+    this.blank = made
   }
 
   /** Mounts the workspace's image when it has one (after a restart nothing is mounted until used). */
@@ -165,30 +242,39 @@ export class WorkspaceDisks {
    * is private, as in most containers, nothing would).
    */
   share(): Promise<void> {
-    if (this.bytes === 0) return Promise.resolve()
+    if (this.bytes === 0 || this.probe()) return Promise.resolve()
     this.sharing ??= (async () => {
       fs.mkdirSync(this.root, { recursive: true, mode: 0o700 })
       // Recursive: workspaces a killed service left mounted stay in view.
       if (!mountPoints().has(this.root)) await run('mount', ['--rbind', '--', this.root, this.root], { env: WRAPPER_ENV })
       await run('mount', ['--make-shared', '--', this.root], { env: WRAPPER_ENV })
       this.shared = true
+      this.makeBlank()
     })().catch((err) => {
       this.problem ??= (err as Error).message.split('\n')[0]!
     })
     return this.sharing
   }
 
-  /** Takes on the workspace mounts a service killed outright left (unmounted at close like its own). */
+  /** Takes on the workspace mounts a service killed outright left (unmounted at close like its own), and removes the images it was making. */
   adopt(): void {
     if (this.bytes === 0) return
     for (const point of mountPoints()) if (path.dirname(point) === this.root) this.mounted.add(path.basename(point))
+    const disks = path.join(this.root, '.disks')
+    const left = (f: string) => f.startsWith('.blank-') && path.join(disks, f) !== this.blankFile
+    for (const f of fs.existsSync(disks) ? fs.readdirSync(disks) : []) if (left(f)) fs.rmSync(path.join(disks, f), { force: true })
   }
 
   /** Unmounts every workspace file system: a folder left mounted could not be removed. The next service mounts them again. */
   async close(): Promise<void> {
-    for (const name of [...this.mounted]) await this.unmount(name, false).catch(() => {})
-    if (this.shared) await run('umount', ['-l', '--', this.root], { env: WRAPPER_ENV }).catch(() => {})
+    // No blank made from here on (a create racing the close would start one).
+    const shared = this.shared
     this.shared = false
+    const blank = await this.blank
+    this.blank = null
+    if (blank) fs.rmSync(blank, { force: true })
+    for (const name of [...this.mounted]) await this.unmount(name, false).catch(() => {})
+    if (shared) await run('umount', ['-l', '--', this.root], { env: WRAPPER_ENV }).catch(() => {})
     this.sharing = null
   }
 
