@@ -21,23 +21,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/metrics": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** This node's Prometheus metrics; needs no token */
-        get: operations["getMetrics"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/v1/health": {
         parameters: {
             query?: never;
@@ -2617,47 +2600,6 @@ export interface operations {
                     "application/json": {
                         [key: string]: unknown;
                     };
-                };
-            };
-            /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
-            400: {
-                headers: {
-                    "x-request-id": components["headers"]["x-request-id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["BadRequestError"];
-                };
-            };
-            /** @description internal_error: quote request_id; sandbox_error: the sandbox failed; workspace_recovery_failed: the workspace could not be restored */
-            500: {
-                headers: {
-                    "x-request-id": components["headers"]["x-request-id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["InternalServerError"];
-                };
-            };
-        };
-    };
-    getMetrics: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description This node's metrics in the Prometheus text format (version 0.0.4): requests, turns, model steps, tool calls, sandboxes, streams, webhook deliveries, event-log lag and the process's own. */
-            200: {
-                headers: {
-                    "x-request-id": components["headers"]["x-request-id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "text/plain": string;
                 };
             };
             /** @description invalid_request: unknown field or parameter, out-of-range value, over-limit body; context_length_exceeded: the conversation does not fit the model; provider_unauthorized: the model provider refused the key; bridge_incompatible: the bridge speaks another version */
