@@ -76,6 +76,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
     box: runnerDeps.box,
     allowPrivate: config.allowPrivateMcp,
     spawn: async (sessionId, req) => (await workspaces.acquire(sessionId)).spawn(req),
+    log: runnerDeps.log,
   })
   // The session's browser (browse, browser_act, screenshot) lives until the workspace pauses.
   const browser = browserHub({ log: runnerDeps.log })
