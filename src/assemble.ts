@@ -142,7 +142,7 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     leaseHeld,
   })
   const limits = { fileBytes: MAX_ARTIFACT_BYTES, turnBytes: config.artifactTurnBytes, orgBytes: config.artifactOrgBytes, ...overrides.artifactLimits }
-  const publishing = { store, bus, workspaces, blobs, limits }
+  const publishing = { store, bus, workspaces, blobs, limits, log }
   const runner = turnRunner({ store, bus, config, box, workspaces, metrics, log, publish: async (turn, signal) => {
       await publishTurn(publishing, turn, signal)
       // A settled turn's files are what another node would restore, were this one to die.

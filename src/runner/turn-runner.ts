@@ -249,7 +249,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
       if (resolved) kick(call.sessionId)
     }
   }
-  const sweeper = setInterval(() => void sweep().catch(() => {}), Math.max(10, Math.min(1000, Math.floor(config.approvalTimeoutMs / 4))))
+  const sweeper = setInterval(() => void sweep().catch((err) => runnerDeps.log.warn({ err, component: 'runner' }, 'sweeping timed-out approvals failed')), Math.max(10, Math.min(1000, Math.floor(config.approvalTimeoutMs / 4))))
   sweeper.unref()
 
   return {

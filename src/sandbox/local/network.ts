@@ -190,7 +190,7 @@ export function localNetwork(opts: LocalNetworkOptions): SandboxNetwork {
     // IPv6 off on both ends: no link-local addresses, so IPv4 rules are the whole story.
     await runQuiet('ip', ['netns', 'exec', entry.netns, 'sysctl', '-qw', 'net.ipv6.conf.all.disable_ipv6=1', 'net.ipv6.conf.default.disable_ipv6=1'])
     await run('ip', ['link', 'add', entry.veth, 'type', 'veth', 'peer', 'name', SANDBOX_IF, 'netns', entry.netns])
-    await writeFile(`/proc/sys/net/ipv6/conf/${entry.veth}/disable_ipv6`, '1').catch(() => {})
+    await writeFile(`/proc/sys/net/ipv6/conf/${entry.veth}/disable_ipv6`, '1').catch(() => {}) // a host without IPv6 has no such file, and then nothing to turn off
     // Previews are redirected to the sandbox's loopback (net-rules sandboxTableScript), which the
     // kernel routes only with route_localnet on the interface they arrive on.
     await run('ip', ['netns', 'exec', entry.netns, 'sysctl', '-qw', `net.ipv4.conf.${SANDBOX_IF}.route_localnet=1`])
@@ -226,6 +226,7 @@ export function localNetwork(opts: LocalNetworkOptions): SandboxNetwork {
   function refill(): Promise<void> {
     const started: Promise<void>[] = []
     while (!closed && ready.length + building.size + started.length < warm) {
+      // A namespace built ahead that failed is built at create instead, where its failure is reported.
       const p: Promise<void> = buildPooled().catch(() => {}).finally(() => inFlight.delete(p))
       inFlight.add(p)
       started.push(p)

@@ -59,7 +59,7 @@ export class WarmPool {
       const { name, slot } = this.slots.shift()!
       this.names.delete(name)
       if (slot.init.usable() && slot.exec.usable()) found = slot
-      else void dropSlot(slot).catch(() => {})
+      else void dropSlot(slot).catch(() => {}) // a group left behind carries the prefix: the next start's orphan clean-up removes it
     }
     // Later, not now: making a slot forks the service twice (a few ms of its event loop each)
     // while the sandbox being made still needs it.

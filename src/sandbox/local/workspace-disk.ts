@@ -186,8 +186,8 @@ export class WorkspaceDisks {
 
   /** Unmounts every workspace file system: a folder left mounted could not be removed. The next service mounts them again. */
   async close(): Promise<void> {
-    for (const name of [...this.mounted]) await this.unmount(name, false).catch(() => {})
-    if (this.shared) await run('umount', ['-l', '--', this.root], { env: WRAPPER_ENV }).catch(() => {})
+    for (const name of [...this.mounted]) await this.unmount(name, false).catch(() => {}) // left mounted, the next start reuses it
+    if (this.shared) await run('umount', ['-l', '--', this.root], { env: WRAPPER_ENV }).catch(() => {}) // likewise: made shared again at the next start
     this.shared = false
     this.sharing = null
   }
@@ -198,7 +198,7 @@ export class WorkspaceDisks {
 
   private serial<T>(name: string, op: () => Promise<T>): Promise<T> {
     const run = (this.queues.get(name) ?? Promise.resolve()).then(op)
-    const tail = run.catch(() => {})
+    const tail = run.catch(() => {}) // the queue only orders: the caller gets `run` and its failure
     this.queues.set(name, tail)
     void tail.then(() => {
       if (this.queues.get(name) === tail) this.queues.delete(name)
