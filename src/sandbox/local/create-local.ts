@@ -45,7 +45,7 @@ export async function createLocalProvider(opts: LocalStackOptions): Promise<Sand
   // unless allowPrivate covers it: WARREN_SANDBOX_ALLOW_PRIVATE must leave other nodes' subnets out
   // (the proxy would connect from the host, which their sandboxes' rules admit as previews).
   const proxy = await startEgressProxy({ host: '127.0.0.1', resolveSandbox: (remote, local) => network?.resolve(remote, local) ?? null, allowPrivate: opts.allowPrivate ?? [], forbidden: [subnet], logger: opts.log })
-  network = localNetwork({ proxy, prefix, subnet, table: prefix === 'wr' ? 'warren' : `warren_${prefix}` })
+  network = localNetwork({ proxy, prefix, subnet, table: prefix === 'wr' ? 'warren' : `warren_${prefix}`, ...(opts.log ? { log: opts.log } : {}) })
   const provider = new LocalSandboxProvider({
     workspaceRoot: opts.workspaceRoot,
     network,

@@ -107,14 +107,14 @@ export class LocalSandboxProvider implements SandboxProvider {
       diskBytes: options.diskBytes ?? 0,
     }
     this.opts = opts
-    this.disks = new WorkspaceDisks(opts.workspaceRoot, opts.diskBytes)
+    this.disks = new WorkspaceDisks(opts.workspaceRoot, opts.diskBytes, options.log)
     if (!Number.isInteger(opts.uidBase) || opts.uidBase < 1000 || !Number.isInteger(opts.uidCount) || opts.uidCount < 1) {
       throw new RangeError('uidBase must be an integer ≥ 1000 and uidCount ≥ 1')
     }
     const parts = opts.cgroupParent.split('/')
     if (parts.some((p) => !/^[A-Za-z0-9_.-]+$/.test(p) || p === '.' || p === '..')) throw new TypeError(`invalid cgroup parent ${opts.cgroupParent}`)
     if (!/^[A-Za-z0-9_-]+$/.test(opts.prefix)) throw new TypeError(`invalid cgroup prefix ${opts.prefix}`)
-    this.pool = new WarmPool(options.warm ?? 2, opts.prefix, (name) => this.slot(name))
+    this.pool = new WarmPool(options.warm ?? 2, opts.prefix, (name) => this.slot(name), options.log)
   }
 
   /** The host check, run once (it starts one throw-away sandbox). */

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { writeFile } from 'node:fs/promises'
 import { DEFAULT_SANDBOX_SUBNET } from '../../config.ts'
+import { logFailure, silentLog, type Log } from '../../shared/log.ts'
 import type { NetworkPolicy, SandboxSpec } from '../sandbox.ts'
 import type { EgressProxy } from './egress-proxy.ts'
 import { run, runQuiet } from './net-exec.ts'
@@ -58,6 +59,8 @@ export type LocalNetworkOptions = {
    * host table drops everything from it too). attach adopts one instead of building. Default 2.
    */
   warm?: number
+  /** Where a namespace built ahead that failed is told; silent otherwise. */
+  log?: Log
 }
 
 const REFILL_DELAY_MS = 100
@@ -226,8 +229,8 @@ export function localNetwork(opts: LocalNetworkOptions): SandboxNetwork {
   function refill(): Promise<void> {
     const started: Promise<void>[] = []
     while (!closed && ready.length + building.size + started.length < warm) {
-      // A namespace built ahead that failed is built at create instead, where its failure is reported.
-      const p: Promise<void> = buildPooled().catch(() => {}).finally(() => inFlight.delete(p))
+      // Built at create instead, where a failure is the create's.
+      const p: Promise<void> = buildPooled().catch(logFailure(opts.log ?? silentLog, 'building a sandbox network namespace ahead failed', { component: 'sandbox' })).finally(() => inFlight.delete(p))
       inFlight.add(p)
       started.push(p)
     }

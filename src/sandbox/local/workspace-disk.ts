@@ -4,6 +4,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import { WRAPPER_ENV } from './bubblewrap.ts'
+import { logFailure, silentLog, type Log } from '../../shared/log.ts'
 
 const run = promisify(execFile)
 
@@ -104,6 +105,7 @@ export async function unmountDisk(dir: string, image: string, remove: boolean): 
  */
 export class WorkspaceDisks {
   private root: string
+  private log: Log
   /** Each workspace's quota in bytes; 0: plain folders. */
   readonly bytes: number
   /** Why this host cannot give workspaces file systems of their own (no loop devices, no mke2fs); null while it can. */
@@ -113,8 +115,9 @@ export class WorkspaceDisks {
   private sharing: Promise<void> | null = null
   private shared = false
 
-  constructor(root: string, bytes: number) {
+  constructor(root: string, bytes: number, log: Log = silentLog) {
     this.root = root
+    this.log = log
     this.bytes = bytes
   }
 
@@ -186,8 +189,9 @@ export class WorkspaceDisks {
 
   /** Unmounts every workspace file system: a folder left mounted could not be removed. The next service mounts them again. */
   async close(): Promise<void> {
-    for (const name of [...this.mounted]) await this.unmount(name, false).catch(() => {}) // left mounted, the next start reuses it
-    if (this.shared) await run('umount', ['-l', '--', this.root], { env: WRAPPER_ENV }).catch(() => {}) // likewise: made shared again at the next start
+    // Left mounted, a workspace's file system is found and used again by the next start.
+    for (const name of [...this.mounted]) await this.unmount(name, false).catch(logFailure(this.log, 'unmounting a workspace at close failed', { component: 'sandbox', workspace: name }))
+    if (this.shared) await run('umount', ['-l', '--', this.root], { env: WRAPPER_ENV }).catch(logFailure(this.log, 'unmounting the workspace root at close failed', { component: 'sandbox' }))
     this.shared = false
     this.sharing = null
   }
