@@ -285,7 +285,7 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
    * Asked before joining the queue: a renewal waits for the node's round, which may wait for it.
    */
   const whileHeld = async (id: string, move: () => Promise<void>): Promise<void> => {
-    if (await held()) await serial(id, move).catch((err) => deps.log?.warn({ err, component: 'workspaces', session_id: id }, 'pausing or reclaiming a workspace failed; the next tick tries again'))
+    if (await held()) await serial(id, move).catch((err) => deps.log?.warn({ err, component: 'workspaces', session_id: id }, 'a workspace move (a pause, a reclaim, a snapshot) failed; a pause or reclaim is tried again at the next tick'))
   }
 
   const tick = () => {
