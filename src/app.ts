@@ -34,8 +34,10 @@ import { NODE_HEADER } from './nodes/node.ts'
 import { metricsRoutes } from './http/metrics.routes.ts'
 import { countPreviewRequest } from './http/request-metrics.ts'
 import { consoleRoutes } from './console/console.routes.ts'
+import type { Log } from './shared/log.ts'
 
-export type AppDeps = Omit<Deps, 'previews'> & { logger?: FastifyServerOptions['logger'] }
+/** `log`: where parts made before the app (the preview gateway) tell what failed; the app's own logger is `logger`. */
+export type AppDeps = Omit<Deps, 'previews'> & { logger?: FastifyServerOptions['logger']; log?: Log }
 
 const EmptyQuery = Type.Object({}, { additionalProperties: false })
 

@@ -8,7 +8,7 @@ import { memoryEventBus, type EventBus } from './events/event-bus.ts'
 import { pgEventBus } from './events/pg-event-bus.ts'
 import { deploymentBox } from './shared/encryption-key.ts'
 import type { SecretBox } from './shared/secret-box.ts'
-import type { Log } from './shared/log.ts'
+import { logFailure, type Log } from './shared/log.ts'
 import { purgeIdempotencyKeys } from './http/idempotency.ts'
 import { createLocalProvider } from './sandbox/local/create-local.ts'
 import type { SandboxProvider } from './sandbox/sandbox.ts'
@@ -91,9 +91,18 @@ export type Assembly = {
 export async function assemble(config: Config, overrides: AssembleOverrides = {}): Promise<Assembly> {
   // Before anything is written there; said in the log once the app (and its logger) exists.
   const tightened = privateDataDir(config.dataDir)
+  // Every part (bus, sandboxes and their egress proxy, runner, worker, previews) logs through the
+  // app's pino logger; they are made before the app (it takes the runner), and a line said before
+  // it exists is dropped (nothing runs until start()).
+  let app: FastifyInstance | undefined
+  const log: Log = {
+    info: (obj, msg) => app?.log.info(obj, msg),
+    warn: (obj, msg) => app?.log.warn(obj, msg),
+    error: (obj, msg) => app?.log.error(obj, msg),
+  }
   const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, pgSchema: overrides.pgSchema })
   // Several processes on one PostgreSQL wake each other's streams and workers through it.
-  const bus = config.databaseUrl ? await pgEventBus(config.databaseUrl, await currentSchema(store)) : memoryEventBus()
+  const bus = config.databaseUrl ? await pgEventBus(config.databaseUrl, await currentSchema(store), log) : memoryEventBus()
   const box = overrides.box ?? deploymentBox(config)
   // Test instances sit 1000 uids apart on one host; a node takes SANDBOX_UID_COUNT from its base.
   const testUids = overrides.sandbox?.uidBase
@@ -114,17 +123,10 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     allowPrivate: config.sandboxAllowPrivate,
     maxWatches: config.workspaceMaxWatches,
     diskBytes: config.workspaceDiskMb * MIB,
+    log,
   })
   const blobs = pickBlobStore(store, config.dataDir, 'artifacts')
   const snapshots = workspaceSnapshots({ store, provider, blobs: pickBlobStore(store, config.dataDir, 'snapshots') })
-  // The runner and the worker log through the app's pino logger; they are made before the app
-  // (it takes the runner) but run only after start(), when it exists.
-  let app: FastifyInstance | undefined
-  const log: Log = {
-    info: (obj, msg) => app?.log.info(obj, msg),
-    warn: (obj, msg) => app?.log.warn(obj, msg),
-    error: (obj, msg) => app?.log.error(obj, msg),
-  }
   // Only several nodes need copies of workspaces: on SQLite the one process keeps its own files.
   let node: ServiceNode | undefined
   // Before the node joins there is nothing to act on; after, only while its leases hold.
@@ -140,7 +142,7 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     leaseHeld,
   })
   const limits = { fileBytes: MAX_ARTIFACT_BYTES, turnBytes: config.artifactTurnBytes, orgBytes: config.artifactOrgBytes, ...overrides.artifactLimits }
-  const publishing = { store, bus, workspaces, blobs, limits }
+  const publishing = { store, bus, workspaces, blobs, limits, log }
   const runner = turnRunner({ store, bus, config, box, workspaces, metrics, log, publish: async (turn, signal) => {
       await publishTurn(publishing, turn, signal)
       // A settled turn's files are what another node would restore, were this one to die.
@@ -188,6 +190,7 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     workspaces,
     node,
     metrics,
+    log,
     logger: overrides.logger ?? { level: config.logLevel, redact: ['req.headers.authorization'] },
   })
   if (tightened.length > 0) app.log.warn({ component: 'store', paths: tightened }, 'the data folder was open to other users: made readable by the service\'s user alone')
@@ -196,7 +199,7 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
   // What a node stopped half way left (a snapshot of a deleted session, bytes not yet released).
   const sweepSnapshots = () => void snapshots.sweep().catch((err) => log.warn({ err, component: 'workspaces' }, 'sweeping workspace snapshots failed'))
   const purge = setInterval(() => {
-    void purgeIdempotencyKeys(store).catch(() => {})
+    void purgeIdempotencyKeys(store).catch(logFailure(log, 'purging expired idempotency keys failed', { component: 'store' }))
     sweepSnapshots()
   }, PURGE_EVERY_MS)
   purge.unref()
@@ -236,7 +239,7 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
         metricsListener = await listenMetrics(metrics, config, log)
       } catch (err) {
         // Refused (or no metrics port): nothing of it may stay open (its store, its egress proxy).
-        await app.close().catch(() => {})
+        await app.close().catch(logFailure(log, 'closing after a refused start failed'))
         throw err
       }
       await workspaces.recover()

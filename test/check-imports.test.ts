@@ -2,19 +2,12 @@
 // refuses the import it is about, naming the file, the import and the rule.
 import { it } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFile } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { NODE, ROOT } from './service-process.ts'
+import { runScript } from './run-script.ts'
 
-const SCRIPT = path.join(ROOT, 'scripts', 'check-imports.ts')
-
-function check(src?: string): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) =>
-    execFile(NODE, [SCRIPT, ...(src ? [src] : [])], { timeout: 60_000 }, (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr })),
-  )
-}
+const check = (src?: string) => runScript('check-imports.ts', src)
 
 it('passes on this tree (its exceptions listed in the script)', async () => {
   const run = await check()

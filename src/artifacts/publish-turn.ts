@@ -4,6 +4,7 @@ import type { Db } from '../db/database.ts'
 import { withEvents, type Recorder } from '../events/record-event.ts'
 import { SandboxPathError } from '../sandbox/sandbox.ts'
 import { newId } from '../shared/ids.ts'
+import type { Log } from '../shared/log.ts'
 import { isSessionDeleted } from '../sessions/sessions.store.ts'
 import { BlobTooLarge, type BlobStore } from './blob-store.ts'
 import { changedPaths, finishPublication, insertArtifacts, orgArtifactBytes, publicationPending, publishedPaths, type ArtifactRow, type Skipped } from './artifacts.store.ts'
@@ -21,7 +22,7 @@ export type ArtifactLimits = { fileBytes: number; turnBytes: number; orgBytes?: 
 export const ARTIFACT_LIMITS: ArtifactLimits = { fileBytes: MAX_ARTIFACT_BYTES, turnBytes: MAX_TURN_ARTIFACT_BYTES }
 const mib = (n: number) => (n % MIB === 0 ? `${n / MIB} MiB` : `${n} bytes`)
 
-export type PublishDeps = Pick<Deps, 'store' | 'bus' | 'workspaces'> & { blobs: BlobStore; limits?: ArtifactLimits }
+export type PublishDeps = Pick<Deps, 'store' | 'bus' | 'workspaces'> & { blobs: BlobStore; limits?: ArtifactLimits; log?: Log }
 type Turn = { id: string; session_id: string; org_id: string }
 
 /**
@@ -55,7 +56,8 @@ export async function publishTurn(deps: PublishDeps, turn: Turn, signal?: AbortS
   } catch (err) {
     if (err instanceof Interrupted) return
     // The store or the blob store failed: the turn's publication failed, and says so.
-    await finishPublication(deps.store.db, turn.id, 'failed', []).catch(() => {})
+    deps.log?.warn({ err, component: 'artifacts', turn_id: turn.id }, 'publishing the turn\'s files failed')
+    await finishPublication(deps.store.db, turn.id, 'failed', []).catch((err) => deps.log?.warn({ err, component: 'artifacts', turn_id: turn.id }, 'recording the turn\'s publication failed, failed too'))
   }
 }
 

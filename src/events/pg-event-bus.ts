@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import pg from 'pg'
+import { logFailure, silentLog, type Log } from '../shared/log.ts'
 import { RESYNC, memoryEventBus, type EventBus, type EventNotice, type NodeCommand, type TransientEvent } from './event-bus.ts'
 
 /** PostgreSQL refuses a NOTIFY payload of 8000 bytes or more. */
@@ -14,9 +15,10 @@ type Message = { from: string; notices?: EventNotice[]; transient?: TransientEve
  * loop turn go out in one NOTIFY). Notices stay wake-ups, never truth: a listener re-reads the
  * store, and a stream also re-reads on every ping, so a NOTIFY lost while the connection is being
  * re-made delays a reader by at most one ping. A transient event too large for one NOTIFY stays
- * in the process that made it.
+ * in the process that made it. A lost connection, a failed reconnect and a NOTIFY that did not go
+ * out are logged (warn): other nodes hear of this one late until it is back.
  */
-export async function pgEventBus(databaseUrl: string, schema: string | undefined): Promise<EventBus> {
+export async function pgEventBus(databaseUrl: string, schema: string | undefined, log: Log = silentLog): Promise<EventBus> {
   const local = memoryEventBus()
   const me = randomUUID()
   // NOTIFY is per database; one channel per schema keeps deployments (and test runs) sharing a
@@ -31,11 +33,17 @@ export async function pgEventBus(databaseUrl: string, schema: string | undefined
 
   const connect = async (): Promise<void> => {
     // Keep-alive: a half-open connection would otherwise never end, and never be made again.
-    const c = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 3000, keepAlive: true, keepAliveInitialDelayMillis: 10_000 })
-    c.on('error', () => {})
+    // Named by its channel, so an operator finds it in pg_stat_activity.
+    const c = new pg.Client({ connectionString: databaseUrl, application_name: channel, connectionTimeoutMillis: 3000, keepAlive: true, keepAliveInitialDelayMillis: 10_000 })
+    // The connection's errors end it ('end' below): logged there, once, with the error seen.
+    let failure: Error | undefined
+    c.on('error', (err) => void (failure ??= err))
     c.on('end', () => {
-      if (client === c) client = null
-      if (!closed) setTimeout(() => void connect().catch(() => {}), RECONNECT_MS).unref()
+      const listening = client === c
+      if (listening) client = null
+      if (closed) return
+      if (listening) log.warn({ component: 'event-bus', err: failure }, 'the event bus lost its PostgreSQL connection: reconnecting')
+      setTimeout(() => void connect().catch(logFailure(log, 'the event bus could not reconnect to PostgreSQL: trying again', { component: 'event-bus' })), RECONNECT_MS).unref()
     })
     c.on('notification', (msg) => {
       if (msg.channel !== channel || !msg.payload) return
@@ -55,9 +63,13 @@ export async function pgEventBus(databaseUrl: string, schema: string | undefined
       await c.query(`LISTEN "${channel}"`)
       client = c
       // Notices sent while no connection listened are lost: local readers look again now.
-      if (reconnecting) local.notify({ seq: 0, orgId: '', sessionId: null, type: RESYNC })
+      if (reconnecting) {
+        log.info({ component: 'event-bus' }, 'the event bus reconnected to PostgreSQL')
+        local.notify({ seq: 0, orgId: '', sessionId: null, type: RESYNC })
+      }
       reconnecting = true
     } catch (err) {
+      // The connect's own failure is what the caller hears of; ending its half-made client adds nothing.
       await c.end().catch(() => {})
       throw err
     }
@@ -74,7 +86,7 @@ export async function pgEventBus(databaseUrl: string, schema: string | undefined
     const text = JSON.stringify(m)
     const c = client
     if (text.length > MAX_PAYLOAD || !c) return
-    sending = sending.then(() => c.query('SELECT pg_notify($1, $2)', [channel, text])).catch(() => {})
+    sending = sending.then(() => c.query('SELECT pg_notify($1, $2)', [channel, text])).catch(logFailure(log, 'a NOTIFY to the other nodes failed', { component: 'event-bus' }))
   }
   const flush = () => {
     flushing = false
@@ -112,7 +124,7 @@ export async function pgEventBus(databaseUrl: string, schema: string | undefined
       flush()
       const c = client
       client = null
-      await c?.end().catch(() => {})
+      await c?.end().catch(logFailure(log, 'closing the event bus connection failed', { component: 'event-bus' }))
     },
   }
 }

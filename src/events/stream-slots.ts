@@ -27,7 +27,7 @@ export async function streamSlots(store: Store): Promise<StreamSlots> {
   // One process owns a SQLite store: slots left by a process that died are nobody's.
   if (store.dialect === 'sqlite') await clearSlots(store)
   const held = new Set<string>()
-  const renew = setInterval(() => void renewSlots(store, [...held], Date.now() + SLOT_TTL_MS).catch(() => {}), SLOT_TTL_MS / 3)
+  const renew = setInterval(() => void renewSlots(store, [...held], Date.now() + SLOT_TTL_MS).catch(() => {}), SLOT_TTL_MS / 3) // a missed renewal is made again a third of a TTL later, before the slots lapse
   renew.unref()
 
   return {
@@ -46,14 +46,14 @@ export async function streamSlots(store: Store): Promise<StreamSlots> {
         if (released) return
         released = true
         held.delete(id)
-        void freeSlots(store, [id]).catch(() => {})
+        void freeSlots(store, [id]).catch(() => {}) // a slot left unfreed lapses after SLOT_TTL_MS
       }
     },
     async close() {
       clearInterval(renew)
       const ids = [...held]
       held.clear()
-      await freeSlots(store, ids).catch(() => {})
+      await freeSlots(store, ids).catch(() => {}) // slots left unfreed lapse after SLOT_TTL_MS
     },
   }
 }

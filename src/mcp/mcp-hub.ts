@@ -9,6 +9,7 @@ import { SandboxStdioTransport } from './sandbox-stdio-transport.ts'
 import { openToolEntry } from '../tools/tool-entries.ts'
 import type { PrivatePolicy } from '../shared/address-policy.ts'
 import { guardedFetch } from './guarded-fetch.ts'
+import { logFailure, silentLog, type Log } from '../shared/log.ts'
 import { DEFAULT_MCP_TIMEOUT_MS, mcpOutput, mcpToolName, type McpEntry, type McpOutput, type McpTool } from './mcp-tools.ts'
 
 /** How long connecting to a server and listing its tools may take. */
@@ -47,11 +48,15 @@ export type McpHubDeps = {
   allowPrivate: PrivatePolicy
   /** Starts a local server's command in the session's sandbox (never on the host). */
   spawn(sessionId: string, req: { command: string; env?: Record<string, string> }): Promise<SandboxProcess>
+  /** Where a connection that would not close is told (a local server's process may be left running). */
+  log?: Log
 }
 
 export function mcpHub(deps: McpHubDeps): McpHub {
   const fetch = guardedFetch({ allowPrivate: deps.allowPrivate })
   const sessions = new Map<string, Map<string, Connection>>()
+  const log = deps.log ?? silentLog
+  const closeFailed = (sessionId: string, server: string) => logFailure(log, 'closing an MCP server connection failed', { component: 'mcp', session: sessionId, server })
 
   async function connect(sessionId: string, entry: McpEntry): Promise<{ client: Client; tools: McpTool[] }> {
     const full = openToolEntry(deps.box, entry)
@@ -63,8 +68,8 @@ export function mcpHub(deps: McpHubDeps): McpHub {
         return client
       } catch (err) {
         // A failed transport is closed, or it would go on retrying (an EventSource reconnects).
-        await client.close().catch(() => {})
-        await transport.close().catch(() => {})
+        await client.close().catch(closeFailed(sessionId, entry.name))
+        await transport.close().catch(closeFailed(sessionId, entry.name))
         const said = transport instanceof SandboxStdioTransport ? transport.stderrTail : ''
         throw said ? new Error(`${(err as Error).message}; the server said: ${said}`) : err
       }
@@ -135,13 +140,13 @@ export function mcpHub(deps: McpHubDeps): McpHub {
       const listing: McpListing = { tools: [], unavailable: [] }
       // A server no longer configured (PUT /tools) is disconnected, its local process stopped.
       const names = new Set(entries.map((e) => e.name))
-      for (const [name, conn] of conns) if (!names.has(name)) (conns.delete(name), void conn.client?.close().catch(() => {}))
+      for (const [name, conn] of conns) if (!names.has(name)) (conns.delete(name), void conn.client?.close().catch(closeFailed(sessionId, name)))
       await Promise.all(
         entries.map(async (entry) => {
           const key = JSON.stringify(entry)
           let conn = conns.get(entry.name)
           if (conn && (conn.key !== key || conn.closed || (conn.failure && conn.failure.turnId !== turnId))) {
-            await conn.client?.close().catch(() => {})
+            await conn.client?.close().catch(closeFailed(sessionId, entry.name))
             conn = undefined
           }
           const fresh = !conn
@@ -153,7 +158,7 @@ export function mcpHub(deps: McpHubDeps): McpHub {
               const c = conn
               // Forgotten (the session deleted, or its servers closed) while this connected: not kept.
               if (sessions.get(sessionId) !== conns || conns.get(entry.name) !== c) {
-                await client.close().catch(() => {})
+                await client.close().catch(closeFailed(sessionId, entry.name))
                 c.closed = true
               }
               c.client = client
@@ -183,7 +188,7 @@ export function mcpHub(deps: McpHubDeps): McpHub {
     async forget(sessionId) {
       const conns = sessions.get(sessionId)
       sessions.delete(sessionId)
-      await Promise.all([...(conns?.values() ?? [])].map((c) => c.client?.close().catch(() => {})))
+      await Promise.all([...(conns?.entries() ?? [])].map(([name, c]) => c.client?.close().catch(closeFailed(sessionId, name))))
     },
     async close() {
       await Promise.all([...sessions.keys()].map((id) => this.forget(id)))

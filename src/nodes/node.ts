@@ -225,7 +225,7 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
     log.error({ component: 'node', node_id: id }, `this node lost its leases (${why}); dropping its sandboxes and joining again`)
     fenced = true
     await local.abandon()
-    await markStopped(store.db, store.dialect, id).catch(() => {})
+    await markStopped(store.db, store.dialect, id).catch((err) => log.warn({ err, component: 'node', node_id: id }, 'marking the lost node stopped failed; peers see its heartbeat lapse instead'))
     id = await joinNode(store, deps.resources, { leaseMs, url, secret: sealedSecret })
     deps.metrics.setNodeId(id)
     lastBeat = performance.now()
@@ -290,7 +290,7 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
     return next
   }
   /** A round whose failure the caller judges by `sure()` afterwards. */
-  const renew = () => round().catch(() => {})
+  const renew = () => round().catch(() => {}) // logged by round() itself (ticking); the caller asks sure()
   /** Whether the last renewal is recent enough to act as an owner without renewing first. */
   const sure = () => !fenced && performance.now() - lastBeat < leaseMs * FENCE_SHARE
 
@@ -373,7 +373,7 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
       if (timer) clearTimeout(timer)
       offCommand()
       await ticking
-      if (id) await markStopped(store.db, store.dialect, id).catch(() => {})
+      if (id) await markStopped(store.db, store.dialect, id).catch((err) => log.warn({ err, component: 'node', node_id: id }, 'marking this node stopped failed; peers see its heartbeat lapse instead'))
     },
   }
 }

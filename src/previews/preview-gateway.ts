@@ -9,6 +9,7 @@ import { previewSubdomainMatcher } from './preview-address.ts'
 import { hopByHop } from '../shared/hop-by-hop.ts'
 import { previewBySubdomain, type PreviewRow } from './previews.store.ts'
 import { markedCache } from '../db/marked-cache.ts'
+import { silentLog, type Log } from '../shared/log.ts'
 import { Agent, type Dispatcher } from 'undici'
 import { hostOnlyCookies, hostOnlyCookiesInHead } from './preview-cookies.ts'
 
@@ -61,8 +62,9 @@ export type PreviewOwners = {
   header: string
 }
 
-export function previewGateway(deps: { store: Store; workspaces: WorkspaceManager; config: Config; owners?: PreviewOwners }): PreviewGateway {
+export function previewGateway(deps: { store: Store; workspaces: WorkspaceManager; config: Config; owners?: PreviewOwners; log?: Log }): PreviewGateway {
   const { store, workspaces, config } = deps
+  const log = deps.log ?? silentLog
   const never = new Set(deps.owners ? [deps.owners.header] : [])
   // Made once: only the domain's port changes once the service listens, and ports are ignored.
   const previewSubdomainOf = previewSubdomainMatcher(config.previewDomain)
@@ -224,7 +226,12 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
     })
   }
 
-  const failed = (res: ServerResponse) => () => sendPage(res, PAGES.error())
+  // What the proxy handles (a workspace not listening, an upstream reset) never lands here: this
+  // is the gateway's own failure (a store read, a wake), logged while the visitor gets a page.
+  const failed = (res: ServerResponse) => (err: unknown) => {
+    log.warn({ component: 'previews', err }, 'serving a preview request failed')
+    sendPage(res, PAGES.error())
+  }
 
   return {
     handleRequest(req, res) {
@@ -247,7 +254,10 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
       if (sub === null) return void socket.end(rawPage(PAGES.unknown(), 'Not Found'))
       void Promise.resolve(route(sub))
         .then((row) => (row ? upgrade(row, req, socket, head) : void socket.end(rawPage(PAGES.unknown(), 'Not Found'))))
-        .catch(() => socket.destroy())
+        .catch((err) => {
+          log.warn({ component: 'previews', err }, 'serving a preview WebSocket upgrade failed')
+          socket.destroy()
+        })
     },
     // The caller's token never reaches the workspace.
     serve: (row, req, res, path) => proxy(row, req, res, path, true),

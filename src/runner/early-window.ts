@@ -50,7 +50,7 @@ export class EarlyWindow {
     const { window } = opened
     // The workspace came back as another sandbox meanwhile: that window says nothing of this one.
     if (opened.sandbox !== sandbox) {
-      void window.close().catch(() => {})
+      void window.close().catch(() => {}) // a window nobody reads: what it failed to gather is never asked for
       return null
     }
     let closed = false
@@ -59,7 +59,7 @@ export class EarlyWindow {
       return window.close()
     }
     this.lent = () => {
-      if (!closed) void close().catch(() => {})
+      if (!closed) void close().catch(() => {}) // lent out and left: nobody reads what it gathered
     }
     return { close }
   }
@@ -68,7 +68,7 @@ export class EarlyWindow {
   drop(): void {
     const held = this.held
     this.held = null
-    void held?.opened.then((o) => o?.window.close()).catch(() => {})
+    void held?.opened.then((o) => o?.window.close()).catch(() => {}) // untaken: nobody reads what it gathered
     this.lent?.()
     this.lent = null
   }

@@ -76,6 +76,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
     box: runnerDeps.box,
     allowPrivate: config.allowPrivateMcp,
     spawn: async (sessionId, req) => (await workspaces.acquire(sessionId)).spawn(req),
+    log: runnerDeps.log,
   })
   // The session's browser (browse, browser_act, screenshot) lives until the workspace pauses.
   const browser = browserHub({ log: runnerDeps.log })
@@ -248,7 +249,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
       if (resolved) kick(call.sessionId)
     }
   }
-  const sweeper = setInterval(() => void sweep().catch(() => {}), Math.max(10, Math.min(1000, Math.floor(config.approvalTimeoutMs / 4))))
+  const sweeper = setInterval(() => void sweep().catch((err) => runnerDeps.log.warn({ err, component: 'runner' }, 'sweeping timed-out approvals failed')), Math.max(10, Math.min(1000, Math.floor(config.approvalTimeoutMs / 4))))
   sweeper.unref()
 
   return {

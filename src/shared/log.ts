@@ -11,3 +11,12 @@ export type Log = {
 
 /** For a part run on its own (a test's extra worker): it says nothing. */
 export const silentLog: Log = { info: () => {}, warn: () => {}, error: () => {} }
+
+/**
+ * A catch handler for a failure the caller can live with but an operator should hear of: one warn
+ * line saying what failed, the error under `err`. Where dropping a failure is right, the catch says
+ * why in a comment instead (scripts/check-catches.ts holds every silent one to that).
+ */
+export function logFailure(log: Log, what: string, fields: object = {}): (err: unknown) => void {
+  return (err) => log.warn({ ...fields, err }, what)
+}

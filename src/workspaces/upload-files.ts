@@ -18,8 +18,9 @@ export async function uploadFiles(sandbox: Sandbox, files: DecodedFile[]): Promi
     }
   } catch (err) {
     for (const u of undo.reverse()) {
+      // The upload's own failure is what is thrown; a file the undo could not restore is the workspace's, as after any command.
       if (u.before) await sandbox.writeFile(u.path, u.before).catch(() => {})
-      else await sandbox.exec({ command: `rm -f -- ${quote(u.path)}`, timeoutMs: 10_000 }).catch(() => {})
+      else await sandbox.exec({ command: `rm -f -- ${quote(u.path)}`, timeoutMs: 10_000 }).catch(() => {}) // likewise
     }
     if (err instanceof SandboxPathError) throw new ApiError('invalid_request', err.message)
     // The workspace's disk quota (or the host's disk) is full: the request asks for room there is not.

@@ -117,7 +117,7 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
   const serial = <T>(id: string, op: () => Promise<T>): Promise<T> => {
     const e = entryOf(id)
     const next = e.queue.then(op, op)
-    e.queue = next.catch(() => {})
+    e.queue = next.catch(() => {}) // the queue only orders: the caller gets `next` and its failure
     return next
   }
 
@@ -179,7 +179,7 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
       if (e.gone.signal.aborted && e.sandbox === null) return null
       // Whatever got started is stopped and its time closed: a failed workspace holds nothing.
       const started = e.sandbox !== null
-      if (e.sandbox) await e.sandbox.destroy().catch(() => {})
+      if (e.sandbox) await e.sandbox.destroy().catch((err) => deps.log?.warn({ err, component: 'workspaces', session_id: id }, 'destroying the sandbox of a failed start failed'))
       e.sandbox = null
       e.runningSince = null
       const message = restoring
@@ -256,7 +256,7 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
     if (Date.now() - e.lastActivity < config.idlePauseMs) return
     const ws = await getWorkspace(store.db, id)
     if (!ws) return
-    for (const hook of pauseHooks) await hook(id).catch(() => {})
+    for (const hook of pauseHooks) await hook(id).catch((err) => deps.log?.warn({ err, component: 'workspaces', session_id: id }, 'closing what a pausing workspace had open failed'))
     await e.sandbox.pause()
     e.usedMs += Date.now() - (e.runningSince ?? Date.now())
     e.runningSince = null
@@ -285,7 +285,7 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
    * Asked before joining the queue: a renewal waits for the node's round, which may wait for it.
    */
   const whileHeld = async (id: string, move: () => Promise<void>): Promise<void> => {
-    if (await held()) await serial(id, move).catch(() => {})
+    if (await held()) await serial(id, move).catch((err) => deps.log?.warn({ err, component: 'workspaces', session_id: id }, 'a workspace move (a pause, a reclaim, a snapshot) failed; a pause or reclaim is tried again at the next tick'))
   }
 
   const tick = () => {
@@ -300,7 +300,7 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
   const timer = setInterval(tick, Math.max(10, Math.min(1000, Math.floor(Math.min(config.idlePauseMs, config.workspaceLifetimeMs) / 4))))
   timer.unref()
 
-  const start = (id: string) => void serial(id, () => ensureRunning(id)).catch(() => {})
+  const start = (id: string) => void serial(id, () => ensureRunning(id)).catch((err) => deps.log?.warn({ err, component: 'workspaces', session_id: id }, 'starting a workspace ahead of its use failed; its use starts it again'))
   return {
     start,
     async acquire(id) {
@@ -381,8 +381,8 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
       for (const [id, e] of entries) {
         if (!e.sandbox || e.sandbox.state === 'destroyed') continue
         await save(id)
-        await closeInterval(store.db, id, Date.now()).catch(() => {})
-        await patchWorkspace(store.db, id, { state: 'reclaimed', used_ms: 0 }).catch(() => {})
+        await closeInterval(store.db, id, Date.now()).catch((err) => deps.log?.warn({ err, component: 'workspaces', session_id: id }, 'closing the running time of an abandoned workspace failed'))
+        await patchWorkspace(store.db, id, { state: 'reclaimed', used_ms: 0 }).catch((err) => deps.log?.warn({ err, component: 'workspaces', session_id: id }, 'recording an abandoned workspace reclaimed failed'))
       }
       await provider.close()
     },

@@ -74,7 +74,7 @@ export function workspaceSnapshots(deps: SnapshotDeps): WorkspaceSnapshots {
   // One operation on a session's snapshot at a time in this process (a save and a drop must not cross).
   const serial = <T>(id: string, op: () => Promise<T>): Promise<T> => {
     const next = (queues.get(id) ?? Promise.resolve()).then(op, op)
-    const settled = next.catch(() => {})
+    const settled = next.catch(() => {}) // the queue only orders: the caller gets `next` and its failure
     queues.set(id, settled)
     void settled.then(() => {
       if (queues.get(id) === settled) queues.delete(id)

@@ -101,7 +101,7 @@ export class ChangeTracker {
   /** One at a time, in call order: a sync must see every change made before it was called. */
   private sync(): Promise<void> {
     const run = this.queue.then(() => this.syncNow())
-    this.queue = run.catch(() => {})
+    this.queue = run.catch(() => {}) // the queue only orders: the caller gets `run` and its failure
     return run
   }
 

@@ -21,7 +21,7 @@ export async function cloneInto(dir: string, req: { url: string; branch?: string
     const e = err as { stderr?: string; message: string; killed?: boolean }
     const reason = e.killed ? 'the clone timed out' : (e.stderr?.trim().split('\n').filter(Boolean).pop() ?? e.message)
     // A half-made clone is removed so that the workspace starts clean.
-    await fs.rm(`${dir}/.git`, { recursive: true, force: true }).catch(() => {})
+    await fs.rm(`${dir}/.git`, { recursive: true, force: true }).catch(() => {}) // the clone's own failure is what is thrown
     throw new Error(reason.replace(/^fatal: /, ''), { cause: err })
   }
 }

@@ -1,6 +1,7 @@
 import { DEFAULT_SANDBOX_SUBNET, DEFAULT_SANDBOX_UID_BASE, SANDBOX_UID_COUNT } from '../../config.ts'
 import type { SandboxProvider } from '../sandbox.ts'
-import { startEgressProxy, type ProxyLogger } from './egress-proxy.ts'
+import type { Log } from '../../shared/log.ts'
+import { startEgressProxy } from './egress-proxy.ts'
 import { LocalSandboxProvider } from './local-provider.ts'
 import { localNetwork, type SandboxNetwork } from './network.ts'
 
@@ -27,7 +28,8 @@ export type LocalStackOptions = {
   maxWatches?: number
   /** See LocalProviderOptions.diskBytes (WARREN_WORKSPACE_DISK_MB). */
   diskBytes?: number
-  logger?: ProxyLogger
+  /** The service's log: the egress proxy's refusals, the provider's failed clean-ups. */
+  log?: Log
 }
 
 /**
@@ -42,11 +44,12 @@ export async function createLocalProvider(opts: LocalStackOptions): Promise<Sand
   // proxy. Another node's subnet on this host is a private range, which the address policy refuses
   // unless allowPrivate covers it: WARREN_SANDBOX_ALLOW_PRIVATE must leave other nodes' subnets out
   // (the proxy would connect from the host, which their sandboxes' rules admit as previews).
-  const proxy = await startEgressProxy({ host: '127.0.0.1', resolveSandbox: (remote, local) => network?.resolve(remote, local) ?? null, allowPrivate: opts.allowPrivate ?? [], forbidden: [subnet], logger: opts.logger })
-  network = localNetwork({ proxy, prefix, subnet, table: prefix === 'wr' ? 'warren' : `warren_${prefix}` })
+  const proxy = await startEgressProxy({ host: '127.0.0.1', resolveSandbox: (remote, local) => network?.resolve(remote, local) ?? null, allowPrivate: opts.allowPrivate ?? [], forbidden: [subnet], logger: opts.log })
+  network = localNetwork({ proxy, prefix, subnet, table: prefix === 'wr' ? 'warren' : `warren_${prefix}`, ...(opts.log ? { log: opts.log } : {}) })
   const provider = new LocalSandboxProvider({
     workspaceRoot: opts.workspaceRoot,
     network,
+    ...(opts.log ? { log: opts.log } : {}),
     prefix: cgroupPrefix(prefix),
     uidBase: opts.uidBase ?? DEFAULT_SANDBOX_UID_BASE,
     uidCount: opts.uidCount ?? SANDBOX_UID_COUNT,

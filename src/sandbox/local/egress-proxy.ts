@@ -45,6 +45,9 @@ export type EgressProxy = {
   close(): Promise<void>
 }
 
+/** Longest caller-written target a refusal's log line carries (a DNS name is at most 253 bytes). */
+const MAX_LOGGED_TARGET = 260
+
 type Grant = { address: string; port: number; release(): void }
 type Refusal = { status: number; reason: string }
 
@@ -62,7 +65,10 @@ export async function startEgressProxy(opts: EgressProxyOptions): Promise<Egress
   const http = createServer({ headersTimeout: 30_000, requestTimeout: 0 })
 
   function refuse(who: string, target: string, r: Refusal): Refusal {
-    opts.logger?.info({ sandbox: who, target, status: r.status, reason: r.reason }, 'egress refused')
+    // The target is the caller's to write (a workspace's, or any local process's): a host name is
+    // at most 253 bytes, so more is cut, and the line says how long it was.
+    const cut = target.length > MAX_LOGGED_TARGET ? { target: target.slice(0, MAX_LOGGED_TARGET), target_cut_from: target.length } : { target }
+    opts.logger?.info({ sandbox: who, ...cut, status: r.status, reason: r.reason }, 'egress refused')
     return r
   }
 

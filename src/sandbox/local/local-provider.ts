@@ -16,6 +16,7 @@ import { isEmptyOrMissing, unpackInto } from './workspace-unpack.ts'
 import { killStrays, ownerOf, prepareWorkspace, reachableBy } from './workspace-owner.ts'
 import { removeLeftFences } from './workspace-watch.ts'
 import { WorkspaceDisks } from './workspace-disk.ts'
+import { logFailure, silentLog, type Log } from '../../shared/log.ts'
 
 /**
  * NETWORK HOOK (src/sandbox/local/network.ts implements it). Without one, sandboxes have no
@@ -66,6 +67,8 @@ export type LocalProviderOptions = {
    * plain folders, bounded only by the host's disk.
    */
   diskBytes?: number
+  /** Where failures the provider lives with (a clean-up that did not finish) are told; silent otherwise. */
+  log?: Log
 }
 
 /**
@@ -77,6 +80,7 @@ export class LocalSandboxProvider implements SandboxProvider {
   private disks: WorkspaceDisks
   private opts: { workspaceRoot: string; uidBase: number; uidCount: number; cgroupParent: string; prefix: string; stageDir: string | null; bwrap?: string; cgroups?: boolean; maxWatches: number; diskBytes: number }
   private network: NetworkHook | null
+  private log: Log
   private probed: HostProbe | null = null
   private live = new Map<string, LocalSandbox>()
   /** Group names of sandboxes being created or alive: never orphans. */
@@ -88,6 +92,7 @@ export class LocalSandboxProvider implements SandboxProvider {
 
   constructor(options: LocalProviderOptions) {
     this.network = options.network ?? null
+    this.log = options.log ?? silentLog
     if (!path.isAbsolute(options.workspaceRoot)) throw new TypeError('workspaceRoot must be an absolute host path')
     const opts = {
       workspaceRoot: options.workspaceRoot,
@@ -102,14 +107,14 @@ export class LocalSandboxProvider implements SandboxProvider {
       diskBytes: options.diskBytes ?? 0,
     }
     this.opts = opts
-    this.disks = new WorkspaceDisks(opts.workspaceRoot, opts.diskBytes)
+    this.disks = new WorkspaceDisks(opts.workspaceRoot, opts.diskBytes, options.log)
     if (!Number.isInteger(opts.uidBase) || opts.uidBase < 1000 || !Number.isInteger(opts.uidCount) || opts.uidCount < 1) {
       throw new RangeError('uidBase must be an integer ≥ 1000 and uidCount ≥ 1')
     }
     const parts = opts.cgroupParent.split('/')
     if (parts.some((p) => !/^[A-Za-z0-9_.-]+$/.test(p) || p === '.' || p === '..')) throw new TypeError(`invalid cgroup parent ${opts.cgroupParent}`)
     if (!/^[A-Za-z0-9_-]+$/.test(opts.prefix)) throw new TypeError(`invalid cgroup prefix ${opts.prefix}`)
-    this.pool = new WarmPool(options.warm ?? 2, opts.prefix, (name) => this.slot(name))
+    this.pool = new WarmPool(options.warm ?? 2, opts.prefix, (name) => this.slot(name), options.log)
   }
 
   /** The host check, run once (it starts one throw-away sandbox). */
@@ -209,7 +214,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       // From the first networked sandbox on, keep namespaces built ahead of the next create.
       if (attached && !this.networkWarm) {
         this.networkWarm = true
-        setTimeout(() => void this.network?.warmUp?.().catch(() => {}), 100).unref()
+        setTimeout(() => void this.network?.warmUp?.().catch(logFailure(this.log, 'building sandbox network namespaces ahead failed', { component: 'sandbox' })), 100).unref()
       }
       const sandbox: LocalSandbox = new LocalSandbox({
         spec: structuredClone(spec),
@@ -229,15 +234,15 @@ export class LocalSandboxProvider implements SandboxProvider {
           if (this.live.get(spec.id) === sandbox) this.live.delete(spec.id)
           release()
           // Reclaimed or stopped: its file system is mounted again by the next use (a reader, a create).
-          await this.disks.unmount(safeName(spec.id), false, () => this.held.has(name)).catch(() => {})
+          await this.disks.unmount(safeName(spec.id), false, () => this.held.has(name)).catch(logFailure(this.log, 'unmounting a released workspace failed', { component: 'sandbox', sandbox: spec.id }))
         },
       })
       await sandbox.ensureInit()
       this.live.set(spec.id, sandbox)
       return sandbox
     } catch (err) {
-      if (slot) await dropSlot(slot).catch(() => {})
-      if (attached) await this.network!.detach(spec.id).catch(() => {})
+      if (slot) await dropSlot(slot).catch(logFailure(this.log, 'dropping the cgroup and shells of a failed create failed', { component: 'sandbox', sandbox: spec.id }))
+      if (attached) await this.network!.detach(spec.id).catch(logFailure(this.log, 'detaching the network of a failed create failed', { component: 'sandbox', sandbox: spec.id }))
       release()
       if (err instanceof SandboxUnavailableError) throw err
       throw new SandboxUnavailableError(`the sandbox could not be created: ${(err as Error).message}`, { cause: err })

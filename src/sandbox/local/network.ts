@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { writeFile } from 'node:fs/promises'
 import { DEFAULT_SANDBOX_SUBNET } from '../../config.ts'
+import { logFailure, silentLog, type Log } from '../../shared/log.ts'
 import type { NetworkPolicy, SandboxSpec } from '../sandbox.ts'
 import type { EgressProxy } from './egress-proxy.ts'
 import { run, runQuiet } from './net-exec.ts'
@@ -58,6 +59,8 @@ export type LocalNetworkOptions = {
    * host table drops everything from it too). attach adopts one instead of building. Default 2.
    */
   warm?: number
+  /** Where a namespace built ahead that failed is told; silent otherwise. */
+  log?: Log
 }
 
 const REFILL_DELAY_MS = 100
@@ -190,7 +193,7 @@ export function localNetwork(opts: LocalNetworkOptions): SandboxNetwork {
     // IPv6 off on both ends: no link-local addresses, so IPv4 rules are the whole story.
     await runQuiet('ip', ['netns', 'exec', entry.netns, 'sysctl', '-qw', 'net.ipv6.conf.all.disable_ipv6=1', 'net.ipv6.conf.default.disable_ipv6=1'])
     await run('ip', ['link', 'add', entry.veth, 'type', 'veth', 'peer', 'name', SANDBOX_IF, 'netns', entry.netns])
-    await writeFile(`/proc/sys/net/ipv6/conf/${entry.veth}/disable_ipv6`, '1').catch(() => {})
+    await writeFile(`/proc/sys/net/ipv6/conf/${entry.veth}/disable_ipv6`, '1').catch(() => {}) // a host without IPv6 has no such file, and then nothing to turn off
     // Previews are redirected to the sandbox's loopback (net-rules sandboxTableScript), which the
     // kernel routes only with route_localnet on the interface they arrive on.
     await run('ip', ['netns', 'exec', entry.netns, 'sysctl', '-qw', `net.ipv4.conf.${SANDBOX_IF}.route_localnet=1`])
@@ -226,7 +229,8 @@ export function localNetwork(opts: LocalNetworkOptions): SandboxNetwork {
   function refill(): Promise<void> {
     const started: Promise<void>[] = []
     while (!closed && ready.length + building.size + started.length < warm) {
-      const p: Promise<void> = buildPooled().catch(() => {}).finally(() => inFlight.delete(p))
+      // Built at create instead, where a failure is the create's.
+      const p: Promise<void> = buildPooled().catch(logFailure(opts.log ?? silentLog, 'building a sandbox network namespace ahead failed', { component: 'sandbox' })).finally(() => inFlight.delete(p))
       inFlight.add(p)
       started.push(p)
     }

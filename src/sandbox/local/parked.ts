@@ -86,7 +86,7 @@ export function park(sh: string, procsFiles: string[], extraFds: number, wrap: s
       pipe.on('data', onData)
     }, reject)
   })
-  ready.catch(() => {})
+  ready.catch(() => {}) // marks it handled: whoever awaits `ready` gets the failure
   // Paused, it would never see its end and hold its handle for good.
   child.once('exit', () => {
     if (isReady) ctl?.destroy()

@@ -27,7 +27,7 @@ export function runCommand(o: RunOptions): Promise<ExecResult> {
   let aborted = false
   let killing: Promise<void> | null = null
   const kill = () => {
-    killing ??= o.killTree(child.pid).catch(() => {})
+    killing ??= o.killTree(child.pid).catch(() => {}) // a tree already gone is the usual failure; the command's end is awaited all the same
   }
   const timer =
     req.timeoutMs !== undefined && req.timeoutMs > 0
@@ -88,7 +88,7 @@ function collector(stream: Readable, onChunk?: (chunk: Buffer) => void) {
       /* a caller's callback must not break the command */
     }
   })
-  stream.on('error', () => {})
+  stream.on('error', () => {}) // a pipe error ends the stream, and the child's exit is what reports the command
   // The end of the data, not the close of the pipe, which can come a loop turn or more later.
   const ended = new Promise<void>((r) => {
     stream.once('end', () => r())

@@ -187,7 +187,7 @@ class RemoteProcess extends EventEmitter implements SpawnedProcess {
       this.open = resolve
       this.refuse = reject
     })
-    this.opened.catch(() => {})
+    this.opened.catch(() => {}) // marks it handled: whoever awaits `opened` gets the refusal
   }
 
   get stdin(): Writable | null {
@@ -223,7 +223,7 @@ class RemoteProcess extends EventEmitter implements SpawnedProcess {
       inner._handle.readStop?.()
       if (inner._readableState) inner._readableState.reading = false
     }
-    socket.on('error', () => {})
+    socket.on('error', () => {}) // the process's end reports it: a broken pipe here is its side going away
     this.stdio[i] = socket
     if (++this.arrived === this.pipes) this.open()
   }

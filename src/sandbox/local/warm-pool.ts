@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import { logFailure, silentLog, type Log } from '../../shared/log.ts'
 import type { Tools } from './bubblewrap.ts'
 import type { CgroupHost } from './cgroups.ts'
 import { SandboxCgroup } from './cgroups.ts'
@@ -39,6 +40,7 @@ export class WarmPool {
   private size: number
   private make: (name: string) => Promise<WarmSlot>
   private prefix: string
+  private log: Log
   private slots: Array<{ name: string; slot: WarmSlot }> = []
   /** Names of groups being made or waiting: cleanupOrphans must leave them alone. */
   readonly names = new Set<string>()
@@ -46,8 +48,9 @@ export class WarmPool {
   private closed = false
   private timer: NodeJS.Timeout | undefined
 
-  constructor(size: number, prefix: string, make: (name: string) => Promise<WarmSlot>) {
+  constructor(size: number, prefix: string, make: (name: string) => Promise<WarmSlot>, log: Log = silentLog) {
     this.size = size
+    this.log = log
     this.prefix = prefix
     this.make = make
   }
@@ -59,7 +62,8 @@ export class WarmPool {
       const { name, slot } = this.slots.shift()!
       this.names.delete(name)
       if (slot.init.usable() && slot.exec.usable()) found = slot
-      else void dropSlot(slot).catch(() => {})
+      // Left behind, its group (it carries the prefix) waits for the next start's orphan clean-up.
+      else void dropSlot(slot).catch(logFailure(this.log, 'dropping a dead warm slot failed', { component: 'sandbox', group: name }))
     }
     // Later, not now: making a slot forks the service twice (a few ms of its event loop each)
     // while the sandbox being made still needs it.

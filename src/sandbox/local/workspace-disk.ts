@@ -5,6 +5,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import { WRAPPER_ENV } from './bubblewrap.ts'
+import { logFailure, silentLog, type Log } from '../../shared/log.ts'
 
 const run = promisify(execFile)
 
@@ -146,6 +147,7 @@ export async function unmountDisk(dir: string, image: string, remove: boolean): 
  */
 export class WorkspaceDisks {
   private root: string
+  private log: Log
   /** Each workspace's quota in bytes; 0: plain folders. */
   readonly bytes: number
   /** Why this host cannot give workspaces file systems of their own (see probe()); null while it can. */
@@ -159,8 +161,9 @@ export class WorkspaceDisks {
   private blank: Promise<string | null> | null = null
   private blankFile: string | null = null
 
-  constructor(root: string, bytes: number) {
+  constructor(root: string, bytes: number, log: Log = silentLog) {
     this.root = root
+    this.log = log
     this.bytes = bytes
   }
 
@@ -273,8 +276,9 @@ export class WorkspaceDisks {
     const blank = await this.blank
     this.blank = null
     if (blank) fs.rmSync(blank, { force: true })
-    for (const name of [...this.mounted]) await this.unmount(name, false).catch(() => {})
-    if (shared) await run('umount', ['-l', '--', this.root], { env: WRAPPER_ENV }).catch(() => {})
+    // Left mounted, a workspace's file system is found and used again by the next start.
+    for (const name of [...this.mounted]) await this.unmount(name, false).catch(logFailure(this.log, 'unmounting a workspace at close failed', { component: 'sandbox', workspace: name }))
+    if (shared) await run('umount', ['-l', '--', this.root], { env: WRAPPER_ENV }).catch(logFailure(this.log, 'unmounting the workspace root at close failed', { component: 'sandbox' }))
     this.sharing = null
   }
 
@@ -284,7 +288,7 @@ export class WorkspaceDisks {
 
   private serial<T>(name: string, op: () => Promise<T>): Promise<T> {
     const run = (this.queues.get(name) ?? Promise.resolve()).then(op)
-    const tail = run.catch(() => {})
+    const tail = run.catch(() => {}) // the queue only orders: the caller gets `run` and its failure
     this.queues.set(name, tail)
     void tail.then(() => {
       if (this.queues.get(name) === tail) this.queues.delete(name)

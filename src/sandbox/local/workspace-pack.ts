@@ -63,7 +63,7 @@ export async function packFolder(root: string): Promise<Readable | null> {
   // write (a header, a file of a few hundred bytes): gathered pieces go through Node's gzip
   // stream, off the event loop. An error on either side ends the other, and the reader sees it.
   const gzip = createGzip({ level: GZIP_LEVEL })
-  pipeline(Readable.from(gathered(tar), { objectMode: false }), gzip).catch(() => {})
+  pipeline(Readable.from(gathered(tar), { objectMode: false }), gzip).catch(() => {}) // the error ends gzip too, and the reader sees it there
   return gzip
 }
 

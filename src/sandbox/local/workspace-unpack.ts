@@ -51,7 +51,7 @@ export async function unpackInto(dir: string, archive: Readable): Promise<boolea
       },
     })
     await pipeline(archive, unpack)
-    for (const [rel, mode] of modes) await fsp.chmod(path.join(aside, rel), mode).catch(() => {})
+    for (const [rel, mode] of modes) await fsp.chmod(path.join(aside, rel), mode).catch(() => {}) // a mode the file system refuses leaves the file as unpacked, still whole
     for (const link of links) await makeLink(aside, link.path, link.target)
     if (!isEmptyOrMissing(dir)) return false
     // An empty folder is replaced: rename over it is atomic, and refuses one that is no longer empty.

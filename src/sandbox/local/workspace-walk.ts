@@ -175,6 +175,7 @@ export async function listWorkspace(root: string, rel: string): Promise<ListedEn
       const link: ListedEntry = { path: p, type: 'link' }
       try {
         link.target = fs.readlinkSync(where)
+        // Gone or changed since it was listed: listed without a target.
       } catch {}
       out.push(link)
     })

@@ -82,13 +82,13 @@ export function browserHub(deps: { log: Log }): BrowserHub {
       // broken under a browser still running (see cdpPipe) leaves nothing running behind it.
       browser.on('disconnected', () => {
         forget()
-        void proc.kill().catch(() => {})
+        void proc.kill().catch(() => {}) // most often it is gone already, which is why it disconnected
       })
       void proc.exited.then(forget)
       return { proc, browser, page }
     } catch (err) {
       transport.close()
-      await proc.kill().catch(() => {})
+      await proc.kill().catch(() => {}) // the start's failure is logged just below
       deps.log.warn({ err, component: 'browser', session_id: sessionId, stderr: said.split('\n').slice(-5).join('\n') }, 'the session browser did not start')
       throw new Error(BROWSER_UNAVAILABLE)
     }
@@ -99,8 +99,8 @@ export function browserHub(deps: { log: Log }): BrowserHub {
     sessions.delete(sessionId)
     const b = await pending?.catch(() => null)
     if (!b) return
-    await b.browser.close().catch(() => {})
-    await b.proc.kill().catch(() => {})
+    await b.browser.close().catch(() => {}) // a browser already disconnected refuses; the kill below ends it either way
+    await b.proc.kill().catch((err) => deps.log.warn({ err, component: 'browser', session_id: sessionId }, 'stopping the session browser failed'))
   }
 
   return {

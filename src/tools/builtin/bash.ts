@@ -40,6 +40,7 @@ export const bash = defineTool({
       // A failing display callback must not take the command (or the service) down with it.
       try {
         ctx.onOutput?.(s)
+        // The command's output is kept in `acc` whatever the display made of it.
       } catch {}
     }
     // One decoder per stream: a UTF-8 character split across chunks must not turn into garbage.
@@ -59,7 +60,7 @@ export const bash = defineTool({
       )
     } catch (e) {
       // An open window keeps noting changes: end it.
-      void window?.close().catch(() => {})
+      void window?.close().catch(() => {}) // what it gathered is not read any more
       throw e
     }
     take(out.end())
