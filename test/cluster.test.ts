@@ -3,6 +3,7 @@
 // that starts beside a live one must leave that node's turns and workspaces to it: its start-up
 // recovery may touch only sessions whose lease has lapsed. On SQLite there is one process per data
 // folder, and a second one is refused.
+import { removeDataDir } from './left-on-host.ts'
 import { after, before, describe, it } from 'node:test'
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
@@ -210,7 +211,7 @@ describe('a second warren serve on one SQLite data folder [sqlite, child process
   const second = serviceProcess({ ...env(`s${suffix}`), WARREN_SANDBOX_SUBNET: '10.241.0.0/16', WARREN_SANDBOX_UID_BASE: '260000' })
   after(async () => {
     for (const s of [second, first]) if (s.running) await s.stop('SIGTERM').catch(() => s.stop('SIGKILL').catch(() => {}))
-    fs.rmSync(dataDir, { recursive: true, force: true })
+    removeDataDir(dataDir)
   })
 
   it('is refused at start with a message naming the folder and the process that holds it', async () => {

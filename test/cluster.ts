@@ -2,6 +2,7 @@
 // with its own data folder, sandbox prefix, subnet and uid range, sharing the store and the
 // encryption key, the way issue 15 says a deployment runs them. A client spreads requests
 // round-robin over the live nodes; a test kills and restarts nodes by index.
+import { removeDataDir } from './left-on-host.ts'
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
@@ -150,7 +151,7 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
         for (const n of nodes) if (n.service.running) await n.service.stop('SIGKILL').catch(() => {})
         await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {})
         await admin.end().catch(() => {})
-        for (const n of nodes) fs.rmSync(n.dataDir, { recursive: true, force: true })
+        for (const n of nodes) removeDataDir(n.dataDir)
       }
     },
   }

@@ -14,7 +14,7 @@ import type { DialectName } from '../src/db/database.ts'
 import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
 import { forEachDialect, PG_URL } from './harness.ts'
 import { waitFor } from './fixtures.ts'
-import { leftOnHost } from './left-on-host.ts'
+import { leftOnHost, removeDataDir } from './left-on-host.ts'
 import { serviceProcess } from './service-process.ts'
 
 const FILES = 20_000
@@ -53,11 +53,11 @@ forEachDialect('a graceful stop with a large workspace (child process)', (dialec
         await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {})
         await admin.end()
       }
-      fs.rmSync(dataDir, { recursive: true, force: true })
+      removeDataDir(dataDir)
     }
   })
 
-  it('ends on its own, leaves no namespace, cgroup or nftables table of its prefix, and the next start publishes what it cut short', async () => {
+  it('ends on its own, leaves no namespace, cgroup or nftables table of its prefix, and the next start publishes what it cut short', { timeout: 600_000 }, async () => {
     await service.start()
     const mc = await service.api('POST', '/v1/model-credentials', { provider: 'openai', api_key: fake.key, base_url: fake.url, models: ['m1'] })
     assert.equal(mc.status, 201, mc.text)
