@@ -3,6 +3,7 @@ import type { Config } from './config.ts'
 import { assemble } from './assemble.ts'
 import type { HostReport } from './sandbox/sandbox.ts'
 import { unavailableNetworkTools } from './tools/network/index.ts'
+import { survivePlaywrightRejections } from './tools/browser/playwright-rejections.ts'
 
 /** Says plainly, at start, what this host allows the sandboxes and what is missing: one structured line each. */
 function reportHost(log: FastifyBaseLogger, r: HostReport): void {
@@ -14,6 +15,8 @@ function reportHost(log: FastifyBaseLogger, r: HostReport): void {
 export async function startServer(config: Config): Promise<FastifyInstance> {
   const service = await assemble(config)
   const log = service.app.log
+  // The service's own process only: a test runner takes every unhandled rejection for a failure.
+  survivePlaywrightRejections(log)
   reportHost(log, service.provider.report())
   for (const [type, why] of unavailableNetworkTools(config)) log.warn({ component: 'tools', tool: type }, `tool ${type} is not offered: ${why}`)
   await service.start({ listen: { host: config.host, port: config.port } })

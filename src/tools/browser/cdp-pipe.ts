@@ -30,7 +30,8 @@ function refusal(message: unknown): string | null {
  * workspace process may copy the browser's fd, or ptrace the browser): a message that is not
  * JSON, too long, not shaped as an answer or an event, an answer to no command sent, or one that
  * playwright chokes on ends the connection, and `broken` hears why (for the log, not the model).
- * An event well shaped but with params playwright does not expect is past what is checked here.
+ * An event well shaped but with params playwright does not expect is past what is checked here:
+ * survivePlaywrightRejections keeps what playwright then throws from ending the service.
  */
 export function cdpPipe(toBrowser: Duplex, fromBrowser: Duplex, broken: (why: Error) => void): ConnectOverCDPTransport {
   let pending: Buffer[] = []
