@@ -2,8 +2,34 @@
 // it (see spawner.ts). Forking it costs a fraction of forking the service, and none of it is spent
 // on the service's event loop. It speaks over its IPC channel only, and ends with the service.
 import { spawn, type ChildProcess } from 'node:child_process'
+import fs from 'node:fs'
 import type { Socket } from 'node:net'
 import type { SpawnerReply, SpawnerRequest } from './spawner-protocol.ts'
+
+/** O_CLOEXEC, as /proc/<pid>/fdinfo's octal `flags` shows it. */
+const O_CLOEXEC = 0o2000000
+
+/**
+ * Closes what this process inherited without close-on-exec beyond stdio (a supervisor's pipe, a
+ * terminal's descriptor, left open by whoever started the service): spawn keeps every such fd
+ * open in its child, so each would reach every sandbox process, workspace commands among them.
+ * Node's own descriptors, its IPC channel among them, are close-on-exec and stay.
+ */
+function closeInheritedFds(): void {
+  const channel = (process.channel as { fd?: number } | undefined)?.fd
+  for (const name of fs.readdirSync('/proc/self/fd')) {
+    const fd = Number(name)
+    if (fd <= 2 || fd === channel) continue
+    let flags: string | undefined
+    try {
+      flags = /^flags:\s*([0-7]+)/m.exec(fs.readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8'))?.[1]
+    } catch {
+      continue // the directory's own descriptor, closed once read
+    }
+    if (flags !== undefined && (parseInt(flags, 8) & O_CLOEXEC) === 0) fs.closeSync(fd)
+  }
+}
+closeInheritedFds()
 
 const children = new Map<number, ChildProcess>()
 // The service may be gone (stopping): what cannot be told any more is dropped quietly.
