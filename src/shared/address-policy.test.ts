@@ -138,6 +138,14 @@ describe('address policy: one table of vectors', () => {
     assert.equal(addressRefusal('::ffff:10.0.0.7', ['10.0.0.0/24']), null)
     assert.equal(addressRefusal('2002:a00:7::1', ['10.0.0.0/24']), null)
     assert.equal(addressRefusal('10.0.1.7', ['10.0.0.0/24']), PRIV)
+    // An IPv6 CIDR opens no IPv4 address carried in IPv6: a deployment that lists ::/0 for its own
+    // IPv6 servers has not opened 10.0.0.0/8 through a NAT64 or 6to4 gateway.
+    for (const carried of ['64:ff9b::a00:1', '2002:a00:1::1', '::ffff:10.0.0.1']) {
+      assert.equal(addressRefusal(carried, ['::/0']), PRIV, `${carried} under ::/0`)
+      assert.equal(addressRefusal(carried, ['10.0.0.0/8']), null, `${carried} under 10.0.0.0/8`)
+    }
+    assert.equal(addressRefusal('fd00::5', ['::/0']), null, 'control: ::/0 opens the IPv6 private ranges')
+    assert.equal(addressRefusal('::1', ['::1/128']), null, 'control: ::1 is judged as itself, not as the IPv4 0.0.0.1')
     // A never range opens only to a CIDR inside it; the metadata addresses only to one naming them.
     assert.equal(addressRefusal('127.0.0.1', ['127.0.0.1/32']), null)
     assert.equal(addressRefusal('::ffff:127.0.0.1', ['127.0.0.0/8']), null)

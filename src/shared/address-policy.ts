@@ -59,6 +59,8 @@ const compile = (ranges: Range[]) =>
   })
 const NEVER_LISTS = compile(NEVER)
 const PRIVATE_LISTS = compile(PRIVATE)
+/** The IPv6 ranges of both tables: an address in one is judged as itself, whatever IPv4 it may carry. */
+const V6_LISTS = compile([...NEVER, ...PRIVATE].filter(([cidr]) => cidr.includes(':')))
 
 /**
  * An IPv6 address in one spelling (lower-case hex, `::` compressed, no dotted quad, no zone), so
@@ -192,7 +194,10 @@ export function addressRefusal(ip: string, allowed: PrivatePolicy = []): string 
   if (isIP(ip) === 0) return c.kind
   const v4 = embeddedIpv4(ip)
   const addrs = [canonical(ip.replace(/%.*$/, '')), ...(v4 === null ? [] : [v4])]
-  const covering = allowed.filter((cidr) => inCidr(ip, cidr))
+  // An IPv6 address that is nothing but a carrier (mapped, NAT64, 6to4...) reaches the IPv4 address
+  // it carries: only a CIDR covering that opens it (::/0 covers 64:ff9b::10.0.0.1, but names no IPv4).
+  const carrier = v4 !== null && !V6_LISTS.some((r) => r.list.check(addrs[0]!, 'ipv6'))
+  const covering = allowed.filter((cidr) => inCidr(carrier ? v4 : ip, cidr))
   if (addrs.some((a) => METADATA.includes(a))) return covering.some(fullLength) ? null : c.kind
   if (c.reach === 'private') return covering.length > 0 ? null : c.kind
   // The range it is refused for, found as classifyAddress does: the address itself before the IPv4 it carries.
