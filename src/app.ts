@@ -6,6 +6,7 @@ import { Type, type TObject } from 'typebox'
 import type { Deps } from './deps.ts'
 import { fileRoutes } from './workspaces/files.routes.ts'
 import { authHook } from './http/auth.ts'
+import { onOwnersNode } from './http/forward-to-owner.ts'
 import { IdempotencyKeyHeader, idempotencyOnSend, idempotencyPreHandler } from './http/idempotency.ts'
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandlers, newRequestId } from './http/error-handler.ts'
 import { bodyRequired, validatorCompiler } from './http/validation.ts'
@@ -93,6 +94,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const authenticateFor = authHook(deps.store, deps.config, (headers) => deps.node.passedOn(headers))
   const claimKey = idempotencyPreHandler(deps.store, deps.box)
   const recordAnswer = idempotencyOnSend(deps.store, deps.box)
+  const toOwnersNode = onOwnersNode({ store: deps.store, node: deps.node })
   // Every route gets the same guards: a token (unless public), closed query strings, a refusal of
   // any body field the route does not read, no NUL in ids, query values or body text, a ceiling on
   // the nesting of free-form JSON, and Idempotency-Key where the route accepts it.
@@ -102,6 +104,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     if (!cfg.public && !cfg.anyToken && !cfg.scope) {
       throw new Error(`Route ${[route.method].flat().join(',')} ${route.url} declares no scope: give it config.scope, config.anyToken or config.public.`)
     }
+    // Fail closed as well: a route acting on a workspace on whichever node it reaches would bring a
+    // second sandbox of it up there.
+    const names = `${[route.method].flat().join(',')} ${route.url}`
+    const underSession = route.url.includes(':session_id')
+    if (underSession && cfg.onOwnersNode === undefined) {
+      throw new Error(`Route ${names} does not say whether it acts on the session's workspace: give it config.onOwnersNode (true, false, or a function of the request).`)
+    }
+    if (!underSession && cfg.onOwnersNode) throw new Error(`Route ${names} runs on a session's owner but names no session (:session_id).`)
+    // Before the idempotency claim and the body check are put ahead of it: those run on the node
+    // the caller reached, which keeps the answer under the caller's key.
+    if (cfg.onOwnersNode) route.preHandler = [toOwnersNode(cfg.onOwnersNode), ...[route.preHandler ?? []].flat()]
     const schema = (route.schema ??= {})
     if (!schema.querystring) schema.querystring = EmptyQuery
     if (!cfg.public) route.onRequest = [authenticateFor(cfg), ...[route.onRequest ?? []].flat()]

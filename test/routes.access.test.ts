@@ -29,6 +29,24 @@ forEachDialect('route access', (dialect) => {
     await app.close()
   })
 
+  it("refuses a session's route that does not say whether it runs on the session's owner, and a route saying so that names no session", async (t) => {
+    const blobs = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-access-'))
+    t.after(() => fs.rmSync(blobs, { recursive: true, force: true }))
+    const { config, store, bus, box, workspaces, runner, node, metrics } = w()
+    const app = await buildApp({ config, store, bus, box, workspaces, runner, node, metrics, blobs: localBlobStore(blobs) })
+    assert.throws(
+      () => app.post('/v1/sessions/:session_id/things', { config: { scope: 'sessions:write' } }, async () => ({})),
+      /POST \/v1\/sessions\/:session_id\/things does not say whether it acts on the session's workspace: give it config.onOwnersNode/,
+    )
+    assert.throws(() => app.get('/v1/things', { config: { scope: 'sessions:read', onOwnersNode: true } }, async () => ({})), /GET \/v1\/things runs on a session's owner but names no session/)
+    app.post('/v1/sessions/:session_id/local', { config: { scope: 'sessions:write', onOwnersNode: false } }, async () => ({}))
+    app.post('/v1/sessions/:session_id/owned', { config: { scope: 'sessions:write', onOwnersNode: true } }, async () => ({}))
+    app.post('/v1/sessions/:session_id/sometimes', { config: { scope: 'sessions:write', onOwnersNode: () => false } }, async () => ({}))
+    app.get('/v1/things', { config: { scope: 'sessions:read' } }, async () => ({}))
+    await app.ready()
+    await app.close()
+  })
+
   it('serves GET /v1/health to a valid token whatever its scopes, and nothing else without the scope', async () => {
     const m = await w().mint(undefined, [])
     const health = await w().inject({ method: 'GET', url: '/v1/health', token: m.token })

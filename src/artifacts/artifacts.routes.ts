@@ -15,7 +15,7 @@ export const artifactRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { sto
   app.get(
     '/sessions/:session_id/artifacts',
     {
-      config: { scope: 'sessions:read' },
+      config: { scope: 'sessions:read', onOwnersNode: false },
       schema: {
         operationId: 'listArtifacts',
         tags: ['artifacts'],
@@ -34,7 +34,7 @@ export const artifactRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { sto
   app.get(
     '/sessions/:session_id/artifacts/archive',
     {
-      config: { scope: 'sessions:read' },
+      config: { scope: 'sessions:read', onOwnersNode: false },
       schema: {
         operationId: 'getArtifactArchive',
         tags: ['artifacts'],
@@ -65,7 +65,7 @@ export const artifactRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { sto
   app.get(
     '/sessions/:session_id/artifacts/:artifact_id/content',
     {
-      config: { scope: 'sessions:read' },
+      config: { scope: 'sessions:read', onOwnersNode: false },
       schema: {
         operationId: 'getArtifactContent',
         tags: ['artifacts'],

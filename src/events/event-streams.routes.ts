@@ -98,7 +98,7 @@ export const eventStreamRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { 
   app.get(
     '/sessions/:session_id/events',
     {
-      config: { scope: 'sessions:read', swaggerTransform: describeFrames },
+      config: { scope: 'sessions:read', onOwnersNode: false, swaggerTransform: describeFrames },
       schema: {
         operationId: 'streamSessionEvents',
         tags: ['events'],

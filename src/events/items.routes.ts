@@ -31,7 +31,7 @@ export const itemRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store }
     '/sessions/:session_id/items',
     {
       // Described with detail as a union; served with it open (see Item).
-      config: { scope: 'sessions:read', swaggerTransform: ({ schema, url }) => ({ url, schema: nameRoots({ ...schema, response: { ...(schema.response as object), 200: ListEnvelope(PublishedItem) } }) as never }) },
+      config: { scope: 'sessions:read', onOwnersNode: false, swaggerTransform: ({ schema, url }) => ({ url, schema: nameRoots({ ...schema, response: { ...(schema.response as object), 200: ListEnvelope(PublishedItem) } }) as never }) },
       schema: {
         operationId: 'listItems',
         tags: ['sessions'],

@@ -1,3 +1,4 @@
+import type { FastifyRequest } from 'fastify'
 import type { Scope } from '../tokens/scopes.ts'
 
 /** Who is calling, resolved from the bearer token. */
@@ -25,6 +26,13 @@ declare module 'fastify' {
     bucket?: 'sessions' | 'general'
     /** Accepts Idempotency-Key. */
     idempotent?: boolean
+    /**
+     * Whether the route acts on the session's workspace itself (files put into it, its ports read),
+     * and so runs on the node that owns the session: true, always; a function, for the requests it
+     * holds for (a message with files); false, wherever it arrives. Every route under a session says
+     * which, or the service does not start; one hook (app.ts) passes such a request on to the owner.
+     */
+    onOwnersNode?: boolean | ((req: FastifyRequest) => boolean)
     /** Body and query string belong to someone else (the preview proxy): neither is checked. */
     passThrough?: boolean
   }

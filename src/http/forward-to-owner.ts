@@ -9,17 +9,16 @@ import { NODE_HEADER, type ServiceNode } from '../nodes/node.ts'
 const ANSWER_HEADERS = ['content-type', 'retry-after', 'x-request-id']
 
 /**
- * A preHandler for a route that acts on the session's workspace itself (files put into it, its
- * ports read): on the node that owns the session the route runs as usual; on another node the
- * request is passed on to the owner over its node address and the owner's answer is the answer.
- * The caller's token goes along (the owner checks it again), its Idempotency-Key does not (this
- * node keeps the answer under it), and the owner's secret marks it as passed on, so that it is
- * never passed on again. `when`: only requests it holds for need the workspace (a message with
- * files).
+ * The preHandler of every route declaring `onOwnersNode` (app.ts adds it; a route never does): on
+ * the node that owns the session the route runs as usual; on another node the request is passed on
+ * to the owner over its node address and the owner's answer is the answer. The caller's token goes
+ * along (the owner checks it again), its Idempotency-Key does not (this node keeps the answer under
+ * it), and the owner's secret marks it as passed on, so that it is never passed on again. `when`:
+ * true, or a function saying which requests need the workspace (a message with files).
  */
-export function onOwnersNode(deps: { store: Store; node: ServiceNode }, when?: (req: FastifyRequest) => boolean) {
-  return async function toOwner(req: FastifyRequest, reply: FastifyReply): Promise<void> {
-    if (when && !when(req)) return
+export function onOwnersNode(deps: { store: Store; node: ServiceNode }) {
+  return (when: true | ((req: FastifyRequest) => boolean)) => async function toOwner(req: FastifyRequest, reply: FastifyReply): Promise<void> {
+    if (when !== true && !when(req)) return
     const sessionId = (req.params as { session_id: string }).session_id
     // Another organization's session is a 404 here, as on its owner.
     await requireSession(deps.store.db, req.auth.orgId, sessionId)

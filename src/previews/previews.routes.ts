@@ -1,6 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { SwaggerTransform } from '@fastify/swagger'
-import { onOwnersNode } from '../http/forward-to-owner.ts'
 import { Type } from 'typebox'
 import type { Deps } from '../deps.ts'
 import { nameRoots } from '../http/openapi.ts'
@@ -28,9 +27,8 @@ export const previewRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
   app.post(
     '/sessions/:session_id/preview',
     {
-      config: { scope: 'sessions:write', idempotent: true },
       // The ports are read in the workspace: on the node that runs it.
-      preHandler: onOwnersNode(deps),
+      config: { scope: 'sessions:write', idempotent: true, onOwnersNode: true },
       schema: {
         operationId: 'publishPreview',
         tags: ['previews'],
@@ -51,10 +49,9 @@ export const previewRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
   app.delete(
     '/sessions/:session_id/preview',
     {
-      config: { scope: 'sessions:write', idempotent: true },
       // Its open connections end on the node that runs the workspace (the others only pipe to
       // it): the cut below must happen there.
-      preHandler: onOwnersNode(deps),
+      config: { scope: 'sessions:write', idempotent: true, onOwnersNode: true },
       schema: {
         operationId: 'deletePreview',
         tags: ['previews'],
@@ -89,7 +86,7 @@ export const previewRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
       raw.route({
         method,
         url: `/sessions/:session_id${PROXY_PREFIX}${path}`,
-        config: { scope, passThrough: true, ...(path ? { swaggerTransform: describeWildcard } : {}) },
+        config: { scope, onOwnersNode: false, passThrough: true, ...(path ? { swaggerTransform: describeWildcard } : {}) },
         schema: {
           operationId: `${method.toLowerCase()}Preview${path ? 'Path' : 'Root'}WithToken`,
           tags: ['previews'],

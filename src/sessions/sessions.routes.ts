@@ -72,7 +72,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
 
   app.get(
     '/sessions/:session_id',
-    { config: { scope: 'sessions:read' }, schema: { operationId: 'getSession', summary: 'Read one session', tags: ['sessions'], params: SessionParams, response: { 200: Session, ...errorResponses(404) } } },
+    { config: { scope: 'sessions:read', onOwnersNode: false }, schema: { operationId: 'getSession', summary: 'Read one session', tags: ['sessions'], params: SessionParams, response: { 200: Session, ...errorResponses(404) } } },
     // The read clients poll: a session kept in memory is answered within this call, with text
     // serialized once for as long as it is kept; only a store read waits.
     (req, reply) => {
@@ -85,7 +85,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
   app.post(
     '/sessions/:session_id',
     {
-      config: { scope: 'sessions:write', idempotent: true },
+      config: { scope: 'sessions:write', onOwnersNode: false, idempotent: true },
       schema: { operationId: 'updateSession', tags: ['sessions'], summary: 'Update the title or replace the metadata', params: SessionParams, body: UpdateSessionBody, response: { 200: Session, ...errorResponses(400, 404) } },
     },
     async (req) => {
@@ -98,7 +98,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
   app.delete(
     '/sessions/:session_id',
     {
-      config: { scope: 'sessions:write', idempotent: true },
+      config: { scope: 'sessions:write', onOwnersNode: false, idempotent: true },
       schema: { operationId: 'deleteSession', tags: ['sessions'], summary: 'Delete the session and its workspace; frees its slot at once', params: SessionParams, response: { 200: SessionDeleted, ...errorResponses(404) } },
     },
     async (req) => {

@@ -27,7 +27,7 @@ export const toolRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => 
   app.get(
     '/sessions/:session_id/tools',
     {
-      config: { scope: 'sessions:read' },
+      config: { scope: 'sessions:read', onOwnersNode: false },
       schema: { operationId: 'getSessionTools', tags: ['tools'], summary: "The session's tool configuration", params: SessionParams, response: { 200: SessionTools, ...errorResponses(404) } },
     },
     async (req) => {
@@ -40,7 +40,7 @@ export const toolRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => 
   app.put(
     '/sessions/:session_id/tools',
     {
-      config: { scope: 'sessions:write', idempotent: true },
+      config: { scope: 'sessions:write', onOwnersNode: false, idempotent: true },
       schema: {
         operationId: 'putSessionTools',
         tags: ['tools'],

@@ -14,7 +14,7 @@ export const answerRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) =
   app.post(
     '/sessions/:session_id/required_actions/:call_id',
     {
-      config: { scope: 'sessions:write', idempotent: true },
+      config: { scope: 'sessions:write', onOwnersNode: false, idempotent: true },
       schema: {
         operationId: 'answerRequiredAction',
         tags: ['turns'],
@@ -35,7 +35,7 @@ export const answerRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) =
   app.post(
     '/sessions/:session_id/approvals/:tool_call_id',
     {
-      config: { scope: 'sessions:write', idempotent: true },
+      config: { scope: 'sessions:write', onOwnersNode: false, idempotent: true },
       schema: {
         operationId: 'answerApproval',
         tags: ['turns'],
@@ -51,7 +51,7 @@ export const answerRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) =
   app.post(
     '/sessions/:session_id/questions/:tool_call_id',
     {
-      config: { scope: 'sessions:write', idempotent: true },
+      config: { scope: 'sessions:write', onOwnersNode: false, idempotent: true },
       schema: {
         operationId: 'answerQuestion',
         tags: ['turns'],

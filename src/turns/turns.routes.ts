@@ -1,5 +1,4 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { onOwnersNode } from '../http/forward-to-owner.ts'
 import { requireSession } from '../sessions/require-session.ts'
 import type { Deps } from '../deps.ts'
 import { errorResponses, notFound } from '../errors.ts'
@@ -18,9 +17,8 @@ export const turnRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => 
     '/sessions/:session_id/messages',
     {
       bodyLimit: 16 * MIB,
-      config: { scope: 'sessions:write', idempotent: true },
       // Files go into the workspace before the message is accepted: on the node that runs it.
-      preHandler: onOwnersNode(deps, (req) => ((req.body as SendMessageBody).files?.length ?? 0) > 0),
+      config: { scope: 'sessions:write', idempotent: true, onOwnersNode: (req) => ((req.body as SendMessageBody).files?.length ?? 0) > 0 },
       schema: {
         operationId: 'sendMessage',
         tags: ['turns'],
@@ -40,7 +38,7 @@ export const turnRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => 
   app.get(
     '/sessions/:session_id/turns',
     {
-      config: { scope: 'sessions:read' },
+      config: { scope: 'sessions:read', onOwnersNode: false },
       schema: { operationId: 'listTurns', summary: "List a session's turns", tags: ['turns'], params: SessionParams, querystring: ListTurnsQuery, response: { 200: ListEnvelope(Turn), ...errorResponses(400, 404) } },
     },
     async (req) => {
@@ -51,7 +49,7 @@ export const turnRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => 
 
   app.get(
     '/sessions/:session_id/turns/:turn_id',
-    { config: { scope: 'sessions:read' }, schema: { operationId: 'getTurn', summary: 'Read one turn', tags: ['turns'], params: TurnParams, response: { 200: Turn, ...errorResponses(404) } } },
+    { config: { scope: 'sessions:read', onOwnersNode: false }, schema: { operationId: 'getTurn', summary: 'Read one turn', tags: ['turns'], params: TurnParams, response: { 200: Turn, ...errorResponses(404) } } },
     async (req) => {
       const s = await requireSession(store.db, req.auth.orgId, req.params.session_id)
       const turn = await getTurnRow(store.db, s.id, req.params.turn_id)
@@ -63,7 +61,7 @@ export const turnRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) => 
   app.post(
     '/sessions/:session_id/turns/:turn_id/cancel',
     {
-      config: { scope: 'sessions:write', idempotent: true },
+      config: { scope: 'sessions:write', onOwnersNode: false, idempotent: true },
       schema: {
         operationId: 'cancelTurn',
         tags: ['turns'],

@@ -10,7 +10,7 @@ export const usageRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store 
   app.get(
     '/sessions/:session_id/usage',
     {
-      config: { scope: 'usage:read' },
+      config: { scope: 'usage:read', onOwnersNode: false },
       schema: { operationId: 'getSessionUsage', tags: ['usage'], summary: 'Sandbox time used; a deleted session stays readable', params: SessionParams, querystring: UsageQuery, response: { 200: Usage, ...errorResponses(400, 404) } },
     },
     async (req) => {

@@ -1,5 +1,4 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { onOwnersNode } from '../http/forward-to-owner.ts'
 import { requireSession } from '../sessions/require-session.ts'
 import type { Deps } from '../deps.ts'
 import { errorResponses } from '../errors.ts'
@@ -15,9 +14,8 @@ export const fileRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store, 
     {
       // Ten MiB of decoded files is about 13.4 MiB of base64.
       bodyLimit: 16 * MIB,
-      config: { scope: 'sessions:write', idempotent: true },
       // Files go into the workspace: on the node that runs it.
-      preHandler: onOwnersNode({ store, node }),
+      config: { scope: 'sessions:write', idempotent: true, onOwnersNode: true },
       schema: {
         operationId: 'uploadFiles',
         tags: ['sessions'],
