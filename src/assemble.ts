@@ -140,6 +140,7 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     log,
     ...(config.databaseUrl ? { snapshots } : {}),
     leaseHeld,
+    ownerElsewhere: (sessionId) => node?.ownerElsewhere(sessionId) ?? Promise.resolve(null),
   })
   const limits = { fileBytes: MAX_ARTIFACT_BYTES, turnBytes: config.artifactTurnBytes, orgBytes: config.artifactOrgBytes, ...overrides.artifactLimits }
   const publishing = { store, bus, workspaces, blobs, limits, log }

@@ -15,6 +15,7 @@ import { hostWorkspace } from './host-workspace.ts'
 import { agentRuns, hostRequest, openWebSocket, startSiteCommand } from './previews.helpers.ts'
 import { randomText } from '../src/shared/ids.ts'
 import { removeSharedStore } from './restart-store.ts'
+import { LostOwnership } from '../src/nodes/ownership.store.ts'
 
 const env = { ...NO_RATE_LIMITS, WARREN_NODE_LEASE_MS: '2000' }
 
@@ -129,6 +130,18 @@ onPostgres('nodes on one store', () => {
     const posed = await b.inject({ method: 'POST', url: `/v1/sessions/${sid}/files`, token: org.token, headers: { 'x-warren-node-secret': 'guess' }, payload: put('posed.txt', 'x') })
     assert.equal(posed.statusCode, 200, posed.body)
     assert.equal(fs.existsSync(hostWorkspace(b, sid)), false)
+  })
+
+  it('never brings a workspace up on a node that does not own its session: acquire there refuses, whoever asks', async () => {
+    const org = await newOrg(a)
+    const viaA = client(a, org)
+    await viaA.connect(fake, 'openai')
+    const sid = await viaA.session()
+    assert.equal(await ownerOf(a, sid), a.node.id)
+    await assert.rejects(b.workspaces.acquire(sid), (err: Error) => err instanceof LostOwnership && err.message.includes(a.node.id))
+    assert.equal(await b.workspaces.live(sid), null)
+    assert.equal(fs.existsSync(hostWorkspace(b, sid)), false, 'no second sandbox came up on B')
+    assert.equal(await ownerOf(a, sid), a.node.id, 'B took nothing')
   })
 
   it('serves a preview through any node: publishing, pages and WebSockets reach the owner’s sandbox, and no node secret reaches the site', async () => {

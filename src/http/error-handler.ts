@@ -3,6 +3,7 @@ import type { Duplex } from 'node:stream'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { ApiError } from '../errors.ts'
 import { isStoreUnreachable } from '../db/database.ts'
+import { LostOwnership } from '../nodes/ownership.store.ts'
 import { randomText } from '../shared/ids.ts'
 import { describeValidation } from './validation.ts'
 
@@ -37,6 +38,10 @@ function toApiError(error: FastifyError | ApiError | Error, req: FastifyRequest)
       return new ApiError('invalid_request', 'Content-Length does not match the body.')
   }
   if (fe.statusCode === 400 && error instanceof SyntaxError) return new ApiError('invalid_request', `The body is not valid JSON: ${error.message}`)
+  if (error instanceof LostOwnership) {
+    const where = error.owner ? `runs on node ${error.owner}, which cannot be reached from here now` : 'has just moved to another node'
+    return new ApiError('sandbox_unavailable', `This session's workspace ${where}; retry shortly.`, { cause: error })
+  }
   if (isStoreUnreachable(error)) {
     return new ApiError('directory_unavailable', 'The store cannot be reached; retry shortly.', { cause: error, headers: { 'retry-after': '5' } })
   }

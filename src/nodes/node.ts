@@ -50,12 +50,11 @@ export type ServiceNode = {
   /** Where the session's work happens; a session nobody live holds is claimed for this node first. */
   locate(sessionId: string): Promise<Location>
   /**
-   * Before a request acts on the workspace itself (files put into it, its ports read): resolves
-   * when this node owns the session (claiming it when nobody live does); refuses with
-   * sandbox_unavailable when a live peer runs it, since a second sandbox of one workspace must
-   * never come up here.
+   * Before the workspace manager brings a session's sandbox up: the live peer that runs it, since
+   * a second sandbox of one workspace must never come up here; null when this node owns the
+   * session (claiming it when nobody live does), or there is no such session.
    */
-  ownWorkspace(sessionId: string): Promise<void>
+  ownerElsewhere(sessionId: string): Promise<string | null>
   /**
    * Where a request that acts on the session's workspace goes: null, served here (this node owns
    * the session, or there is no such session); a live peer's address and the secret to show it;
@@ -305,11 +304,11 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
       return id
     },
     locate,
-    async ownWorkspace(sessionId) {
+    async ownerElsewhere(sessionId) {
+      // Before it joins a node owns nothing, and must claim nothing under no identity.
+      if (!id) return null
       const where = await locate(sessionId)
-      if (where && !where.here) {
-        throw new ApiError('sandbox_unavailable', `This session's workspace runs on node ${where.nodeId}, which cannot be reached from here now; retry shortly.`)
-      }
+      return where && !where.here ? where.nodeId : null
     },
     async passOnTarget(sessionId, headers) {
       const where = await locate(sessionId)

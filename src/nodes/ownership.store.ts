@@ -88,10 +88,16 @@ export async function ownerlessSessions(db: Db): Promise<string[]> {
 /** The holding of a session's lease a driver acts under: its node and the epoch it found. */
 export type Fence = { sessionId: string; nodeId: string; epoch: number }
 
-/** A write (or a sandbox act) of a node that no longer holds the session it acted for: it is refused, and whoever made it stops. */
+/**
+ * A write (or a sandbox act) of a node that no longer holds the session it acted for: it is
+ * refused, and whoever made it stops. `owner`: the live node that holds it, when known (a
+ * workspace asked for on a node that never held the session).
+ */
 export class LostOwnership extends Error {
-  constructor(sessionId: string) {
-    super(`this node no longer holds the lease of session ${sessionId}: another node took it over`)
+  readonly owner: string | undefined
+  constructor(sessionId: string, owner?: string) {
+    super(owner ? `this node does not hold the lease of session ${sessionId}: node ${owner} runs its workspace` : `this node no longer holds the lease of session ${sessionId}: another node took it over`)
+    this.owner = owner
   }
 }
 

@@ -12,12 +12,11 @@ import { previewBySubdomain, previewNameHold, putPreview, setSessionPreview, wit
  * Publishes the session's preview (replacing the one it had): the port named, or the lowest one
  * served in the workspace; the subdomain asked for, or the session's own. Emits `preview.ready`.
  */
-export async function publishPreview(deps: Pick<Deps, 'store' | 'bus' | 'config' | 'workspaces' | 'node'>, orgId: string, sessionId: string, body: PublishPreviewBody): Promise<Preview> {
+export async function publishPreview(deps: Pick<Deps, 'store' | 'bus' | 'config' | 'workspaces'>, orgId: string, sessionId: string, body: PublishPreviewBody): Promise<Preview> {
   const { store, bus, config, workspaces } = deps
   const session = await requireSession(store.db, orgId, sessionId)
   let port = body.port
   if (port === undefined) {
-    await deps.node.ownWorkspace(session.id)
     const ports = await listeningPorts(await workspaces.acquire(session.id))
     if (ports.length === 0) {
       throw new ApiError('conflict', 'Nothing in the workspace is listening on a port: start the server there (on 0.0.0.0 or 127.0.0.1) first, or name the port with "port".')

@@ -18,7 +18,7 @@ export const MAX_WAITING = 5
  * running one (at most five wait), or, with `steer`, text delivered into the running turn at its
  * next step. Files go into the workspace before the message is accepted, so the agent finds them.
  */
-export async function sendMessage(deps: Pick<Deps, 'store' | 'bus' | 'workspaces' | 'node'>, auth: Auth, sessionId: string, body: SendMessageBody): Promise<TurnRow> {
+export async function sendMessage(deps: Pick<Deps, 'store' | 'bus' | 'workspaces'>, auth: Auth, sessionId: string, body: SendMessageBody): Promise<TurnRow> {
   const { store, bus, workspaces } = deps
   const files = decodeFiles(body.files ?? [], 'files')
   const check = async (db = store.db) => {
@@ -33,7 +33,6 @@ export async function sendMessage(deps: Pick<Deps, 'store' | 'bus' | 'workspaces
   }
   await check()
   if (files.length) {
-    await deps.node.ownWorkspace(sessionId)
     const sandbox = await workspaces.acquire(sessionId)
     const release = workspaces.hold(sessionId)
     try {

@@ -8,7 +8,7 @@ import { SessionParams } from '../sessions/sessions.schema.ts'
 import { UploadFilesBody, UploadedFiles } from './files.schema.ts'
 import { uploadFiles } from './upload-files.ts'
 
-export const fileRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store, workspaces, node }) => {
+export const fileRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store, workspaces }) => {
   app.post(
     '/sessions/:session_id/files',
     {
@@ -28,7 +28,6 @@ export const fileRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, { store, 
     async (req) => {
       const session = await requireSession(store.db, req.auth.orgId, req.params.session_id)
       const files = decodeFiles(req.body.files, 'files')
-      await node.ownWorkspace(session.id)
       const sandbox = await workspaces.acquire(session.id)
       const release = workspaces.hold(session.id)
       try {

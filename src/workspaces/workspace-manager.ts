@@ -96,6 +96,12 @@ export type WorkspaceManagerDeps = Pick<Deps, 'store' | 'bus' | 'config' | 'box'
    * sandbox, so that a node woken after losing its sessions starts nothing in them.
    */
   leaseHeld?: () => true | Promise<boolean>
+  /**
+   * The live node that owns the session when it is not this one (null: this one, claimed if nobody
+   * live held it). Asked by acquire, which brings a sandbox up: whatever the caller (a request, a
+   * turn), one workspace never runs on two nodes.
+   */
+  ownerElsewhere?: (sessionId: string) => Promise<string | null>
 }
 
 export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
@@ -305,6 +311,8 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
     start,
     async acquire(id) {
       if (!(await held())) throw new LostOwnership(id)
+      const owner = await deps.ownerElsewhere?.(id)
+      if (owner) throw new LostOwnership(id, owner)
       return fenced(id, await serial(id, () => ensureRunning(id)))
     },
     live(id) {
