@@ -6,7 +6,7 @@ import { Type, type TObject } from 'typebox'
 import type { Deps } from './deps.ts'
 import { fileRoutes } from './workspaces/files.routes.ts'
 import { authHook } from './http/auth.ts'
-import { onOwnersNode } from './http/forward-to-owner.ts'
+import { onOwnersNode, previewOwners } from './http/forward-to-owner.ts'
 import { IdempotencyKeyHeader, idempotencyOnSend, idempotencyPreHandler } from './http/idempotency.ts'
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandlers, newRequestId } from './http/error-handler.ts'
 import { bodyRequired, validatorCompiler } from './http/validation.ts'
@@ -31,7 +31,6 @@ import { answerRoutes } from './turns/answers.routes.ts'
 import { previewRoutes } from './previews/previews.routes.ts'
 import { toolRoutes } from './tools/tools.routes.ts'
 import { previewGateway } from './previews/preview-gateway.ts'
-import { NODE_HEADER } from './nodes/node.ts'
 import { metricsRoutes } from './http/metrics.routes.ts'
 import { countPreviewRequest } from './http/request-metrics.ts'
 import { consoleRoutes } from './console/console.routes.ts'
@@ -45,15 +44,7 @@ const EmptyQuery = Type.Object({}, { additionalProperties: false })
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const previews = previewGateway({
     ...deps,
-    owners: {
-      header: NODE_HEADER,
-      async route(sessionId, headers) {
-        const where = await deps.node.passOnTarget(sessionId, headers)
-        if (!where || 'unreachable' in where) return null
-        const peer = new URL(where.url)
-        return { host: peer.hostname, port: Number(peer.port || 80), headers: { [NODE_HEADER]: where.secret } }
-      },
-    },
+    owners: previewOwners(deps.node),
   })
   const app = Fastify({
     // Requests for a preview host are served before the API's router sees them (preview-gateway.ts).

@@ -4,6 +4,7 @@ import type { Store } from '../db/database.ts'
 import { ApiError } from '../errors.ts'
 import { hopByHop } from '../shared/hop-by-hop.ts'
 import { NODE_HEADER, type ServiceNode } from '../nodes/node.ts'
+import type { PreviewOwners } from '../previews/preview-gateway.ts'
 
 /** Headers of the owner's answer that the caller gets as they are. */
 const ANSWER_HEADERS = ['content-type', 'retry-after', 'x-request-id']
@@ -54,5 +55,22 @@ export function onOwnersNode(deps: { store: Store; node: ServiceNode }) {
       if (v !== null) reply.header(name, v)
     }
     await reply.send(body)
+  }
+}
+
+/**
+ * The same rule for a preview host's traffic, which the gateway serves before the router sees it
+ * (raw bytes and upgrades, so no route hook): the owner's address to pipe it to, or null to serve
+ * it here (this node owns it) or answer with the page (the owner cannot be reached).
+ */
+export function previewOwners(node: ServiceNode): PreviewOwners {
+  return {
+    header: NODE_HEADER,
+    async route(sessionId, headers) {
+      const where = await node.passOnTarget(sessionId, headers)
+      if (!where || 'unreachable' in where) return null
+      const peer = new URL(where.url)
+      return { host: peer.hostname, port: Number(peer.port || 80), headers: { [NODE_HEADER]: where.secret } }
+    },
   }
 }
