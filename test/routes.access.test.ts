@@ -7,6 +7,7 @@ import { forEachDialect, useWarren } from './harness.ts'
 import { expectError } from './expect.ts'
 import { buildApp } from '../src/app.ts'
 import { localBlobStore } from '../src/artifacts/blob-store.ts'
+import { LostOwnership } from '../src/nodes/ownership.store.ts'
 
 // Fail closed: a route says who may call it (a scope, any valid token, or anyone), or the service
 // does not start; forgetting to say must not mean "any valid token".
@@ -43,7 +44,15 @@ forEachDialect('route access', (dialect) => {
     app.post('/v1/sessions/:session_id/owned', { config: { scope: 'sessions:write', onOwnersNode: true } }, async () => ({}))
     app.post('/v1/sessions/:session_id/sometimes', { config: { scope: 'sessions:write', onOwnersNode: () => false } }, async () => ({}))
     app.get('/v1/things', { config: { scope: 'sessions:read' } }, async () => ({}))
+    // A workspace refused on a node that does not own it (acquire's LostOwnership) is the
+    // specification's 503, never an internal error.
+    app.post('/v1/sessions/:session_id/elsewhere', { config: { scope: 'sessions:write', onOwnersNode: false } }, async () => {
+      throw new LostOwnership('ses_x', 'node_other')
+    })
     await app.ready()
+    const m = await w().mint()
+    const refused = await app.inject({ method: 'POST', url: '/v1/sessions/ses_x/elsewhere', headers: { authorization: `Bearer ${m.token}` } })
+    assert.match(expectError(refused, 503, 'sandbox_unavailable').message, /runs on node node_other, which cannot be reached from here now; retry shortly/)
     await app.close()
   })
 
