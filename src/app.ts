@@ -91,13 +91,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // the nesting of free-form JSON, and Idempotency-Key where the route accepts it.
   app.addHook('onRoute', (route) => {
     const cfg = (route.config ?? {}) as FastifyContextConfig
+    const names = `${[route.method].flat().join(',')} ${route.url}`
     // Fail closed: a route that forgot its scope would otherwise take any valid token.
     if (!cfg.public && !cfg.anyToken && !cfg.scope) {
-      throw new Error(`Route ${[route.method].flat().join(',')} ${route.url} declares no scope: give it config.scope, config.anyToken or config.public.`)
+      throw new Error(`Route ${names} declares no scope: give it config.scope, config.anyToken or config.public.`)
     }
     // Fail closed as well: a route acting on a workspace on whichever node it reaches would bring a
     // second sandbox of it up there.
-    const names = `${[route.method].flat().join(',')} ${route.url}`
     const underSession = route.url.includes(':session_id')
     if (underSession && cfg.onOwnersNode === undefined) {
       throw new Error(`Route ${names} does not say whether it acts on the session's workspace: give it config.onOwnersNode (true, false, or a function of the request).`)
