@@ -39,3 +39,17 @@ it('logs each refusal with the sandbox, the target and the reason, a long caller
   assert.ok(long.startsWith(String(cut.obj.target)))
   assert.equal(cut.obj.target_cut_from, long.length)
 })
+
+it('logs a sandbox’s refusals up to its budget a minute, then counts them and says the count once the minute is over', async (t) => {
+  const lines: Line[] = []
+  const logger = { info: (obj: object, msg: string) => void lines.push({ obj: obj as Record<string, unknown>, msg }), warn: (obj: object, msg: string) => void lines.push({ obj: obj as Record<string, unknown>, msg }) }
+  let clock = 1_000_000
+  const proxy = await startEgressProxy({ host: '127.0.0.1', resolveSandbox: () => ({ allow: ['site.test'] }), allowPrivate: [], logger, refusalLogsPerMinute: 3, now: () => clock })
+  t.after(() => proxy.close())
+
+  for (let i = 0; i < 10; i++) assert.equal(await connectThrough(proxy.port, `n${i}.test:443`), 403)
+  assert.deepEqual(lines.map((l) => l.obj.target), ['n0.test', 'n1.test', 'n2.test'], 'three lines, then none')
+  clock += 60_000
+  assert.equal(await connectThrough(proxy.port, 'later.test:443'), 403)
+  assert.deepEqual(lines.slice(3).map((l) => [l.msg, l.obj.unlogged ?? l.obj.target]), [['egress refusals past the log budget', 7], ['egress refused', 'later.test']])
+})

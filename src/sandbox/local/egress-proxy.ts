@@ -32,6 +32,10 @@ export type EgressProxyOptions = {
   maxConnectionsPerSandbox?: number
   connectTimeoutMs?: number
   logger?: ProxyLogger
+  /** Refusals logged per sandbox a minute (default 20); past it they are counted, and the count logged once the minute is over. */
+  refusalLogsPerMinute?: number
+  /** The clock the refusal log budget reads (tests). */
+  now?: () => number
 }
 
 export type EgressProxy = {
@@ -64,11 +68,30 @@ export async function startEgressProxy(opts: EgressProxyOptions): Promise<Egress
   const listeners = new Map<string, Server>()
   const http = createServer({ headersTimeout: 30_000, requestTimeout: 0 })
 
+  const logBudget = opts.refusalLogsPerMinute ?? 20
+  const now = opts.now ?? Date.now
+  const logWindows = new Map<string, { from: number; logged: number; unlogged: number }>()
+
   function refuse(who: string, target: string, r: Refusal): Refusal {
+    if (!opts.logger) return r
+    // A workspace can ask for refusals as fast as it likes: each sandbox has a budget of lines a
+    // minute, so it cannot flood the operator's log; what is past it is counted, and said once.
+    const at = now()
+    let w = logWindows.get(who)
+    if (!w || at - w.from >= 60_000) {
+      if (w && w.unlogged > 0) opts.logger.info({ sandbox: who, unlogged: w.unlogged }, 'egress refusals past the log budget')
+      w = { from: at, logged: 0, unlogged: 0 }
+      logWindows.set(who, w)
+    }
+    if (w.logged >= logBudget) {
+      w.unlogged++
+      return r
+    }
+    w.logged++
     // The target is the caller's to write (a workspace's, or any local process's): a host name is
     // at most 253 bytes, so more is cut, and the line says how long it was.
     const cut = target.length > MAX_LOGGED_TARGET ? { target: target.slice(0, MAX_LOGGED_TARGET), target_cut_from: target.length } : { target }
-    opts.logger?.info({ sandbox: who, ...cut, status: r.status, reason: r.reason }, 'egress refused')
+    opts.logger.info({ sandbox: who, ...cut, status: r.status, reason: r.reason }, 'egress refused')
     return r
   }
 
@@ -237,6 +260,7 @@ export async function startEgressProxy(opts: EgressProxyOptions): Promise<Egress
       server?.close()
     },
     disconnect(remoteAddress) {
+      logWindows.delete(plainAddress(remoteAddress))
       for (const s of clients.get(plainAddress(remoteAddress)) ?? []) s.destroy()
     },
     async close() {
