@@ -79,7 +79,7 @@ export async function pgEventBus(databaseUrl: string, schema: string | undefined
   const flush = () => {
     flushing = false
     // As many notices as fit in one payload, each measured once: a turn's thousands of notices
-    // (a command's file changes) measured again for every payload held the event loop for seconds.
+    // (a command's file changes) measured again for every payload held the event loop most of a second.
     const empty = JSON.stringify({ from: me, notices: [] }).length
     let notices: EventNotice[] = []
     let length = empty

@@ -15,7 +15,7 @@ export type Recorder = (<N extends EventName>(event: EventInput<N>) => Promise<S
 }
 
 /** Events recorded by one statement of Recorder.all before the event loop may turn. */
-export const RECORD_CHUNK = 500
+const RECORD_CHUNK = 500
 
 /**
  * Runs `work` in one transaction in which `record` appends events and their webhook outbox rows.
