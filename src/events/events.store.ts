@@ -45,6 +45,33 @@ export async function appendEvent<N extends EventName>(db: Db, dialect: DialectN
   }
 }
 
+/** Rows one insert statement of appendEvents carries: six parameters each, well under SQLite's 32,766 and PostgreSQL's 65,535. */
+const ROWS_A_STATEMENT = 1000
+
+/**
+ * Appends these events, in order, as that many appendEvent calls would, in one insert statement
+ * per ROWS_A_STATEMENT: thousands of events (a command's file changes) cost a few statements, not
+ * one round trip each. Call it inside the transaction that makes the change they report.
+ */
+export async function appendEvents<N extends EventName>(db: Db, dialect: DialectName, inputs: EventInput<N>[]): Promise<StoredEvent[]> {
+  await lockSeq(db, dialect)
+  const createdAt = Date.now()
+  const out: StoredEvent[] = []
+  for (let i = 0; i < inputs.length; i += ROWS_A_STATEMENT) {
+    const chunk = inputs.slice(i, i + ROWS_A_STATEMENT)
+    const rows = await db
+      .insertInto('events')
+      .values(chunk.map((e) => ({ org_id: e.orgId, session_id: e.sessionId, turn_id: e.turnId ?? null, type: e.type, created_at: createdAt, payload: toJson(e.payload) })))
+      .returning('seq')
+      .execute()
+    // A statement's rows take their seq in the order of its values (one after the other, under the
+    // seq lock), but neither dialect promises to return them in that order.
+    const seqs = rows.map((r) => Number(r.seq)).sort((a, b) => a - b)
+    chunk.forEach((e, j) => out.push({ seq: seqs[j]!, orgId: e.orgId, sessionId: e.sessionId, turnId: e.turnId ?? null, type: e.type, createdAt, payload: e.payload }))
+  }
+  return out
+}
+
 type EventRow = {
   seq: number
   org_id: string

@@ -90,13 +90,24 @@ export async function pgEventBus(databaseUrl: string, schema: string | undefined
   }
   const flush = () => {
     flushing = false
-    while (pending.length > 0) {
-      // As many notices as fit in one payload.
-      let n = pending.length
-      while (n > 1 && JSON.stringify({ from: me, notices: pending.slice(0, n) }).length > MAX_PAYLOAD) n = Math.ceil(n / 2)
-      send({ from: me, notices: pending.slice(0, n) })
-      pending = pending.slice(n)
+    // As many notices as fit in one payload, each measured once: a turn's thousands of notices
+    // (a command's file changes) measured again for every payload held the event loop most of a second.
+    const empty = JSON.stringify({ from: me, notices: [] }).length
+    let notices: EventNotice[] = []
+    let length = empty
+    for (const n of pending) {
+      const size = JSON.stringify(n).length
+      // The comma before every notice but the first.
+      if (notices.length > 0 && length + 1 + size > MAX_PAYLOAD) {
+        send({ from: me, notices })
+        notices = []
+        length = empty
+      }
+      length += (notices.length > 0 ? 1 : 0) + size
+      notices.push(n)
     }
+    if (notices.length > 0) send({ from: me, notices })
+    pending = []
   }
 
   return {

@@ -67,6 +67,7 @@ export async function recordCallResult(ctx: Ctx, turn: TurnRow, call: ToolCallRe
         payload: { toolCallId: call.toolCallId, toolName: call.toolName, isError: r.isError, cancelled: r.cancelled ?? false, summary: r.summary },
       })
     }
-    for (const ch of r.changes ?? []) await record({ ...turnEventScope(turn), type: 'file.changed', payload: { path: ch.path, kind: ch.kind, ...(ch.diff !== undefined ? { diff: ch.diff } : {}) } })
+    // A command may change thousands of files: recorded a few statements for all, not one each.
+    await record.all((r.changes ?? []).map((ch) => ({ ...turnEventScope(turn), type: 'file.changed' as const, payload: { path: ch.path, kind: ch.kind, ...(ch.diff !== undefined ? { diff: ch.diff } : {}) } })))
   })
 }
