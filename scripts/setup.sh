@@ -56,6 +56,21 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
 fi
 
+# The browser tools' Chromium runs as the workspace's user, which could ptrace it (many kernels
+# have no YAMA) and write what it says to the service. A binary its user may execute but not read
+# is made non-dumpable by the kernel at exec: no PTRACE_ATTACH, no /proc/<pid>/mem. The crash
+# handler headless Chromium always starts gets the same. dpkg-statoverride keeps the mode across
+# the package's upgrades; an override already there (the operator's choice) is left alone.
+browser_bins=(/usr/lib/chromium/chromium /usr/lib/chromium/chrome_crashpad_handler)
+for bin in "${browser_bins[@]}"; do
+  [ -f "$bin" ] || continue
+  if [ "$(id -u)" = 0 ] && command -v dpkg-statoverride >/dev/null 2>&1; then
+    dpkg-statoverride --list "$bin" >/dev/null || dpkg-statoverride --update --add root root 0711 "$bin"
+  elif [ $(( 0$(stat -c %a "$bin") & 4 )) -ne 0 ]; then
+    echo "warren setup: $bin is readable by workspaces, which could then ptrace the browser. As root: dpkg-statoverride --update --add root root 0711 $bin" >&2
+  fi
+done
+
 # inotify limits, raised (never lowered) for the workspaces' watchers: one instance per workspace
 # with a watcher, and one watch per folder of its tree (node_modules included: inotifywait filters
 # its events, not its folders). Past a limit nothing is lost: a workspace whose watcher cannot start,

@@ -72,6 +72,22 @@ for my $d (glob '/proc/[0-9]*') {
 }
 `
 
+// Tries to take over each process of the browser (the main one and the crash handler it starts):
+// PTRACE_ATTACH (the syscall's number for this machine given), then its memory through /proc.
+// Says, per process, what worked ("attached", "mem opened") or why it failed.
+const PTRACER = String.raw`
+my ($nr) = @ARGV;
+for my $d (glob '/proc/[0-9]*') {
+  open my $f, '<', "$d/cmdline" or next; local $/; my $c = <$f> // '';
+  my $who = $c =~ m{^/usr/lib/chromium/chrome_crashpad_handler\0} ? 'crashpad'
+    : $c =~ m{^/usr/lib/chromium/chromium\0} && $c =~ /remote-debugging-pipe/ && $c !~ /--type=/ ? 'browser' : next;
+  my ($p) = $d =~ /(\d+)$/;
+  if (syscall($nr, 16, $p + 0, 0, 0) == 0) { print "$who attached\n"; waitpid($p, 0x40000000); syscall($nr, 17, $p + 0, 0, 0) }
+  else { print "$who attach refused ($!)\n" }
+  if (open my $m, '<', "/proc/$p/mem") { print "$who mem opened\n" } else { print "$who mem refused ($!)\n" }
+}
+`
+
 // Waits (30 s at most) for the browser, writes a line on its stderr, and kills it.
 const KILLER = String.raw`
 my $until = time + 30;
@@ -159,5 +175,20 @@ describe('the browser’s DevTools channel against the workspace [sqlite]', { sk
     assert.doesNotMatch(results[1]!, /wrote/, results[1])
     assert.match(results[2]!, /network policy refused/, results[2])
     for (const r of results) assert.ok(!r.includes('workspace-said-this'), r)
+  })
+
+  it('the workspace cannot ptrace the browser nor open its memory, and the browser keeps working', async () => {
+    // Run as the workspace's user, the browser would be its to take over: setup.sh makes its
+    // binaries executable but not readable by that user, which leaves them non-dumpable.
+    const ptraceNr = process.arch === 'arm64' ? 117 : 101
+    const results = await turnOf(browse, perl('ptracer', PTRACER, String(ptraceNr), false), browse)
+    assert.match(results[0]!, /network policy refused/, results[0])
+    assert.match(results[1]!, /browser attach refused \(Operation not permitted\)/, results[1])
+    assert.match(results[1]!, /browser mem refused \(Permission denied\)/, results[1])
+    // Headless Chromium starts its crash handler whatever its flags: it is the workspace's no more.
+    assert.match(results[1]!, /crashpad attach refused \(Operation not permitted\)/, results[1])
+    assert.match(results[1]!, /crashpad mem refused \(Permission denied\)/, results[1])
+    assert.doesNotMatch(results[1]!, /attached|mem opened/, results[1])
+    assert.match(results[2]!, /network policy refused/, results[2])
   })
 })

@@ -19,9 +19,11 @@
  * command carries it, but holds no capability in any namespace it could use them with. The
  * init's filter refuses them. `ptrace` stays allowed for debuggers: the pid namespace and the
  * sandbox's own uid keep every process outside the sandbox out of its reach. Not those the service
- * starts inside it (the browser, MCP servers): they run as the same uid, dumpable, so a workspace
- * process may attach to them or write their memory through /proc (unless YAMA's ptrace_scope
- * forbids it; many kernels have no YAMA), and what they say to the service is the workspace's.
+ * starts inside it (MCP servers): they run as the same uid, dumpable, so a workspace process may
+ * attach to them or write their memory through /proc (unless YAMA's ptrace_scope forbids it; many
+ * kernels have no YAMA), and what they say to the service is the workspace's. The browser is kept
+ * out of reach otherwise: its binaries are executable but not readable by the sandbox's user
+ * (scripts/setup.sh), which leaves it non-dumpable.
  */
 import { syscallTable } from './syscall-table.ts'
 

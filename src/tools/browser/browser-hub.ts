@@ -12,6 +12,25 @@ const START_TIMEOUT_MS = 20_000
 let chromiumFound: boolean | undefined
 export const chromiumAvailable = (): boolean => (chromiumFound ??= fs.existsSync(CHROMIUM))
 
+/** What the browser runs: Chromium, and the crash handler it starts, headless too, whatever its flags. */
+export const BROWSER_BINARIES = [CHROMIUM, '/usr/lib/chromium/chrome_crashpad_handler']
+
+/**
+ * Those of `binaries` that every user may read, a workspace's too. The kernel leaves a process
+ * run from a binary its user may read dumpable, so a workspace process (same user, same pid
+ * namespace) may ptrace the browser or write its memory, and so write what it says to the
+ * service. scripts/setup.sh makes them executable only (0711), which the start-up report checks.
+ */
+export function readableBrowserBinaries(binaries: readonly string[] = BROWSER_BINARIES): string[] {
+  return binaries.filter((p) => {
+    try {
+      return (fs.statSync(p).mode & 0o004) !== 0
+    } catch {
+      return false // absent: nothing to run, nothing to take over
+    }
+  })
+}
+
 type SessionBrowser = { proc: SandboxProcess; browser: Browser; page: Page }
 
 /**
