@@ -181,9 +181,7 @@ async function recordArtifacts(trx: Db, record: Recorder, turn: Turn, rows: Arti
     if (!(await finishPublication(trx, turn.id, state, state === 'partial' ? skipped : []))) return false
   }
   await insertArtifacts(trx, fresh)
-  for (const a of fresh) {
-    await record({ orgId: turn.org_id, sessionId: turn.session_id, turnId: turn.id, type: 'artifact.created', payload: { id: a.id, path: a.path, size_bytes: a.size_bytes, turn_id: turn.id } })
-  }
+  await record.all(fresh.map((a) => ({ orgId: turn.org_id, sessionId: turn.session_id, turnId: turn.id, type: 'artifact.created' as const, payload: { id: a.id, path: a.path, size_bytes: a.size_bytes, turn_id: turn.id } })))
   return true
 }
 
