@@ -90,6 +90,8 @@ export class ExecShells {
    * dev server) lives on; spawned processes (MCP servers, the browser) are not candidates.
    */
   reap(): Promise<void> {
+    // Nothing left in the background (the usual command): no ceiling to read.
+    if (this.lingering.size === 0 && !this.reaping) return Promise.resolve()
     this.reaping ??= this.reapGroups().finally(() => (this.reaping = null))
     return this.reaping
   }
