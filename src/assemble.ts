@@ -144,11 +144,8 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
   })
   const limits = { fileBytes: MAX_ARTIFACT_BYTES, turnBytes: config.artifactTurnBytes, orgBytes: config.artifactOrgBytes, ...overrides.artifactLimits }
   const publishing = { store, bus, workspaces, blobs, limits, log }
-  const runner = turnRunner({ store, bus, config, box, workspaces, metrics, log, publish: async (turn, signal) => {
-      await publishTurn(publishing, turn, signal)
-      // A settled turn's files are what another node would restore, were this one to die.
-      workspaces.snapshot(turn.session_id)
-    },
+  // A settled turn's files were stored for other nodes before it settled (WorkspaceManager.keep).
+  const runner = turnRunner({ store, bus, config, box, workspaces, metrics, log, publish: (turn, signal) => publishTurn(publishing, turn, signal),
     nodeId: () => node!.id,
     leaseHeld })
   node = serviceNode({

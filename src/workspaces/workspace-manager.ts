@@ -11,8 +11,10 @@ import { workingTurns } from '../turns/turns.store.ts'
 import { networkPolicyFor } from './network-policy.ts'
 import type { WorkspaceSnapshots } from './workspace-snapshots.ts'
 import { seedWorkspace } from './seed-workspace.ts'
+import { takenOverNote } from './taken-over-note.ts'
 import { fencedSandboxes } from './fenced-sandbox.ts'
-import { LostOwnership } from '../nodes/ownership.store.ts'
+import { checkFence, LostOwnership, type Fence } from '../nodes/ownership.store.ts'
+import { isStoreUnreachable, type Db } from '../db/database.ts'
 import { closeInterval, getWorkspace, markOpenIntervalsForReview, openInterval, patchWorkspace, type WorkspaceState } from './workspaces.store.ts'
 
 export const WORKSPACE_MOUNT = '/workspace'
@@ -68,6 +70,16 @@ export type WorkspaceManager = {
    * operations, when it was used since the last save; does nothing without shared storage.
    */
   snapshot(sessionId: string): void
+  /**
+   * Saves the workspace where every node reaches it now, when it was used since the last save,
+   * and resolves once it is stored: a turn is reported settled only after what it changed is kept,
+   * so that no later loss of this node takes it back. Resolves at once without shared storage or
+   * with no sandbox of the session here. The snapshot is named only while `fence` holds (checked in
+   * the transaction that names it): rejects LostOwnership otherwise, and when the store cannot be
+   * reached (the driver tries again). A save that fails for any other reason (a workspace past the
+   * snapshot ceiling) is logged and the snapshot before stays.
+   */
+  keep(sessionId: string, fence: Fence): Promise<void>
   /** Destroys the sandbox and the workspace files (session deleted). */
   destroy(sessionId: string): Promise<void>
   /** Reads of the session's workspace whether or not its sandbox is up (publication after a turn, or after a restart). */
@@ -211,23 +223,28 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
    * after that state is gone.
    */
   async function tellTakenOver(id: string, orgId: string, how: string): Promise<void> {
-    const text = `The node that ran this workspace stopped, and another node took it over: the workspace was ${how}. Changes made after that are gone, including any made since by tool calls this conversation shows; check the files before relying on them.`
     await withEvents(store, bus, async (trx, record) => {
-      await record({ orgId, sessionId: id, type: 'session.error', payload: { message: text } })
       const [turn] = await workingTurns(trx, id)
+      const text = await takenOverNote(trx, turn, how)
+      await record({ orgId, sessionId: id, type: 'session.error', payload: { message: text } })
       if (turn?.started_at != null) await insertSteer(trx, { sessionId: id, turnId: turn.id, text: `[Warren] ${text}`, now: Date.now() })
     })
   }
 
-  /** Saves a snapshot when the workspace was used since the last one; a failure keeps the one before. */
-  async function save(id: string): Promise<void> {
+
+  /**
+   * Saves a snapshot when the workspace was used since the last one; a failure keeps the one before.
+   * With `guard` (a turn's fence) a refusal and an unreachable store are thrown to the caller.
+   */
+  async function save(id: string, guard?: (trx: Db) => Promise<void>): Promise<void> {
     const e = entries.get(id)
     if (!snapshots || !e?.sandbox || e.sandbox.state === 'destroyed' || e.usedAt < e.snapshotAt) return
     const at = Date.now()
     try {
-      await snapshots.save(id)
+      await snapshots.save(id, guard)
       e.snapshotAt = at
     } catch (err) {
+      if (guard && (err instanceof LostOwnership || isStoreUnreachable(err))) throw err
       deps.log?.warn({ err, component: 'workspaces', session_id: id }, 'saving the workspace snapshot failed; the one before stays')
     }
   }
@@ -346,6 +363,9 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
     files: (id) => provider.workspace(id),
     snapshot(id) {
       if (snapshots && entries.has(id)) void whileHeld(id, () => save(id))
+    },
+    async keep(id, fence) {
+      if (snapshots && entries.has(id)) await serial(id, () => save(id, (trx) => checkFence(trx, store.dialect, fence, true)))
     },
     destroy: (id) => {
       entries.get(id)?.gone.abort()

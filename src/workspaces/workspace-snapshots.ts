@@ -1,4 +1,4 @@
-import { lockKey, type Store } from '../db/database.ts'
+import { lockKey, type Db, type Store } from '../db/database.ts'
 import type { BlobStore } from '../artifacts/blob-store.ts'
 import type { SandboxProvider } from '../sandbox/sandbox.ts'
 import { blobInUse, deleteSnapshot, getSnapshot, putSnapshot, snapshotsOfDeletedSessions, unnamedSnapshotBlobs } from './workspace-snapshots.store.ts'
@@ -27,9 +27,12 @@ export type WorkspaceSnapshots = {
    * folders, `.git` and `node_modules` too) into the blob store and makes it the session's snapshot,
    * then removes the previous one's bytes unless another snapshot names them. Resolves null when
    * the session has no workspace to pack. Rejects when packing or storing fails (BlobTooLarge past
-   * SNAPSHOT_MAX_BYTES); the previous snapshot then stays the latest.
+   * SNAPSHOT_MAX_BYTES); the previous snapshot then stays the latest. `guard` runs in the
+   * transaction that names the new snapshot, before it does: whatever it throws (LostOwnership,
+   * from the fence of the turn that saves) is thrown here, the snapshot before stays and the packed
+   * bytes are released.
    */
-  save(sessionId: string): Promise<SnapshotInfo | null>
+  save(sessionId: string, guard?: (trx: Db) => Promise<void>): Promise<SnapshotInfo | null>
   /**
    * Unpacks the latest snapshot into the session's workspace, to be called before a sandbox is
    * created over it. Resolves true when restored; false when there is no snapshot (or its bytes
@@ -93,19 +96,33 @@ export function workspaceSnapshots(deps: SnapshotDeps): WorkspaceSnapshots {
     })
   }
 
-  async function save(sessionId: string): Promise<SnapshotInfo | null> {
+  async function save(sessionId: string, guard?: (trx: Db) => Promise<void>): Promise<SnapshotInfo | null> {
     for (let attempt = 1; ; attempt++) {
       const archive = await provider.packWorkspace(sessionId)
       if (!archive) return null
       const blob = await blobs.put(archive, maxBytes)
       const takenAt = Date.now()
+      let refused: unknown = null
       const previous = await store.db.transaction().execute(async (trx) => {
         await lockBlob(trx, blob.key)
         if (!(await blobs.exists(blob.key))) return undefined
+        if (guard) {
+          try {
+            await guard(trx)
+          } catch (err) {
+            refused = err
+            return null
+          }
+        }
         const before = await getSnapshot(trx, sessionId)
         await putSnapshot(trx, { sessionId, blobKey: blob.key, takenAt, bytes: blob.size })
         return before
       })
+      if (refused) {
+        // Bytes no snapshot names: released now rather than left to the sweep (another may name them).
+        await release(blob.key)
+        throw refused
+      }
       if (previous === undefined) {
         if (attempt < SAVE_ATTEMPTS) continue
         throw new Error(`the snapshot of ${sessionId} was removed ${SAVE_ATTEMPTS} times as it was stored`)
@@ -134,7 +151,7 @@ export function workspaceSnapshots(deps: SnapshotDeps): WorkspaceSnapshots {
     })
 
   return {
-    save: (id) => serial(id, () => save(id)),
+    save: (id, guard) => serial(id, () => save(id, guard)),
     restore: (id) => serial(id, () => restore(id)),
     async latest(id) {
       const snap = await getSnapshot(store.db, id)
