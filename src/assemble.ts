@@ -100,7 +100,7 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     warn: (obj, msg) => app?.log.warn(obj, msg),
     error: (obj, msg) => app?.log.error(obj, msg),
   }
-  const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, pgSchema: overrides.pgSchema })
+  const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, pgSchema: overrides.pgSchema, idleInTransactionMs: config.nodeLeaseMs })
   // Several processes on one PostgreSQL wake each other's streams and workers through it.
   const bus = config.databaseUrl ? await pgEventBus(config.databaseUrl, await currentSchema(store), log) : memoryEventBus()
   const box = overrides.box ?? deploymentBox(config)

@@ -202,7 +202,7 @@ onPostgres('cluster: nodes killed and stopped under load', () => {
       assert.ok([0, 1].includes(await ownerIndex(c, sessionId)), `session ${sessionId} of turn ${turn.id} moved to a live node`)
     }
     assert.deepEqual(asked.streaming.shown(), { 0: 2 }, 'the stream cut by the stop is asked again once, by the node that took over')
-    assert.deepEqual(asked.running.shown(), { 0: 1, 1: 1 }, 'one model call a step for the turn whose command the stop cut')
+    assert.deepEqual(asked.running.shown(), { 0: 1, 1: 1 }, `one model call a step for the turn whose command the stop cut\n${render(await allItems(c, b))}`)
     await c.start(2)
   })
 

@@ -60,7 +60,7 @@ onPostgres('cluster: a node lost during a first turn', () => {
   const runningCall = async (turnId: string) => (await c.query<{ running_call: string | null }>('SELECT running_call FROM {schema}.turns WHERE id = $1', [turnId]))[0]?.running_call
 
   /** Asserts the turn completed on node 1 after node 0 died, and what the model saw after the cut. */
-  async function completedElsewhere(sessionId: string, turn: Turn, told: () => ModelRequest | null, listing: () => string | null) {
+  async function completedElsewhere(sessionId: string, turn: Turn, told: () => ModelRequest | null, listing: () => string | null, lost = true) {
     const done = await settled(c, sessionId, turn.id)
     assert.equal(done.status, 'completed', `${JSON.stringify(done)}\n${render(await allItems(c, sessionId))}`)
     assert.equal(await ownerIndex(c, sessionId), 1, 'node 1 took the session over')
@@ -68,7 +68,9 @@ onPostgres('cluster: a node lost during a first turn', () => {
     const req = told()
     assert.ok(req, 'the model was asked on the node that took over')
     const seen = () => `${JSON.stringify(req.messages)}\n${render(items)}`
-    assert.ok(req.lastUserText?.startsWith(RESTORED_NOTE) && /state it was created in/.test(req.lastUserText), `the model is told the workspace was rebuilt: ${seen()}`)
+    if (lost) assert.ok(req.lastUserText?.startsWith(RESTORED_NOTE) && /state it was created in/.test(req.lastUserText), `the model is told the workspace was rebuilt: ${seen()}`)
+    // Nothing of the turn had run in the workspace: the note is for people, the model hears nothing.
+    else assert.ok(!JSON.stringify(req.messages).includes(RESTORED_NOTE) && items.some((i) => i.detail.event === 'agent.error' && String(i.detail.message).includes('state it was created in')), `the rebuild is said to people only: ${seen()}`)
     const files = listing()
     assert.ok(files !== null && files.includes('seed.txt') && files.includes('setup.txt') && !files.includes('partial.txt'), `the rebuilt workspace holds the creation state only: ${JSON.stringify(files)}`)
     assert.ok(!items.some((i) => i.detail.event === 'workspace.recovery_failed'), render(items))
@@ -96,7 +98,7 @@ onPostgres('cluster: a node lost during a first turn', () => {
     await completedElsewhere(sessionId, turn, () => told, () => listing)
   })
 
-  it('SIGKILLed during the first turn\'s model stream: the other node rebuilds the workspace and asks the model again', async () => {
+  it('SIGKILLed during the first turn\'s model stream: the other node rebuilds the workspace and asks the model again, with nothing lost to tell it', async () => {
     await ensureLive(0, 1)
     const text = `first turn stream ${tag()}`
     let streams = 0
@@ -121,7 +123,31 @@ onPostgres('cluster: a node lost during a first turn', () => {
     const turn = await send(c, 0, sessionId, text)
     await waitFor('node 0 streams the first answer', async () => streams >= 1, 60_000)
     await c.kill(0, 'SIGKILL')
-    await completedElsewhere(sessionId, turn, () => told, () => listing)
+    await completedElsewhere(sessionId, turn, () => told, () => listing, false)
+  })
+
+  it('killed as soon as a turn is seen completed: what the turn changed is in the workspace the other node brings back', async () => {
+    await ensureLive(0, 1)
+    const marker = `kept-${tag()}`
+    const write = `write then lose the node ${tag()}`
+    routeAcrossRestore(fake, write, (req): ScriptStep => (req.toolResults.length === 0 ? { toolCalls: [{ name: 'bash', args: { command: `echo ${marker} > /workspace/done.txt` } }] } : { text: 'written' }))
+    const sessionId = await createSession(c, 0)
+    const turn = await send(c, 0, sessionId, write)
+    // Watched on node 1, and node 0 killed the moment the turn shows completed, as a caller could.
+    await waitFor('the turn completes', async () => (await c.on(1, 'GET', `/v1/sessions/${sessionId}/turns/${turn.id}`)).body.status === 'completed', 60_000)
+    await c.kill(0, 'SIGKILL')
+    const read = `read it back ${tag()}`
+    let content: string | null = null
+    routeAcrossRestore(fake, read, (req): ScriptStep => {
+      // The first turn's call is in the conversation: this turn's first step has one result.
+      if (req.toolResults.length === 1) return { toolCalls: [{ id: 'call_read', name: 'bash', args: { command: 'cat /workspace/done.txt' } }] }
+      content = req.toolResults.find((r) => r.toolCallId === 'call_read')?.content ?? null
+      return { text: 'read' }
+    })
+    const again = await settled(c, sessionId, (await send(c, 1, sessionId, read)).id)
+    assert.equal(again.status, 'completed', `${JSON.stringify(again)}\n${render(await allItems(c, sessionId))}`)
+    assert.equal(await ownerIndex(c, sessionId), 1, 'node 1 took the session over')
+    assert.match(content ?? '', new RegExp(marker), `the completed turn's file came back: ${content}`)
   })
 
   it('a node woken after a pause past its lease creates no session under the identity it lost', async () => {

@@ -83,10 +83,14 @@ forEachDialect('a graceful stop with a large workspace (child process)', (dialec
     assert.deepEqual(exit, { code: 0, signal: null }, `the service ended on its own:\n${service.output.join('\n')}`)
     assert.deepEqual(leftOnHost(prefix), [], 'nothing of the prefix is left on the host')
     if (admin) {
-      // What another node would restore: a snapshot taken after the turn made its files.
+      // What another node would restore: a snapshot taken after the turn made its files (stored
+      // before the turn settled, so the stop had nothing newer to save).
       const snap = await admin.query(`SELECT taken_at FROM "${schema}".workspace_snapshots WHERE session_id = $1`, [id])
+      const made = await admin.query(`SELECT created_at FROM "${schema}".events WHERE session_id = $1 AND type = 'agent.tool_result'`, [id])
       assert.equal(snap.rows.length, 1, 'the stop leaves the workspace saved')
-      assert.ok(Number(snap.rows[0].taken_at) >= Number(completed.completed_at), 'taken after the turn made its files')
+      assert.equal(made.rows.length, 1, 'control: one command made the files')
+      assert.ok(Number(snap.rows[0].taken_at) >= Number(made.rows[0].created_at), 'taken after the turn made its files')
+      assert.ok(Number(snap.rows[0].taken_at) <= Number(completed.completed_at), 'stored before the turn was reported completed')
     }
 
     // Nothing lost: the next start publishes every file the turn made.

@@ -44,6 +44,13 @@ export type OpenStoreOptions = {
   databaseUrl?: string
   /** PostgreSQL schema to use (created when missing); tests give each run its own. */
   pgSchema?: string
+  /**
+   * PostgreSQL ends a session of this node's that sits inside a transaction without a word for
+   * longer (idle_in_transaction_session_timeout): a node paused or stalled mid-transaction must not
+   * hold its locks (the event sequence's, a session row's) over the whole service until it wakes.
+   * The node's lease: past it the node is presumed dead anyway.
+   */
+  idleInTransactionMs?: number
 }
 
 export async function openStore(opts: OpenStoreOptions): Promise<Store> {
@@ -60,6 +67,7 @@ export async function openStore(opts: OpenStoreOptions): Promise<Store> {
       max: 10,
       // A store that cannot be reached must surface quickly as 503, not hang a request.
       connectionTimeoutMillis: 3000,
+      ...(opts.idleInTransactionMs ? { idle_in_transaction_session_timeout: opts.idleInTransactionMs } : {}),
       ...(schema ? { options: `-c search_path="${schema.replace(/"/g, '')}"` } : {}),
     })
     // An idle client whose server went away emits 'error'; without a listener that kills the process.

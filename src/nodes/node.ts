@@ -162,6 +162,14 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
     const keep = await adopt(sessionId)
     if (!keep && releaseIdle) await releaseSession(store.db, sessionId, id)
   }
+  /**
+   * Takes a session the round claimed up outside the round: an adoption (publishing what a lost
+   * node left pending, bringing a workspace back) may last longer than the heartbeat the round
+   * renews may wait, and a node busy taking over must not be declared dead for it. A failure is
+   * logged; the owner's look at its sessions with work, every tenth round, drives them again.
+   */
+  const takeUpLater = (sessionId: string, releaseIdle: boolean): void =>
+    void takeUp(sessionId, releaseIdle).catch((err) => log.error({ err, component: 'node', node_id: id, session_id: sessionId }, 'taking up a session failed'))
 
   async function locate(sessionId: string): Promise<Location> {
     for (let attempt = 0; attempt < 2; attempt++) {
@@ -263,14 +271,14 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
       await dropDeletedOwnership(store.db, dead)
       for (let batch = 0; batch < 5; batch++) {
         const taken = await claimFromDead(store.db, store.dialect, id, dead, CLAIM_BATCH)
-        for (const s of taken) await takeUp(s, true)
+        for (const s of taken) takeUpLater(s, true)
         if (taken.length) deps.metrics.leaseTakeovers.inc(taken.length)
         if (taken.length) log.info({ component: 'node', node_id: id, sessions: taken.length }, 'took over sessions of stopped or dead nodes')
         if (taken.length < CLAIM_BATCH) break
       }
     }
     for (const s of await sessionsWithWork(store.db, null, CLAIM_BATCH)) {
-      if (await claimSession(store.db, store.dialect, s, id, leaseMs)) await takeUp(s, false)
+      if (await claimSession(store.db, store.dialect, s, id, leaseMs)) takeUpLater(s, false)
     }
     if (ticks % 10 === 0) {
       await pruneNodes(store.db)
@@ -372,6 +380,8 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
       if (timer) clearTimeout(timer)
       offCommand()
       await ticking
+      // Adoptions the rounds started run on their own: they end before the node says it stopped.
+      await Promise.allSettled(adopting.values())
       if (id) await markStopped(store.db, store.dialect, id).catch((err) => log.warn({ err, component: 'node', node_id: id }, 'marking this node stopped failed; peers see its heartbeat lapse instead'))
     },
   }

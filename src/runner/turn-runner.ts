@@ -195,7 +195,7 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
   async function settle(ctx: TurnCtx, turn: TurnRow, s: Settlement, ending: AbortSignal): Promise<void> {
     // What the turn changed is stored where every node reaches it before the turn is reported
     // settled: a node lost right after must not take back a turn its caller saw complete.
-    if (ctx.fence) await workspaces.keep(turn.session_id, ctx.fence)
+    if (ctx.fence) await workspaces.keep(turn.session_id, ctx.fence, { restore: s.status === 'completed' })
     if (await settleTurn(ctx, turn, s)) {
       runnerDeps.metrics.turnsSettled.inc({ outcome: s.status })
       seen.delete(turn.id)

@@ -1,24 +1,37 @@
+import type { ModelMessage } from 'ai'
 import type { Db } from '../db/database.ts'
-import { loadConversation } from '../turns/conversation.store.ts'
+import { fromJson } from '../shared/json.ts'
 import type { TurnRow } from '../turns/turns.store.ts'
 
 /**
- * What the model of a working turn is told when its workspace came back on another node (`how`:
- * restored from the last snapshot, or rebuilt). The note is delivered at the turn's next step,
- * after the calls the new node ran meanwhile (a call made but not yet run when the node was lost
- * runs in the restored workspace), so it names the calls whose effects are gone: those answered
- * before the restore and the one cut by it. A snapshot is stored before every turn settles, so
- * earlier turns' changes are in it.
+ * What the model of a working turn is told when its workspace came back on another node: `how` it
+ * came back, and `since`, when the state it came back to was taken (the snapshot's time; null for
+ * a workspace rebuilt from its creation state). The note is delivered at the turn's next step,
+ * after the calls the new node ran meanwhile (a call made but not run when the node was lost runs
+ * in the workspace as it came back), so it names the calls whose effects are gone: those answered
+ * after that state was taken, and the one cut by the loss. `lost`: the turn lost something the
+ * model must hear of; when not, the note is for people only (a snapshot is stored before every
+ * turn settles and at a graceful stop, so a turn's earlier calls are usually in it).
  */
-export async function takenOverNote(db: Db, turn: TurnRow | undefined, how: string): Promise<string> {
+export async function takenOverNote(db: Db, turn: TurnRow | undefined, how: string, since: number | null): Promise<{ text: string; lost: boolean }> {
   const head = `The node that ran this workspace stopped, and another node took it over: the workspace was ${how}.`
-  if (!turn || turn.started_at === null) return `${head} Changes made after that are gone; check the files before relying on them.`
+  if (!turn || turn.started_at === null) return { text: `${head} Changes made after that are gone; check the files before relying on them.`, lost: false }
+  const rows = await db
+    .selectFrom('conversation')
+    .select(['message', 'created_at'])
+    .where('session_id', '=', turn.session_id)
+    .where('turn_id', '=', turn.id)
+    .where('role', '=', 'tool')
+    .orderBy('ordinal')
+    .execute()
   const gone: string[] = []
-  for (const entry of await loadConversation(db, turn.session_id)) {
-    if (entry.turnId !== turn.id || entry.message.role !== 'tool') continue
-    for (const part of entry.message.content) if (part.type === 'tool-result' && !gone.includes(part.toolCallId)) gone.push(part.toolCallId)
+  for (const row of rows) {
+    if (since !== null && Number(row.created_at) <= since) continue
+    const message = fromJson<ModelMessage>(row.message, { role: 'user', content: '' })
+    if (message.role !== 'tool') continue
+    for (const part of message.content) if (part.type === 'tool-result' && !gone.includes(part.toolCallId)) gone.push(part.toolCallId)
   }
   if (turn.running_call !== null && !gone.includes(turn.running_call)) gone.push(turn.running_call)
-  if (gone.length === 0) return `${head} No tool call of this turn had run before it: every call of this turn ran in the restored workspace.`
-  return `${head} What this turn's tool calls ${gone.join(', ')} changed is gone; every later call of this turn ran in the restored workspace. Check the files before relying on them.`
+  if (gone.length === 0) return { text: `${head} No tool call of this turn ran after that: the workspace holds what every call of this turn did.`, lost: false }
+  return { text: `${head} What this turn's tool calls ${gone.join(', ')} changed is gone; every later call of this turn ran in the workspace as it came back. Check the files before relying on them.`, lost: true }
 }

@@ -77,9 +77,12 @@ export type WorkspaceManager = {
    * with no sandbox of the session here. The snapshot is named only while `fence` holds (checked in
    * the transaction that names it): rejects LostOwnership otherwise, and when the store cannot be
    * reached (the driver tries again). A save that fails for any other reason (a workspace past the
-   * snapshot ceiling) is logged and the snapshot before stays.
+   * snapshot ceiling) is logged and the snapshot before stays. With `restore`, a workspace taken
+   * over and not brought up here since comes back first: the calls of a turn about to complete ran
+   * on the node that was lost, and the model must learn (the takeover note, steered into the turn,
+   * keeps it open) rather than the turn complete over a workspace without their changes.
    */
-  keep(sessionId: string, fence: Fence): Promise<void>
+  keep(sessionId: string, fence: Fence, opts?: { restore?: boolean }): Promise<void>
   /** Destroys the sandbox and the workspace files (session deleted). */
   destroy(sessionId: string): Promise<void>
   /** Reads of the session's workspace whether or not its sandbox is up (publication after a turn, or after a restart). */
@@ -92,7 +95,7 @@ export type WorkspaceManager = {
    * an owed workspace is started. True when one is owed or already up here.
    */
   adopt(sessionId: string): Promise<boolean>
-  /** The node lost its leases: every sandbox is destroyed and forgotten, and nothing is written. */
+  /** The node lost its leases: every sandbox is destroyed and forgotten (with snapshots, its files too: they are stale), and nothing is written. */
   abandon(): Promise<void>
   close(): Promise<void>
 }
@@ -157,6 +160,9 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
     const restoring = ws.env.state === 'reclaimed' || ws.env.state === 'failed'
     try {
       const env = await getProfileEnv(store.db, box, ws.orgId, ws.env.profiles ?? [])
+      // A copy this node kept from an earlier hold of the session (it was paused or killed past its
+      // lease since) is stale: the snapshot is what the nodes that ran it since left.
+      if (restoring && ws.env.initialized && snapshots && e.takenOver && (await snapshots.latest(id))) await provider.deleteWorkspace(id)
       // Taken over from a node that is gone: its files come back from the last snapshot.
       const restored = restoring && ws.env.initialized && snapshots && (await snapshots.restore(id)) ? await snapshots.latest(id) : null
       // No snapshot yet (its first turn never settled) and no folder here: it starts over from its
@@ -182,7 +188,7 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
       e.lastActivity = Date.now()
       await setState(id, ws.orgId, 'running', 'sandbox.created', { used_ms: e.usedMs }, 'open')
       e.snapshotAt = Date.now()
-      if (restored) await tellTakenOver(id, ws.orgId, `restored to its state at ${new Date(restored.takenAt).toISOString()} (its last snapshot)`)
+      if (restored) await tellTakenOver(id, ws.orgId, `restored to its state at ${new Date(restored.takenAt).toISOString()} (its last snapshot)`, restored.takenAt)
       if (seeding) {
         const { problems, repo } = await seedWorkspace(store.db, id, ws.env, sandbox, config.gitBaseUrl)
         await withEvents(store, bus, async (trx, record) => {
@@ -190,7 +196,7 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
           for (const p of problems) await record({ orgId: ws.orgId, sessionId: id, type: 'session.error', payload: { message: p.message, ...(p.path ? { path: p.path } : {}) } })
         })
       }
-      if (rebuilding) await tellTakenOver(id, ws.orgId, 'rebuilt from the state it was created in (its repository, seed files and template setup), since no snapshot of it had been taken yet')
+      if (rebuilding) await tellTakenOver(id, ws.orgId, 'rebuilt from the state it was created in (its repository, seed files and template setup), since no snapshot of it had been taken yet', null)
       return sandbox
     } catch (err) {
       // Deleted while it waited for its turn: nothing was started and there is nothing to report.
@@ -222,12 +228,12 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
    * events, and to the model of a turn that was working (at its next step), since what it did
    * after that state is gone.
    */
-  async function tellTakenOver(id: string, orgId: string, how: string): Promise<void> {
+  async function tellTakenOver(id: string, orgId: string, how: string, since: number | null): Promise<void> {
     await withEvents(store, bus, async (trx, record) => {
       const [turn] = await workingTurns(trx, id)
-      const text = await takenOverNote(trx, turn, how)
+      const { text, lost } = await takenOverNote(trx, turn, how, since)
       await record({ orgId, sessionId: id, type: 'session.error', payload: { message: text } })
-      if (turn?.started_at != null) await insertSteer(trx, { sessionId: id, turnId: turn.id, text: `[Warren] ${text}`, now: Date.now() })
+      if (turn && lost) await insertSteer(trx, { sessionId: id, turnId: turn.id, text: `[Warren] ${text}`, now: Date.now() })
     })
   }
 
@@ -364,8 +370,18 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
     snapshot(id) {
       if (snapshots && entries.has(id)) void whileHeld(id, () => save(id))
     },
-    async keep(id, fence) {
-      if (snapshots && entries.has(id)) await serial(id, () => save(id, (trx) => checkFence(trx, store.dialect, fence, true)))
+    async keep(id, fence, opts = {}) {
+      if (!snapshots || !entries.has(id)) return
+      if (opts.restore && entries.get(id)?.takenOver) {
+        try {
+          await serial(id, () => ensureRunning(id))
+        } catch (err) {
+          // A workspace that cannot come back is recorded as failed by its bring-up; the turn ends.
+          if (err instanceof LostOwnership || isStoreUnreachable(err)) throw err
+          deps.log?.warn({ err, component: 'workspaces', session_id: id }, 'the workspace taken over could not be brought back before its turn settled')
+        }
+      }
+      await serial(id, () => save(id, (trx) => checkFence(trx, store.dialect, fence, true)))
     },
     destroy: (id) => {
       entries.get(id)?.gone.abort()
@@ -400,6 +416,9 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
       entries.clear()
       for (const [, e] of all) e.gone.abort()
       await Promise.allSettled(all.map(([, e]) => e.sandbox?.destroy()))
+      // Other nodes run these sessions now, from their snapshots: the copies here are stale, and
+      // nothing else would remove them (a session's deletion reaches the node that owns it).
+      if (snapshots) await Promise.allSettled(all.map(([id]) => provider.deleteWorkspace(id)))
     },
     async close() {
       clearInterval(timer)
