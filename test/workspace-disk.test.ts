@@ -7,6 +7,8 @@ import os from 'node:os'
 import path from 'node:path'
 import type { SandboxSpec } from '../src/sandbox/sandbox.ts'
 import { LocalSandboxProvider, type LocalProviderOptions } from '../src/sandbox/local/local-provider.ts'
+import { isMountPoint } from '../src/sandbox/local/workspace-disk.ts'
+import { packFolder } from '../src/sandbox/local/workspace-pack.ts'
 
 /**
  * A workspace's disk quota on this host: its folder is a file system of its own, so a write past
@@ -113,6 +115,31 @@ describe('workspace disk quota', { skip }, () => {
     assert.equal(r.status, 0, r.stderr)
     const missing = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as string[]
     assert.ok(missing.some((m) => m.startsWith('workspace disk quotas (mount failed')), missing.join('; '))
+  })
+
+  it('restores a snapshot into the workspace\'s file system: one past the quota fails saying so, and nothing of it stays on the host', async () => {
+    const p = provider()
+    const src = fs.mkdtempSync(path.join(dataDir, 'snap-'))
+    fs.writeFileSync(path.join(src, 'small.txt'), 'kept\n')
+    const small = await packFolder(src)
+    assert.equal(await p.unpackWorkspace('restored', small!), true)
+    const dir = path.join(root, 'restored')
+    assert.ok(isMountPoint(dir), 'restored into a file system of its own')
+    assert.deepEqual(fs.readdirSync(dir), ['small.txt'])
+    const sb = await p.create(spec('restored', true))
+    assert.equal((await sb.exec({ command: 'cat small.txt' })).stdout.toString(), 'kept\n')
+    assert.match((await sb.exec({ command: 'head -c 64M /dev/zero > big.bin' })).stderr.toString(), /No space left on device/)
+    await sb.destroy()
+
+    // 48 MiB of random bytes (no file system may store them in less) under a 32 MiB quota.
+    fs.writeFileSync(path.join(src, 'big.bin'), randomBytes(48 * MiB))
+    const big = await packFolder(src)
+    await assert.rejects(p.unpackWorkspace('toobig', big!), /the snapshot of toobig does not fit its workspace's disk quota of 33554432 bytes/)
+    const left = path.join(root, 'toobig')
+    assert.ok(!fs.existsSync(left) || fs.readdirSync(left).length === 0, 'nothing of it in the workspace folder')
+    assert.deepEqual(mountsUnder(left), [], 'its file system dropped')
+    assert.ok(!fs.existsSync(path.join(root, '.disks', 'toobig.ext4')))
+    assert.deepEqual(fs.readdirSync(root).filter((f) => f.startsWith('.unpack-')), [], 'nothing unpacked beside it on the host')
   })
 
   it('moves a workspace made before quotas into a file system of its own, its files kept', async () => {

@@ -12,10 +12,10 @@ import { LocalSandbox, type AttachedNetwork } from './local-sandbox.ts'
 import { dropSlot, makeSlot, WarmPool, type WarmSlot } from './warm-pool.ts'
 import { workspaceReader } from './workspace-files.ts'
 import { packFolder } from './workspace-pack.ts'
-import { isEmptyOrMissing, unpackInto } from './workspace-unpack.ts'
+import { DiskFull, isEmptyOrMissing, unpackInto } from './workspace-unpack.ts'
 import { killStrays, ownerOf, prepareWorkspace, reachableBy } from './workspace-owner.ts'
 import { removeLeftFences } from './workspace-watch.ts'
-import { WorkspaceDisks } from './workspace-disk.ts'
+import { isMountPoint, WorkspaceDisks } from './workspace-disk.ts'
 import { logFailure, silentLog, type Log } from '../../shared/log.ts'
 
 /**
@@ -163,12 +163,23 @@ export class LocalSandboxProvider implements SandboxProvider {
     if (this.held.has(name)) return false
     this.held.add(name)
     try {
-      // Never over files (unpackInto refuses them too); else restored as a plain folder, which the
-      // next create copies into a new image of the quota.
+      // Never over files (unpackInto refuses them too). With quotas, restored into the workspace's
+      // own file system (mounted, made first when it has none), so a snapshot counts against the
+      // quota as it is written and one past it fails, rather than landing on the host's disk.
+      const dir = this.workspaceDir(id)
       await this.disks.mountIfImage(safeName(id))
-      if (!isEmptyOrMissing(this.workspaceDir(id))) return false
-      await this.disks.unmount(safeName(id), true)
-      return await unpackInto(this.workspaceDir(id), archive)
+      if (!isEmptyOrMissing(dir)) return false
+      await this.disks.mount(safeName(id))
+      if (!isMountPoint(dir)) return await unpackInto(dir, archive)
+      try {
+        return await unpackInto(dir, archive, { inside: true })
+      } catch (err) {
+        // Dropped with its file system: the workspace is as missing as it was (empty, no image).
+        await this.disks.unmount(safeName(id), true)
+        await fs.promises.rm(dir, { recursive: true, force: true })
+        if (err instanceof DiskFull) throw new DiskFull(`the snapshot of ${id} does not fit its workspace's disk quota of ${this.disks.bytes} bytes`, { cause: err })
+        throw err
+      }
     } finally {
       this.held.delete(name)
     }
