@@ -283,4 +283,20 @@ forEachDialect('artifacts over the organization ceiling', (dialect) => {
     await other.connect(fake, 'openai')
     assert.equal((await turnWriting(other, await other.session(), 'mine.bin')).artifacts, 'ready')
   })
+
+  it('gives back what a deleted session kept: the organization total falls at the deletion', async () => {
+    const c = client(w(), await newOrg(w()))
+    await c.connect(fake, 'openai')
+    const [s1, s2] = [await c.session(), await c.session()]
+    assert.equal((await turnWriting(c, s1, 'one.bin')).artifacts, 'ready')
+    assert.equal((await turnWriting(c, s2, 'two.bin')).artifacts, 'ready')
+    assert.equal((await turnWriting(c, s1, 'full.bin')).artifacts, 'partial', 'the ceiling is reached')
+    assert.equal((await c.call('DELETE', `/v1/sessions/${s2}`)).statusCode, 200)
+    const after = await turnWriting(c, s1, 'three.bin')
+    assert.equal(after.artifacts, 'ready', JSON.stringify(after.artifacts_skipped))
+    assert.deepEqual(((await c.call('GET', `/v1/sessions/${s1}/artifacts`)).json().data as { path: string }[]).map((a) => a.path).sort(), ['one.bin', 'three.bin'])
+    // Stored now: one.bin and three.bin; a third file is over again, counted without the deleted session's.
+    const over = await turnWriting(c, s1, 'four.bin')
+    assert.deepEqual(over.artifacts_skipped, [{ path: 'four.bin', reason: "over the organization's 153600 bytes ceiling for stored artifacts (122880 bytes stored)" }])
+  })
 })

@@ -41,12 +41,17 @@ export async function changedPaths(db: Db, turnId: string): Promise<string[]> {
   return [...last].filter(([, kind]) => kind !== 'deleted').map(([p]) => p).sort()
 }
 
-/** Bytes of every artifact an organization keeps (through its sessions: artifacts are indexed by session). */
+/**
+ * Bytes of every artifact an organization keeps (through its sessions: artifacts are indexed by
+ * session). A deleted session's are no longer kept for anyone (nothing serves them): they leave
+ * the total with the commit that marks the session deleted, in the same transaction, and a
+ * publication that was still writing rows for it adds nothing.
+ */
 export async function orgArtifactBytes(db: Db, orgId: string): Promise<number> {
   const r = await db
     .selectFrom('artifacts')
     .select((eb) => eb.fn.sum<string | number | null>('size_bytes').as('bytes'))
-    .where('session_id', 'in', db.selectFrom('sessions').select('id').where('org_id', '=', orgId))
+    .where('session_id', 'in', db.selectFrom('sessions').select('id').where('org_id', '=', orgId).where('deleted_at', 'is', null))
     .executeTakeFirst()
   return Number(r?.bytes ?? 0)
 }
