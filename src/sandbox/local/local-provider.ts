@@ -169,14 +169,16 @@ export class LocalSandboxProvider implements SandboxProvider {
       const dir = this.workspaceDir(id)
       await this.disks.mountIfImage(safeName(id))
       if (!isEmptyOrMissing(dir)) return false
+      const existed = fs.existsSync(dir)
       await this.disks.mount(safeName(id))
       if (!isMountPoint(dir)) return await unpackInto(dir, archive)
       try {
         return await unpackInto(dir, archive, { inside: true })
       } catch (err) {
-        // Dropped with its file system: the workspace is as missing as it was (empty, no image).
+        // Dropped with its file system: the workspace is left as it was, an empty folder or none.
         await this.disks.unmount(safeName(id), true)
         await fs.promises.rm(dir, { recursive: true, force: true })
+        if (existed) await fs.promises.mkdir(dir, { mode: 0o700 })
         if (err instanceof DiskFull) throw new DiskFull(`the snapshot of ${id} does not fit its workspace's disk quota of ${this.disks.bytes} bytes`, { cause: err })
         throw err
       }
