@@ -18,6 +18,7 @@ import * as m010 from './migrations/010-preview-name-holds.ts'
 import * as m011 from './migrations/011-sealed-node-secrets.ts'
 import * as m012 from './migrations/012-token-parents.ts'
 import * as m013 from './migrations/013-owner-epoch.ts'
+import * as m014 from './migrations/014-artifact-blobs.ts'
 
 export type DialectName = 'sqlite' | 'postgres'
 export type Db = Kysely<Tables>
@@ -124,6 +125,7 @@ const migrations: Record<string, { up(db: Kysely<any>, d: DialectName): Promise<
   '011-sealed-node-secrets': m011,
   '012-token-parents': m012,
   '013-owner-epoch': m013,
+  '014-artifact-blobs': m014,
 }
 
 async function migrate(store: Store): Promise<void> {
