@@ -1,5 +1,5 @@
 import type { Selectable } from 'kysely'
-import { lockKey, type Db, type Store } from '../db/database.ts'
+import { lockKeys, type Db, type Store } from '../db/database.ts'
 import type { Tables } from '../db/tables.ts'
 import { fromJson, toJson } from '../shared/json.ts'
 
@@ -113,14 +113,14 @@ export function sessionArtifacts(db: Db, sessionId: string, turnId?: string) {
  * so a publication may store bytes a deleted session's artifact named, and a release between its
  * put and its row would leave an artifact without bytes.
  */
-export const lockArtifactBlob = (trx: Db, dialect: Store['dialect'], key: string) => lockKey(trx, dialect, `blob:artifacts:${key}`)
+export const lockArtifactBlobs = (trx: Db, dialect: Store['dialect'], keys: string[]) => lockKeys(trx, dialect, keys.map((key) => `blob:artifacts:${key}`))
 
 /** Deletes each blob that no artifact names any more; resolves how many it deleted. */
 export async function releaseArtifactBlobs(store: Store, blobs: { delete(key: string): Promise<void> }, keys: string[]): Promise<number> {
   let released = 0
   for (const key of keys) {
     const gone = await store.db.transaction().execute(async (trx) => {
-      await lockArtifactBlob(trx, store.dialect, key)
+      await lockArtifactBlobs(trx, store.dialect, [key])
       if (await artifactBlobInUse(trx, key)) return false
       await blobs.delete(key)
       return true

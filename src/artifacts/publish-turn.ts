@@ -7,7 +7,7 @@ import { newId } from '../shared/ids.ts'
 import type { Log } from '../shared/log.ts'
 import { isSessionDeleted } from '../sessions/sessions.store.ts'
 import { BlobTooLarge, type BlobStore } from './blob-store.ts'
-import { changedPaths, finishPublication, insertArtifacts, lockArtifactBlob, orgArtifactBytes, publicationPending, publishedPaths, type ArtifactRow, type Skipped } from './artifacts.store.ts'
+import { changedPaths, finishPublication, insertArtifacts, lockArtifactBlobs, orgArtifactBytes, publicationPending, publishedPaths, type ArtifactRow, type Skipped } from './artifacts.store.ts'
 import { contentTypeOf } from './content-type.ts'
 
 /** Limits: one published artifact, and one turn's published artifacts (the specification's; the deployment may lower the second). */
@@ -192,16 +192,16 @@ type Blobs = { store: BlobStore; dialect: Store['dialect'] }
 
 /**
  * The rows whose bytes are still stored, each blob locked until the transaction ends (see
- * lockArtifactBlob): a deleted session's release may have taken bytes equal to a file copied
+ * lockArtifactBlobs): a deleted session's release may have taken bytes equal to a file copied
  * here (the put found them stored). Such a file is skipped, saying so, rather than named without bytes.
  */
 async function withBytesKept(trx: Db, blobs: Blobs, rows: ArtifactRow[], skipped: Skipped[]): Promise<ArtifactRow[]> {
-  const keys = [...new Set(rows.map((r) => r.blob_key))].sort()
-  const gone = new Set<string>()
-  for (const key of keys) {
-    await lockArtifactBlob(trx, blobs.dialect, key)
-    if (!(await blobs.store.exists(key))) gone.add(key)
-  }
+  if (rows.length === 0) return rows
+  const keys = [...new Set(rows.map((r) => r.blob_key))]
+  // One statement each, not two a file: this transaction holds up every other that records events.
+  await lockArtifactBlobs(trx, blobs.dialect, keys)
+  const stored = await blobs.store.existing(keys)
+  const gone = new Set(keys.filter((k) => !stored.has(k)))
   if (gone.size === 0) return rows
   for (const r of rows) if (gone.has(r.blob_key)) skipped.push({ path: r.path, reason: 'its stored copy was removed while it was published (another session deleted); publish it again' })
   return rows.filter((r) => !gone.has(r.blob_key))

@@ -166,6 +166,11 @@ export async function lockKey(db: Db, dialect: DialectName, key: string): Promis
   if (dialect === 'postgres') await sql`SELECT pg_advisory_xact_lock(hashtext(${key}))`.execute(db)
 }
 
+/** lockKey for many keys in one statement (SQLite: its single writer already holds them all). */
+export async function lockKeys(db: Db, dialect: DialectName, keys: string[]): Promise<void> {
+  if (dialect === 'postgres' && keys.length > 0) await sql`SELECT pg_advisory_xact_lock(hashtext(k)) FROM unnest(${keys}::text[]) AS k`.execute(db)
+}
+
 /** The smaller of two numbers, spelled per dialect. */
 export function least(dialect: DialectName, a: RawBuilder<unknown>, b: RawBuilder<unknown>): RawBuilder<number> {
   return dialect === 'postgres' ? sql<number>`LEAST(${a}, ${b})` : sql<number>`MIN(${a}, ${b})`
