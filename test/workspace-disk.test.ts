@@ -1,6 +1,6 @@
 import { after, describe, it } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawnSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
@@ -140,6 +140,28 @@ describe('workspace disk quota', { skip }, () => {
     assert.deepEqual(mountsUnder(left), [], 'its file system dropped')
     assert.ok(!fs.existsSync(path.join(root, '.disks', 'toobig.ext4')))
     assert.deepEqual(fs.readdirSync(root).filter((f) => f.startsWith('.unpack-')), [], 'nothing unpacked beside it on the host')
+    assert.deepEqual(fs.readdirSync(path.join(root, '.disks')).filter((f) => f.startsWith('.restore-')), [], 'nor the file system it was unpacked into')
+    assert.deepEqual(mountsUnder(path.join(root, '.disks')), [])
+  })
+
+  it('a restore cut short (the service killed) leaves the workspace as it was, and the next start removes what it was filling', async () => {
+    const p = provider()
+    await p.warmUp()
+    // What a restore leaves when its service dies part way: a file system half filled, still mounted.
+    const tag = '.restore-cut-0a1b2c3d'
+    const image = path.join(root, '.disks', `${tag}.ext4`)
+    const point = path.join(root, '.disks', tag)
+    fs.mkdirSync(point)
+    fs.closeSync(fs.openSync(image, 'wx', 0o600))
+    fs.truncateSync(image, 16 * MiB)
+    execFileSync('mke2fs', ['-q', '-F', '-t', 'ext4', image])
+    execFileSync('mount', ['-o', 'loop', '--', image, point])
+    fs.writeFileSync(path.join(point, 'half.txt'), 'half')
+    assert.ok(!fs.existsSync(path.join(root, 'cut')), 'the workspace was never made: nothing of the cut restore is in it')
+    const next = provider()
+    await next.cleanupOrphans()
+    assert.deepEqual(mountsUnder(point), [])
+    assert.ok(!fs.existsSync(point) && !fs.existsSync(image), 'its leftovers removed')
   })
 
   it('moves a workspace made before quotas into a file system of its own, its files kept', async () => {

@@ -15,7 +15,7 @@ import { packFolder } from './workspace-pack.ts'
 import { DiskFull, isEmptyOrMissing, unpackInto } from './workspace-unpack.ts'
 import { killStrays, ownerOf, prepareWorkspace, reachableBy } from './workspace-owner.ts'
 import { removeLeftFences } from './workspace-watch.ts'
-import { isMountPoint, WorkspaceDisks } from './workspace-disk.ts'
+import { WorkspaceDisks } from './workspace-disk.ts'
 import { logFailure, silentLog, type Log } from '../../shared/log.ts'
 
 /**
@@ -163,22 +163,17 @@ export class LocalSandboxProvider implements SandboxProvider {
     if (this.held.has(name)) return false
     this.held.add(name)
     try {
-      // Never over files (unpackInto refuses them too). With quotas, restored into the workspace's
-      // own file system (mounted, made first when it has none), so a snapshot counts against the
-      // quota as it is written and one past it fails, rather than landing on the host's disk.
+      // Never over files (unpackInto refuses them too). With quotas, unpacked into a file system
+      // of the quota, so a snapshot counts against it as it is written and one past it fails,
+      // rather than landing on the host's disk; that file system becomes the workspace's only
+      // once whole. Without, unpacked into the folder.
       const dir = this.workspaceDir(id)
       await this.disks.mountIfImage(safeName(id))
       if (!isEmptyOrMissing(dir)) return false
-      const existed = fs.existsSync(dir)
-      await this.disks.mount(safeName(id))
-      if (!isMountPoint(dir)) return await unpackInto(dir, archive)
       try {
-        return await unpackInto(dir, archive, { inside: true })
+        const restored = await this.disks.restore(safeName(id), async (into) => (await unpackInto(into, archive, { inside: true })) && isEmptyOrMissing(dir))
+        return restored ?? (await unpackInto(dir, archive))
       } catch (err) {
-        // Dropped with its file system: the workspace is left as it was, an empty folder or none.
-        await this.disks.unmount(safeName(id), true)
-        await fs.promises.rm(dir, { recursive: true, force: true })
-        if (existed) await fs.promises.mkdir(dir, { mode: 0o700 })
         if (err instanceof DiskFull) throw new DiskFull(`the snapshot of ${id} does not fit its workspace's disk quota of ${this.disks.bytes} bytes`, { cause: err })
         throw err
       }
