@@ -283,4 +283,55 @@ forEachDialect('artifacts over the organization ceiling', (dialect) => {
     await other.connect(fake, 'openai')
     assert.equal((await turnWriting(other, await other.session(), 'mine.bin')).artifacts, 'ready')
   })
+
+  it('gives back what a deleted session kept: the organization total falls at the deletion', async () => {
+    const c = client(w(), await newOrg(w()))
+    await c.connect(fake, 'openai')
+    const [s1, s2] = [await c.session(), await c.session()]
+    assert.equal((await turnWriting(c, s1, 'one.bin')).artifacts, 'ready')
+    assert.equal((await turnWriting(c, s2, 'two.bin')).artifacts, 'ready')
+    assert.equal((await turnWriting(c, s1, 'full.bin')).artifacts, 'partial', 'the ceiling is reached')
+    assert.equal((await c.call('DELETE', `/v1/sessions/${s2}`)).statusCode, 200)
+    const after = await turnWriting(c, s1, 'three.bin')
+    assert.equal(after.artifacts, 'ready', JSON.stringify(after.artifacts_skipped))
+    assert.deepEqual(((await c.call('GET', `/v1/sessions/${s1}/artifacts`)).json().data as { path: string }[]).map((a) => a.path).sort(), ['one.bin', 'three.bin'])
+    // Stored now: one.bin and three.bin; a third file is over again, counted without the deleted session's.
+    const over = await turnWriting(c, s1, 'four.bin')
+    assert.deepEqual(over.artifacts_skipped, [{ path: 'four.bin', reason: "over the organization's 153600 bytes ceiling for stored artifacts (122880 bytes stored)" }])
+  })
+
+  it("releases a deleted session's artifact bytes, but never bytes another session's artifact names", async () => {
+    const c = client(w(), await newOrg(w()))
+    await c.connect(fake, 'openai')
+    const [s1, s2] = [await c.session(), await c.session()]
+    const same = 'yes shared | head -c 20000 > same.txt'
+    for (const [sid, command] of [[s1, `${same} && head -c 20000 /dev/urandom > own.bin`], [s2, same]] as const) {
+      fake.script({ toolCalls: [{ name: 'bash', args: { command } }] }, { text: 'Done.' })
+      assert.equal((await c.settled(sid, (await c.accept(sid, 'make files')).id)).artifacts, 'ready')
+    }
+    const list = async (sid: string) => (await c.call('GET', `/v1/sessions/${sid}/artifacts`)).json().data as { id: string; path: string; sha256: string }[]
+    // Blobs are content-addressed: an artifact's key is its sha256.
+    const first = await list(s1)
+    const [ownKey, sharedKey] = ['own.bin', 'same.txt'].map((p) => first.find((a) => a.path === p)!.sha256) as [string, string]
+    const blobs = pickBlobStore(w().store, w().dataDir, 'artifacts')
+    assert.ok((await blobs.exists(ownKey)) && (await blobs.exists(sharedKey)), 'control: both stored')
+
+    assert.equal((await c.call('DELETE', `/v1/sessions/${s1}`)).statusCode, 200)
+    assert.equal(await blobs.exists(ownKey), false, 'the deleted session alone named it: released')
+    assert.equal(await blobs.exists(sharedKey), true, 'the other session names it: kept')
+    const kept = (await list(s2)).find((a) => a.path === 'same.txt')!
+    const content = await c.call('GET', `/v1/sessions/${s2}/artifacts/${kept.id}/content`)
+    assert.equal(content.statusCode, 200)
+    assert.equal(content.body, 'shared\n'.repeat(20000).slice(0, 20000))
+
+    assert.equal((await c.call('DELETE', `/v1/sessions/${s2}`)).statusCode, 200)
+    assert.equal(await blobs.exists(sharedKey), false, 'named by no artifact any more: released')
+
+    // The same bytes published again are stored again, whole.
+    const s3 = await c.session()
+    fake.script({ toolCalls: [{ name: 'bash', args: { command: same } }] }, { text: 'Done.' })
+    assert.equal((await c.settled(s3, (await c.accept(s3, 'make files')).id)).artifacts, 'ready')
+    const again = (await list(s3)).find((a) => a.path === 'same.txt')!
+    assert.equal((await c.call('GET', `/v1/sessions/${s3}/artifacts/${again.id}/content`)).body, 'shared\n'.repeat(20000).slice(0, 20000))
+  })
 })

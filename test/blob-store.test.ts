@@ -120,5 +120,10 @@ onPostgres('database blob store', () => {
     await snapshots.delete(s.key)
     assert.equal(await snapshots.exists(s.key), false)
     assert.ok((await buffer((await artifacts.open(a.key))!)).equals(bytes))
+    // Asked many at once, each space answers for its own: the snapshot's copy is gone, the artifact's is not.
+    const other = (await artifacts.put(trickle(randomBytes(500)), 10_000)).key
+    const absent = createHash('sha256').update('never stored').digest('hex')
+    assert.deepEqual([...(await artifacts.existing([a.key, absent, other]))].sort(), [a.key, other].sort())
+    assert.deepEqual([...(await snapshots.existing([a.key, absent, other]))], [])
   })
 })

@@ -179,6 +179,11 @@ forEachDialect('remote MCP servers', (dialect) => {
     assert.equal(unavailable.length, 1, 'reported once for the turn, not once a step')
     assert.equal(unavailable[0]!.detail.server, 'gone')
     assert.match(String(unavailable[0]!.detail.reason), /ECONNREFUSED|fetch failed|connect/i)
+    // Named by a name, the server's failure says what failed, never the address the name resolved to.
+    const named = await run({ tools: [{ type: 'mcp', name: 'gone', url: closedUrl.replace('127.0.0.1', 'localhost'), required: false }] }, { text: 'ok' })
+    const namedReason = String(named.items.find((i) => i.type === 'mcp_unavailable')!.detail.reason)
+    assert.match(namedReason, /refused/i)
+    assert.ok(!/127\.0\.0\.1|::1/.test(namedReason), namedReason)
     assert.ok(skipped.requests[0]!.tools.includes('mcp__docs__search') && !skipped.requests[0]!.tools.some((t) => t.startsWith('mcp__gone')))
 
     const failed = await run({ tools: [{ type: 'mcp', name: 'gone', url: closedUrl, required: true }] }, { text: 'never asked' })

@@ -93,6 +93,13 @@ forEachDialect('webhook subscriptions', (dialect) => {
     assert.equal((await create(w(), { url: 'https://172.32.0.1/h', events: ['session.created'] })).statusCode, 201)
   })
 
+  it("documents url as the deployment's CIDR list, not the old on/off switch", async () => {
+    const doc = (await w().inject({ method: 'GET', url: '/v1/openapi.json', token: null })).json() as { components: { schemas: Record<string, { properties: Record<string, { description: string }> }> } }
+    const said = doc.components.schemas.CreateWebhookRequest!.properties.url!.description
+    assert.match(said, /lists in WARREN_ALLOW_PRIVATE_WEBHOOKS/)
+    assert.doesNotMatch(said, /sets WARREN_ALLOW_PRIVATE_WEBHOOKS/)
+  })
+
   it('validates events against the webhook vocabulary', async () => {
     const bad: [unknown, RegExp][] = [
       [[], /events/],

@@ -51,13 +51,13 @@ describe('SSRF guard (injected resolver)', () => {
     assert.equal(one.address, '93.184.216.34')
   })
 
-  it('refuses a name when any address it resolves to is loopback, private or link-local, naming it', async () => {
+  it('refuses a name when any address it resolves to is loopback, private or link-local, naming its kind, never the address', async () => {
     const cases: [string[], string][] = [
-      [['127.0.0.1'], 'host rebind.example resolves to a loopback address (127.0.0.1); '],
-      [['93.184.216.34', '10.0.0.7'], 'host rebind.example resolves to a private address (10.0.0.7); '],
-      [['169.254.169.254'], 'host rebind.example resolves to a link-local address (169.254.169.254); '],
-      [['::ffff:192.168.1.2'], 'host rebind.example resolves to a private address (::ffff:192.168.1.2); '],
-      [['fd00::5'], 'host rebind.example resolves to a private (unique local) address (fd00::5); '],
+      [['127.0.0.1'], 'host rebind.example resolves to a loopback address; '],
+      [['93.184.216.34', '10.0.0.7'], 'host rebind.example resolves to a private address; '],
+      [['169.254.169.254'], 'host rebind.example resolves to a link-local address; '],
+      [['::ffff:192.168.1.2'], 'host rebind.example resolves to a private address; '],
+      [['fd00::5'], 'host rebind.example resolves to a private (unique local) address; '],
     ]
     for (const [answers, why] of cases) {
       const r = await lookUp('rebind.example', answers)
@@ -86,11 +86,11 @@ describe('SSRF guard (injected resolver)', () => {
     assert.equal(gpu.err?.message, `host localhost is a loopback name; ${REFUSED}`)
     assert.deepEqual(gpu.asked, [], 'refused before any lookup')
     assert.equal((await lookUp('gpu.internal', ['10.0.5.7'], ['10.0.5.0/24'])).err, null)
-    assert.match((await lookUp('gpu.internal', ['10.0.6.7'], ['10.0.5.0/24'])).err?.message ?? '', /resolves to a private address \(10\.0\.6\.7\)/)
+    assert.match((await lookUp('gpu.internal', ['10.0.6.7'], ['10.0.5.0/24'])).err?.message ?? '', /resolves to a private address; /)
     // What WARREN_ALLOW_PRIVATE_WEBHOOKS=1 means: loopback and the private ranges, never the metadata address.
     for (const allowed of [[...LOOPBACK_AND_PRIVATE], ['169.254.0.0/16'], ['0.0.0.0/0']]) {
       const meta = await lookUp('metadata.internal', ['169.254.169.254'], allowed)
-      assert.match(meta.err?.message ?? '', /resolves to a link-local address \(169\.254\.169\.254\)/, String(allowed))
+      assert.match(meta.err?.message ?? '', /resolves to a link-local address; /, String(allowed))
       assert.match((await lookUp('aws6.internal', ['fd00:ec2::254'], allowed)).err?.message ?? '', /resolves to/, String(allowed))
     }
     assert.equal((await lookUp('metadata.internal', ['169.254.169.254'], ['169.254.169.254/32'])).err, null, 'named exactly')

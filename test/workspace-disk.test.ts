@@ -1,12 +1,14 @@
 import { after, describe, it } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawnSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import type { SandboxSpec } from '../src/sandbox/sandbox.ts'
 import { LocalSandboxProvider, type LocalProviderOptions } from '../src/sandbox/local/local-provider.ts'
+import { isMountPoint } from '../src/sandbox/local/workspace-disk.ts'
+import { packFolder } from '../src/sandbox/local/workspace-pack.ts'
 
 /**
  * A workspace's disk quota on this host: its folder is a file system of its own, so a write past
@@ -113,6 +115,53 @@ describe('workspace disk quota', { skip }, () => {
     assert.equal(r.status, 0, r.stderr)
     const missing = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as string[]
     assert.ok(missing.some((m) => m.startsWith('workspace disk quotas (mount failed')), missing.join('; '))
+  })
+
+  it('restores a snapshot into the workspace\'s file system: one past the quota fails saying so, and nothing of it stays on the host', async () => {
+    const p = provider()
+    const src = fs.mkdtempSync(path.join(dataDir, 'snap-'))
+    fs.writeFileSync(path.join(src, 'small.txt'), 'kept\n')
+    const small = await packFolder(src)
+    assert.equal(await p.unpackWorkspace('restored', small!), true)
+    const dir = path.join(root, 'restored')
+    assert.ok(isMountPoint(dir), 'restored into a file system of its own')
+    assert.deepEqual(fs.readdirSync(dir), ['small.txt'])
+    const sb = await p.create(spec('restored', true))
+    assert.equal((await sb.exec({ command: 'cat small.txt' })).stdout.toString(), 'kept\n')
+    assert.match((await sb.exec({ command: 'head -c 64M /dev/zero > big.bin' })).stderr.toString(), /No space left on device/)
+    await sb.destroy()
+
+    // 48 MiB of random bytes (no file system may store them in less) under a 32 MiB quota.
+    fs.writeFileSync(path.join(src, 'big.bin'), randomBytes(48 * MiB))
+    const big = await packFolder(src)
+    await assert.rejects(p.unpackWorkspace('toobig', big!), /the snapshot of toobig does not fit its workspace's disk quota of 33554432 bytes/)
+    const left = path.join(root, 'toobig')
+    assert.ok(!fs.existsSync(left) || fs.readdirSync(left).length === 0, 'nothing of it in the workspace folder')
+    assert.deepEqual(mountsUnder(left), [], 'its file system dropped')
+    assert.ok(!fs.existsSync(path.join(root, '.disks', 'toobig.ext4')))
+    assert.deepEqual(fs.readdirSync(root).filter((f) => f.startsWith('.unpack-')), [], 'nothing unpacked beside it on the host')
+    assert.deepEqual(fs.readdirSync(path.join(root, '.disks')).filter((f) => f.startsWith('.restore-')), [], 'nor the file system it was unpacked into')
+    assert.deepEqual(mountsUnder(path.join(root, '.disks')), [])
+  })
+
+  it('a restore cut short (the service killed) leaves the workspace as it was, and the next start removes what it was filling', async () => {
+    const p = provider()
+    await p.warmUp()
+    // What a restore leaves when its service dies part way: a file system half filled, still mounted.
+    const tag = '.restore-cut-0a1b2c3d'
+    const image = path.join(root, '.disks', `${tag}.ext4`)
+    const point = path.join(root, '.disks', tag)
+    fs.mkdirSync(point)
+    fs.closeSync(fs.openSync(image, 'wx', 0o600))
+    fs.truncateSync(image, 16 * MiB)
+    execFileSync('mke2fs', ['-q', '-F', '-t', 'ext4', image])
+    execFileSync('mount', ['-o', 'loop', '--', image, point])
+    fs.writeFileSync(path.join(point, 'half.txt'), 'half')
+    assert.ok(!fs.existsSync(path.join(root, 'cut')), 'the workspace was never made: nothing of the cut restore is in it')
+    const next = provider()
+    await next.cleanupOrphans()
+    assert.deepEqual(mountsUnder(point), [])
+    assert.ok(!fs.existsSync(point) && !fs.existsSync(image), 'its leftovers removed')
   })
 
   it('moves a workspace made before quotas into a file system of its own, its files kept', async () => {

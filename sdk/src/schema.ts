@@ -2273,7 +2273,7 @@ export interface components {
             deleted: boolean;
         };
         CreateWebhookRequest: {
-            /** @description Must be https. Unless the deployment sets WARREN_ALLOW_PRIVATE_WEBHOOKS, a host that is a loopback, private or link-local address, or localhost, is refused; deliveries re-check the addresses a name resolves to. */
+            /** @description Must be https. A host that is a loopback, private or link-local address, or a localhost name, is refused unless its address lies in a CIDR the deployment lists in WARREN_ALLOW_PRIVATE_WEBHOOKS (a cloud metadata address or the host's own only when listed exactly, as a /32 or /128); each delivery judges again every address a name resolves to. */
             url: string;
             /** @description The event types to deliver, each at most once. Order does not matter: the same url with the same set is a duplicate. */
             events: ("session.created" | "session.action_required" | "session.working" | "session.idle" | "session.failed" | "turn.completed" | "turn.failed")[];

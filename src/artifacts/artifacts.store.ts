@@ -1,5 +1,5 @@
 import type { Selectable } from 'kysely'
-import type { Db } from '../db/database.ts'
+import { lockKeys, type Db, type Store } from '../db/database.ts'
 import type { Tables } from '../db/tables.ts'
 import { fromJson, toJson } from '../shared/json.ts'
 
@@ -41,12 +41,17 @@ export async function changedPaths(db: Db, turnId: string): Promise<string[]> {
   return [...last].filter(([, kind]) => kind !== 'deleted').map(([p]) => p).sort()
 }
 
-/** Bytes of every artifact an organization keeps (through its sessions: artifacts are indexed by session). */
+/**
+ * Bytes of every artifact an organization keeps (through its sessions: artifacts are indexed by
+ * session). A deleted session's are no longer kept for anyone (nothing serves them): they leave
+ * the total with the commit that marks the session deleted, in the same transaction, and a
+ * publication that was still writing rows for it adds nothing.
+ */
 export async function orgArtifactBytes(db: Db, orgId: string): Promise<number> {
   const r = await db
     .selectFrom('artifacts')
     .select((eb) => eb.fn.sum<string | number | null>('size_bytes').as('bytes'))
-    .where('session_id', 'in', db.selectFrom('sessions').select('id').where('org_id', '=', orgId))
+    .where('session_id', 'in', db.selectFrom('sessions').select('id').where('org_id', '=', orgId).where('deleted_at', 'is', null))
     .executeTakeFirst()
   return Number(r?.bytes ?? 0)
 }
@@ -61,6 +66,18 @@ export async function publishedPaths(db: Db, turnId: string, paths?: string[]): 
 /** True while the turn's publication has not ended. */
 export async function publicationPending(db: Db, turnId: string): Promise<boolean> {
   return (await db.selectFrom('turns').select('id').where('id', '=', turnId).where('artifacts', '=', 'pending').executeTakeFirst()) !== undefined
+}
+
+/** Removes the session's artifacts; resolves the blob keys they named, each once (bytes to release when nothing else names them). */
+export async function deleteSessionArtifacts(db: Db, sessionId: string): Promise<string[]> {
+  const keys = await db.selectFrom('artifacts').select('blob_key').distinct().where('session_id', '=', sessionId).execute()
+  if (keys.length > 0) await db.deleteFrom('artifacts').where('session_id', '=', sessionId).execute()
+  return keys.map((k) => k.blob_key)
+}
+
+/** Whether any artifact (of any session) names the blob. */
+export async function artifactBlobInUse(db: Db, blobKey: string): Promise<boolean> {
+  return (await db.selectFrom('artifacts').select('id').where('blob_key', '=', blobKey).limit(1).executeTakeFirst()) !== undefined
 }
 
 export async function insertArtifacts(db: Db, rows: ArtifactRow[]): Promise<void> {
@@ -88,4 +105,27 @@ export function artifactRows(db: Db, sessionId: string, turnId?: string) {
 /** Every artifact of the session (or of one turn), oldest first: what the archive holds. */
 export function sessionArtifacts(db: Db, sessionId: string, turnId?: string) {
   return artifactRows(db, sessionId, turnId).orderBy('created_at').orderBy('id').execute()
+}
+
+/**
+ * Naming an artifact blob and releasing one take the same per-key lock (an advisory lock on
+ * PostgreSQL, SQLite's single writer otherwise), as snapshot blobs do: blobs are content-addressed,
+ * so a publication may store bytes a deleted session's artifact named, and a release between its
+ * put and its row would leave an artifact without bytes.
+ */
+export const lockArtifactBlobs = (trx: Db, dialect: Store['dialect'], keys: string[]) => lockKeys(trx, dialect, keys.map((key) => `blob:artifacts:${key}`))
+
+/** Deletes each blob that no artifact names any more; resolves how many it deleted. */
+export async function releaseArtifactBlobs(store: Store, blobs: { delete(key: string): Promise<void> }, keys: string[]): Promise<number> {
+  let released = 0
+  for (const key of keys) {
+    const gone = await store.db.transaction().execute(async (trx) => {
+      await lockArtifactBlobs(trx, store.dialect, [key])
+      if (await artifactBlobInUse(trx, key)) return false
+      await blobs.delete(key)
+      return true
+    })
+    if (gone) released++
+  }
+  return released
 }

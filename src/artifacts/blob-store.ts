@@ -19,6 +19,8 @@ export type BlobStore = {
   /** The bytes of a stored blob, or null when its copy is gone. */
   open(key: string): Promise<Readable | null>
   exists(key: string): Promise<boolean>
+  /** Which of `keys` are stored: many asked at once (a publication's batch), a query, not one each. */
+  existing(keys: string[]): Promise<Set<string>>
   /**
    * Removes the blob; resolves as well when it is already gone. A reader still streaming it may
    * fail part way (an error, never a short blob passed off as whole). The caller decides that
@@ -76,6 +78,10 @@ export function localBlobStore(root: string): BlobStore {
       }
     },
     exists: (key) => fsp.access(fileOf(key)).then(() => true, () => false),
+    async existing(keys) {
+      const found = await Promise.all(keys.map((key) => fsp.access(fileOf(key)).then(() => key, () => null)))
+      return new Set(found.filter((k): k is string => k !== null))
+    },
     // An open stream keeps reading the unlinked file to its end.
     delete: (key) => fsp.rm(fileOf(key), { force: true }),
   }

@@ -27,6 +27,12 @@ export function pickBlobStore(store: Store, dataDir: string, space: BlobSpace): 
     ...shared,
     open: async (key) => (await shared.open(key)) ?? (await local.open(key)),
     exists: async (key) => (await shared.exists(key)) || (await local.exists(key)),
+    existing: async (keys) => {
+      const found = await shared.existing(keys)
+      const rest = keys.filter((k) => !found.has(k))
+      for (const k of rest.length ? await local.existing(rest) : []) found.add(k)
+      return found
+    },
     delete: async (key) => {
       await shared.delete(key)
       await local.delete(key)
@@ -118,6 +124,16 @@ export function databaseBlobStore(db: Db, space: BlobSpace): BlobStore {
     async exists(key) {
       const row = await db.selectFrom('blobs').select('key').where('space', '=', space).where('key', '=', key).executeTakeFirst()
       return row !== undefined
+    },
+
+    async existing(keys) {
+      const found = new Set<string>()
+      // In slices: one statement's parameters are bounded.
+      for (let i = 0; i < keys.length; i += 500) {
+        const rows = await db.selectFrom('blobs').select('key').where('space', '=', space).where('key', 'in', keys.slice(i, i + 500)).execute()
+        for (const r of rows) found.add(r.key)
+      }
+      return found
     },
 
     async delete(key) {

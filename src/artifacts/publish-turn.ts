@@ -1,13 +1,13 @@
 import type { Deps } from '../deps.ts'
 import { MIB } from '../http/limits.ts'
-import type { Db } from '../db/database.ts'
+import type { Db, Store } from '../db/database.ts'
 import { withEvents, type Recorder } from '../events/record-event.ts'
 import { SandboxPathError } from '../sandbox/sandbox.ts'
 import { newId } from '../shared/ids.ts'
 import type { Log } from '../shared/log.ts'
 import { isSessionDeleted } from '../sessions/sessions.store.ts'
 import { BlobTooLarge, type BlobStore } from './blob-store.ts'
-import { changedPaths, finishPublication, insertArtifacts, orgArtifactBytes, publicationPending, publishedPaths, type ArtifactRow, type Skipped } from './artifacts.store.ts'
+import { changedPaths, finishPublication, insertArtifacts, lockArtifactBlobs, orgArtifactBytes, publicationPending, publishedPaths, type ArtifactRow, type Skipped } from './artifacts.store.ts'
 import { contentTypeOf } from './content-type.ts'
 
 /** Limits: one published artifact, and one turn's published artifacts (the specification's; the deployment may lower the second). */
@@ -65,6 +65,7 @@ class Interrupted extends Error {}
 
 async function publish(deps: PublishDeps, turn: Turn, signal?: AbortSignal): Promise<void> {
   const { store, bus } = deps
+  const blobs: Blobs = { store: deps.blobs, dialect: store.dialect }
   const limits = deps.limits ?? ARTIFACT_LIMITS
   if (await isSessionDeleted(store.db, turn.session_id)) {
     await finishPublication(store.db, turn.id, 'failed', [])
@@ -146,13 +147,13 @@ async function publish(deps: PublishDeps, turn: Turn, signal?: AbortSignal): Pro
       const rows = batch
       batch = []
       // Over (finished by another process, or the session deleted): nothing more of ours is kept.
-      if (!(await withEvents(store, bus, (trx, record) => recordArtifacts(trx, record, turn, rows, skipped, org, null)))) return
+      if (!(await withEvents(store, bus, (trx, record) => recordArtifacts(trx, record, turn, rows, skipped, org, null, blobs)))) return
       recorded += rows.length
     }
   }
   // Failed: nothing could be read at all. Partial: something was left behind, for a reason given.
   const state = skipped.length === 0 ? 'ready' : unreadable === skipped.length && recorded + batch.length === 0 ? 'failed' : 'partial'
-  await withEvents(store, bus, (trx, record) => recordArtifacts(trx, record, turn, batch, skipped, org, state))
+  await withEvents(store, bus, (trx, record) => recordArtifacts(trx, record, turn, batch, skipped, org, state, blobs))
 }
 
 type OrgCeiling = { bytes: number; over: (used: number) => string }
@@ -166,7 +167,7 @@ const orgCeiling = (bytes: number | undefined): OrgCeiling | null =>
  * transaction, `partial` if anything was dropped. False, recording nothing, when the publication is
  * over (another process ended it first) or the session was deleted (ended `failed` then).
  */
-async function recordArtifacts(trx: Db, record: Recorder, turn: Turn, rows: ArtifactRow[], skipped: Skipped[], org: OrgCeiling | null, end: 'ready' | 'partial' | 'failed' | null): Promise<boolean> {
+async function recordArtifacts(trx: Db, record: Recorder, turn: Turn, rows: ArtifactRow[], skipped: Skipped[], org: OrgCeiling | null, end: 'ready' | 'partial' | 'failed' | null, blobs: Blobs): Promise<boolean> {
   if (await isSessionDeleted(trx, turn.session_id)) {
     await finishPublication(trx, turn.id, 'failed', [])
     return false
@@ -175,7 +176,8 @@ async function recordArtifacts(trx: Db, record: Recorder, turn: Turn, rows: Arti
   // The transactions that record events run one at a time: no other can add a path meanwhile.
   const taken = rows.length ? await publishedPaths(trx, turn.id, rows.map((r) => r.path)) : new Map()
   const unrecorded = rows.filter((r) => !taken.has(r.path))
-  const fresh = org ? await withinOrgCeiling(trx, turn.org_id, unrecorded, skipped, org) : unrecorded
+  const fitting = org ? await withinOrgCeiling(trx, turn.org_id, unrecorded, skipped, org) : unrecorded
+  const fresh = await withBytesKept(trx, blobs, fitting, skipped)
   if (end !== null) {
     const state = fresh.length < unrecorded.length ? 'partial' : end
     if (!(await finishPublication(trx, turn.id, state, state === 'partial' ? skipped : []))) return false
@@ -183,6 +185,26 @@ async function recordArtifacts(trx: Db, record: Recorder, turn: Turn, rows: Arti
   await insertArtifacts(trx, fresh)
   await record.all(fresh.map((a) => ({ orgId: turn.org_id, sessionId: turn.session_id, turnId: turn.id, type: 'artifact.created' as const, payload: { id: a.id, path: a.path, size_bytes: a.size_bytes, turn_id: turn.id } })))
   return true
+}
+
+/** The blob store with the dialect its locks are taken in. */
+type Blobs = { store: BlobStore; dialect: Store['dialect'] }
+
+/**
+ * The rows whose bytes are still stored, each blob locked until the transaction ends (see
+ * lockArtifactBlobs): a deleted session's release may have taken bytes equal to a file copied
+ * here (the put found them stored). Such a file is skipped, saying so, rather than named without bytes.
+ */
+async function withBytesKept(trx: Db, blobs: Blobs, rows: ArtifactRow[], skipped: Skipped[]): Promise<ArtifactRow[]> {
+  if (rows.length === 0) return rows
+  const keys = [...new Set(rows.map((r) => r.blob_key))]
+  // One statement each, not two a file: this transaction holds up every other that records events.
+  await lockArtifactBlobs(trx, blobs.dialect, keys)
+  const stored = await blobs.store.existing(keys)
+  const gone = new Set(keys.filter((k) => !stored.has(k)))
+  if (gone.size === 0) return rows
+  for (const r of rows) if (gone.has(r.blob_key)) skipped.push({ path: r.path, reason: 'its stored copy was removed while it was published (another session deleted); publish it again' })
+  return rows.filter((r) => !gone.has(r.blob_key))
 }
 
 /** The rows that still fit under the organization's ceiling, its bytes read in this transaction; the rest are added to `skipped`. */

@@ -18,6 +18,7 @@ import * as m010 from './migrations/010-preview-name-holds.ts'
 import * as m011 from './migrations/011-sealed-node-secrets.ts'
 import * as m012 from './migrations/012-token-parents.ts'
 import * as m013 from './migrations/013-owner-epoch.ts'
+import * as m014 from './migrations/014-artifact-blobs.ts'
 
 export type DialectName = 'sqlite' | 'postgres'
 export type Db = Kysely<Tables>
@@ -132,6 +133,7 @@ const migrations: Record<string, { up(db: Kysely<any>, d: DialectName): Promise<
   '011-sealed-node-secrets': m011,
   '012-token-parents': m012,
   '013-owner-epoch': m013,
+  '014-artifact-blobs': m014,
 }
 
 async function migrate(store: Store): Promise<void> {
@@ -170,6 +172,11 @@ export async function lockSeq(db: Db, dialect: DialectName): Promise<void> {
 /** Transaction-scoped lock on one key (an organization's session count, say); SQLite's single writer needs none. */
 export async function lockKey(db: Db, dialect: DialectName, key: string): Promise<void> {
   if (dialect === 'postgres') await sql`SELECT pg_advisory_xact_lock(hashtext(${key}))`.execute(db)
+}
+
+/** lockKey for many keys in one statement (SQLite: its single writer already holds them all). */
+export async function lockKeys(db: Db, dialect: DialectName, keys: string[]): Promise<void> {
+  if (dialect === 'postgres' && keys.length > 0) await sql`SELECT pg_advisory_xact_lock(hashtext(k)) FROM unnest(${keys}::text[]) AS k`.execute(db)
 }
 
 /** The smaller of two numbers, spelled per dialect. */

@@ -9,6 +9,7 @@ import { SandboxStdioTransport } from './sandbox-stdio-transport.ts'
 import { openToolEntry } from '../tools/tool-entries.ts'
 import type { PrivatePolicy } from '../shared/address-policy.ts'
 import { guardedFetch } from './guarded-fetch.ts'
+import { connectionFailure, withoutAddresses } from '../shared/connection-failure.ts'
 import { logFailure, silentLog, type Log } from '../shared/log.ts'
 import { DEFAULT_MCP_TIMEOUT_MS, mcpOutput, mcpToolName, type McpEntry, type McpOutput, type McpTool } from './mcp-tools.ts'
 
@@ -126,6 +127,8 @@ export function mcpHub(deps: McpHubDeps): McpHub {
     let message = err instanceof Error ? err.message : String(err)
     const cause = (err as { cause?: { message?: string } })?.cause?.message
     if (cause && !message.includes(cause)) message = `${message}: ${cause}`
+    // A socket's own words name the address it connected to (for a name, what it resolved to): said by its code instead.
+    message = connectionFailure(err) ?? withoutAddresses(message, err)
     if (entry.secrets_enc) {
       const full = openToolEntry(deps.box, entry)
       if (full.type === 'mcp') for (const secret of [full.authorization, ...Object.values(full.headers ?? {}), ...Object.values(full.env ?? {})]) if (secret) message = message.split(secret).join('[withheld]')

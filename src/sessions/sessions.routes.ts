@@ -103,7 +103,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<Deps> = async (app, deps) 
     },
     async (req) => {
       const id = req.params.session_id
-      await deleteSession(deps, req.auth.orgId, id)
+      await deleteSession({ ...deps, log: req.log }, req.auth.orgId, id)
       return { object: 'session.deleted' as const, id, deleted: true }
     },
   )

@@ -185,7 +185,7 @@ describe('address policy: one table of vectors', () => {
         const resolve = (_h: string, _o: object, cb: (err: null, a: LookupAddress[]) => void) => cb(null, [{ address: v[0], family: isIP(v[0]) }])
         guardedLookup({ allowPrivate: [], refused: WEBHOOK_REFUSED, resolve })('vector.example', { all: true }, (err) => done(err))
       })
-      assert.equal(resolved?.message.startsWith(`host vector.example resolves to ${want?.kind} (${v[0]})`) ?? null, want === null ? null : true, v[0])
+      assert.equal(resolved?.message.startsWith(`host vector.example resolves to ${want?.kind}; `) ?? null, want === null ? null : true, v[0])
     }
     const fetch = guardedFetch({ allowPrivate: [] })
     for (const v of VECTORS.filter((x) => !withZone(x[0]) && expected(x) !== null)) {

@@ -58,8 +58,9 @@ export function guardedLookup(opts: { allowPrivate: PrivatePolicy; refused: stri
       if (err) return fail(err)
       if (addresses.length === 0) return fail(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' }))
       for (const a of addresses) {
+        // The kind, never the address: the caller named the host, where it leads is the host's resolver's to know.
         const kind = addressRefusal(a.address, opts.allowPrivate)
-        if (kind) return fail(new RefusedAddressError(`host ${hostname} resolves to ${kind} (${a.address}); ${refused}`))
+        if (kind) return fail(new RefusedAddressError(`host ${hostname} resolves to ${kind}; ${refused}`))
       }
       if (options.all) callback(null, addresses)
       else callback(null, addresses[0]!.address, addresses[0]!.family)

@@ -3,6 +3,7 @@ import https from 'node:https'
 import tls from 'node:tls'
 import type { PrivatePolicy } from '../shared/address-policy.ts'
 import { guardedLookup, refusedHost } from '../shared/guarded-lookup.ts'
+import { connectionFailure, withoutAddresses } from '../shared/connection-failure.ts'
 
 export const WEBHOOK_REFUSED = 'deliveries to loopback, private and link-local addresses are refused unless WARREN_ALLOW_PRIVATE_WEBHOOKS lists them'
 
@@ -43,15 +44,17 @@ function failureReason(err: unknown, timeoutMs: number): string {
   const code = e?.code ?? ''
   const message = e?.message || String(err)
   if (code === 'EWARRENREFUSED') return message
-  if (code === 'ECONNREFUSED') return 'connection refused (ECONNREFUSED)'
   if (code === 'ECONNRESET') return 'connection reset by the receiver (ECONNRESET)'
+  // A socket's own message names the address connected to (for a name, what it resolved to).
+  const socket = connectionFailure(err)
+  if (socket) return socket
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
     const host = (e as { hostname?: string }).hostname
     return `${host ? `host ${host}` : 'the host'} could not be resolved (${code})`
   }
   // Node adds advice about its own flags to some certificate errors; a receiver's operator has no use for it.
   if (TLS_CODE.test(code)) return `TLS: ${message.replace(/; if the root CA is installed locally.*$/, '')}`
-  return (code && !message.includes(code) ? `${message} (${code})` : message).slice(0, 500)
+  return withoutAddresses(code && !message.includes(code) ? `${message} (${code})` : message, err).slice(0, 500)
 }
 
 export function deliverySender(opts: SenderOptions): DeliverySender {

@@ -10,7 +10,7 @@ export const CreateWebhookBody = Type.Object(
       minLength: 1,
       maxLength: 2048,
       description:
-        'Must be https. Unless the deployment sets WARREN_ALLOW_PRIVATE_WEBHOOKS, a host that is a loopback, private or link-local address, or localhost, is refused; deliveries re-check the addresses a name resolves to.',
+        'Must be https. A host that is a loopback, private or link-local address, or a localhost name, is refused unless its address lies in a CIDR the deployment lists in WARREN_ALLOW_PRIVATE_WEBHOOKS (a cloud metadata address or the host\'s own only when listed exactly, as a /32 or /128); each delivery judges again every address a name resolves to.',
     }),
     events: Type.Array(WebhookEventType, {
       minItems: 1,

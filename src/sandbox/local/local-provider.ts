@@ -12,7 +12,7 @@ import { LocalSandbox, type AttachedNetwork } from './local-sandbox.ts'
 import { dropSlot, makeSlot, WarmPool, type WarmSlot } from './warm-pool.ts'
 import { workspaceReader } from './workspace-files.ts'
 import { packFolder } from './workspace-pack.ts'
-import { isEmptyOrMissing, unpackInto } from './workspace-unpack.ts'
+import { DiskFull, isEmptyOrMissing, unpackInto } from './workspace-unpack.ts'
 import { killStrays, ownerOf, prepareWorkspace, reachableBy } from './workspace-owner.ts'
 import { removeLeftFences } from './workspace-watch.ts'
 import { WorkspaceDisks } from './workspace-disk.ts'
@@ -163,12 +163,20 @@ export class LocalSandboxProvider implements SandboxProvider {
     if (this.held.has(name)) return false
     this.held.add(name)
     try {
-      // Never over files (unpackInto refuses them too); else restored as a plain folder, which the
-      // next create copies into a new image of the quota.
+      // Never over files (unpackInto refuses them too). With quotas, unpacked into a file system
+      // of the quota, so a snapshot counts against it as it is written and one past it fails,
+      // rather than landing on the host's disk; that file system becomes the workspace's only
+      // once whole. Without, unpacked into the folder.
+      const dir = this.workspaceDir(id)
       await this.disks.mountIfImage(safeName(id))
-      if (!isEmptyOrMissing(this.workspaceDir(id))) return false
-      await this.disks.unmount(safeName(id), true)
-      return await unpackInto(this.workspaceDir(id), archive)
+      if (!isEmptyOrMissing(dir)) return false
+      try {
+        const restored = await this.disks.restore(safeName(id), async (into) => (await unpackInto(into, archive, { inside: true })) && isEmptyOrMissing(dir))
+        return restored ?? (await unpackInto(dir, archive))
+      } catch (err) {
+        if (err instanceof DiskFull) throw new DiskFull(`the snapshot of ${id} does not fit its workspace's disk quota of ${this.disks.bytes} bytes`, { cause: err })
+        throw err
+      }
     } finally {
       this.held.delete(name)
     }

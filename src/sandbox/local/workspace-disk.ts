@@ -160,6 +160,8 @@ export class WorkspaceDisks {
   /** An empty image of the quota made ahead (`.disks/.blank-*`), as the warm pool parks shells: a new workspace costs a rename, not an mke2fs. */
   private blank: Promise<string | null> | null = null
   private blankFile: string | null = null
+  /** The `.restore-` names of the restores under way here (adopt() removes only other ones). */
+  private restoring = new Set<string>()
 
   constructor(root: string, bytes: number, log: Log = silentLog) {
     this.root = root
@@ -220,6 +222,53 @@ export class WorkspaceDisks {
     this.blank = made
   }
 
+  /**
+   * Fills a new file system of the quota through `fill` (given where it is mounted) and, when
+   * `fill` resolves true, makes it the workspace's: its image renamed into place (replacing an
+   * empty one) and mounted on the folder. Made apart from the folder, under `.disks`, so that a
+   * crash part way leaves the workspace as it was (a `.restore-` leftover, removed by adopt())
+   * and never half filled. Null when workspaces are plain folders (no quota, or a host that
+   * cannot make file systems): the caller fills the folder itself. Rejects, keeping nothing,
+   * when `fill` does.
+   */
+  restore(name: string, fill: (dir: string) => Promise<boolean>): Promise<boolean | null> {
+    return this.serial(name, async () => {
+      if (this.bytes === 0) return null
+      await this.share()
+      if (this.problem) return null
+      const tag = `.restore-${name}-${randomBytes(4).toString('hex')}`
+      const image = path.join(this.root, '.disks', `${tag}.ext4`)
+      const point = path.join(this.root, '.disks', tag)
+      this.restoring.add(tag)
+      fs.mkdirSync(point, { recursive: true, mode: 0o700 })
+      let filled = false
+      try {
+        await makeImage(image, this.bytes, null)
+        await mountExisting(point, image)
+        fs.rmSync(path.join(point, 'lost+found'), { recursive: true, force: true })
+        try {
+          filled = await fill(point)
+        } finally {
+          await unmountDisk(point, image, false)
+        }
+        if (!filled) return false
+        // The workspace's own (an empty file system, or none) gives way to the filled one.
+        const dir = path.join(this.root, name)
+        await unmountDisk(dir, this.imageOf(name), true)
+        this.mounted.delete(name)
+        fs.renameSync(image, this.imageOf(name))
+        fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
+        await mountExisting(dir, this.imageOf(name))
+        this.mounted.add(name)
+        return true
+      } finally {
+        fs.rmSync(point, { recursive: true, force: true })
+        if (!filled) fs.rmSync(image, { force: true })
+        this.restoring.delete(tag)
+      }
+    })
+  }
+
   /** Mounts the workspace's image when it has one (after a restart nothing is mounted until used). */
   mountIfImage(name: string): Promise<void> {
     return this.serial(name, async () => {
@@ -259,13 +308,20 @@ export class WorkspaceDisks {
     return this.sharing
   }
 
-  /** Takes on the workspace mounts a service killed outright left (unmounted at close like its own), and removes the images it was making. */
+  /** Takes on the workspace mounts a service killed outright left (unmounted at close like its own), and removes the images it was making or filling. */
   adopt(): void {
     if (this.bytes === 0) return
-    for (const point of mountPoints()) if (path.dirname(point) === this.root) this.mounted.add(path.basename(point))
+    const points = mountPoints()
+    for (const point of points) if (path.dirname(point) === this.root) this.mounted.add(path.basename(point))
     const disks = path.join(this.root, '.disks')
-    const left = (f: string) => f.startsWith('.blank-') && path.join(disks, f) !== this.blankFile
-    for (const f of fs.existsSync(disks) ? fs.readdirSync(disks) : []) if (left(f)) fs.rmSync(path.join(disks, f), { force: true })
+    const left = (f: string) => (f.startsWith('.blank-') && path.join(disks, f) !== this.blankFile) || (f.startsWith('.restore-') && !this.restoring.has(f.replace(/\.ext4$/, '')))
+    for (const f of fs.existsSync(disks) ? fs.readdirSync(disks) : []) {
+      if (!left(f)) continue
+      const at = path.join(disks, f)
+      // A restore cut short: its file system may still be mounted where it was being filled.
+      if (points.has(at)) spawnSync('umount', ['-l', '--', at], { env: WRAPPER_ENV })
+      fs.rmSync(at, { recursive: true, force: true })
+    }
   }
 
   /** Unmounts every workspace file system: a folder left mounted could not be removed. The next service mounts them again. */

@@ -21,19 +21,29 @@ import { randomText } from '../../shared/ids.ts'
  *   out of the workspace is kept, as the agent made it: inside the sandbox it points into the
  *   sandbox's own view).
  * node-tar creates files through the process umask: modes are set again afterwards as archived.
+ *
+ * `inside`: `dir` is a file system of its own (the workspace's disk quota), so the tree is unpacked
+ * in a folder inside it, where every byte counts against the quota, and its entries are moved up
+ * when whole; a failure leaves that folder behind, for the caller to drop with the file system.
+ * An archive that does not fit is refused (DiskFull), never cut short.
  */
-export async function unpackInto(dir: string, archive: Readable): Promise<boolean> {
+export async function unpackInto(dir: string, archive: Readable, opts: { inside?: boolean } = {}): Promise<boolean> {
   if (!isEmptyOrMissing(dir)) return false
-  const aside = path.join(path.dirname(dir), `.unpack-${path.basename(dir)}-${randomText(8)}`)
+  const aside = opts.inside ? path.join(dir, `.unpack-${randomText(8)}`) : path.join(path.dirname(dir), `.unpack-${path.basename(dir)}-${randomText(8)}`)
   // A node that never ran this workspace may not have made the folder of workspaces yet.
   await fsp.mkdir(path.dirname(dir), { recursive: true })
   await fsp.mkdir(aside, { mode: 0o700 })
+  // node-tar reports a file it could not write as a warning and goes on: a full disk is the end.
+  let full: Error | null = null
   try {
     const links: { path: string; target: string }[] = []
     const modes = new Map<string, number>()
     const unpack = new Unpack({
       cwd: aside,
       preserveOwner: false,
+      onwarn: (_code: string, _message: string, data: { code?: unknown }) => {
+        if (data.code === 'ENOSPC' || data.code === 'EDQUOT') full ??= new DiskFull('no room left on the file system it is unpacked into')
+      },
       filter: (p: string, entry: ReadEntry | fs.Stats) => {
         const e = entry as ReadEntry
         const rel = safeRelative(p)
@@ -51,19 +61,31 @@ export async function unpackInto(dir: string, archive: Readable): Promise<boolea
       },
     })
     await pipeline(archive, unpack)
+    if (full) throw full
     for (const [rel, mode] of modes) await fsp.chmod(path.join(aside, rel), mode).catch(() => {}) // a mode the file system refuses leaves the file as unpacked, still whole
     for (const link of links) await makeLink(aside, link.path, link.target)
+    if (opts.inside) {
+      // Only the unpack's own folder in there: nothing else writes a workspace while it is restored.
+      if ((await fsp.readdir(dir)).some((e) => e !== path.basename(aside))) return false
+      for (const entry of await fsp.readdir(aside)) await fsp.rename(path.join(aside, entry), path.join(dir, entry))
+      return true
+    }
     if (!isEmptyOrMissing(dir)) return false
     // An empty folder is replaced: rename over it is atomic, and refuses one that is no longer empty.
     await fsp.rename(aside, dir)
     return true
   } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code
+    if (code === 'ENOSPC' || code === 'EDQUOT') throw new DiskFull('no room left on the file system it is unpacked into', { cause: err })
     if ((err as NodeJS.ErrnoException).code === 'ENOTEMPTY' || (err as NodeJS.ErrnoException).code === 'EEXIST') return false
     throw err
   } finally {
     await fsp.rm(aside, { recursive: true, force: true })
   }
 }
+
+/** An archive that did not fit where it was unpacked (a workspace's disk quota). */
+export class DiskFull extends Error {}
 
 /** Whether `dir` is missing or an empty folder: what an unpack may fill. */
 export function isEmptyOrMissing(dir: string): boolean {
