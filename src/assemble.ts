@@ -106,25 +106,20 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
   const box = overrides.box ?? deploymentBox(config)
   // Test instances sit 1000 uids apart on one host; a node takes SANDBOX_UID_COUNT from its base.
   const testUids = overrides.sandbox?.uidBase
-  const resources = {
-    dataDir: config.dataDir,
+  const metrics = createMetrics({ countDeliveries: (status) => countDeliveries(store.db, status), earliestPendingDue: () => earliestPendingDue(store.db) })
+  const provider = await createLocalProvider({
+    workspaceRoot: path.join(config.dataDir, 'workspaces'),
     prefix: overrides.sandbox?.prefix ?? config.sandboxPrefix,
     subnet: config.sandboxSubnet,
     uidBase: testUids ?? config.sandboxUidBase,
     uidCount: testUids !== undefined ? 1000 : SANDBOX_UID_COUNT,
-  }
-  const metrics = createMetrics({ countDeliveries: (status) => countDeliveries(store.db, status), earliestPendingDue: () => earliestPendingDue(store.db) })
-  const provider = await createLocalProvider({
-    workspaceRoot: path.join(config.dataDir, 'workspaces'),
-    prefix: resources.prefix,
-    subnet: resources.subnet,
-    uidBase: resources.uidBase,
-    uidCount: resources.uidCount,
     allowPrivate: config.sandboxAllowPrivate,
     maxWatches: config.workspaceMaxWatches,
     diskBytes: config.workspaceDiskMb * MIB,
     log,
   })
+  // The node joins with what its provider claims on this host, whatever kind of provider it is.
+  const resources = { dataDir: config.dataDir, ...provider.claim }
   const blobs = pickBlobStore(store, config.dataDir, 'artifacts')
   const snapshots = workspaceSnapshots({ store, provider, blobs: pickBlobStore(store, config.dataDir, 'snapshots') })
   // Only several nodes need copies of workspaces: on SQLite the one process keeps its own files.

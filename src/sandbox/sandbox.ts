@@ -210,8 +210,31 @@ export type HostReport = {
   missing: string[]
 }
 
+/**
+ * What a provider's sandboxes hold on the host this process runs on, which no other node on the
+ * same host may share: a node records its provider's claim when it joins the store, and is refused
+ * when the claim overlaps a live node's on the same host (see nodes/join-node.ts). A provider whose
+ * sandboxes run elsewhere (Kubernetes pods, a remote service) claims only its prefix: no subnet and
+ * no uids.
+ */
+export type HostClaim = {
+  /**
+   * Names the provider's resources (the local provider's cgroups, network namespaces, veths and
+   * nftables table); its start-up clean-up removes whatever carries it, so no two live nodes on a
+   * host may share one.
+   */
+  prefix: string
+  /** The IPv4 CIDR its sandboxes' addresses on this host come from; null when it takes none here. */
+  subnet: string | null
+  /** The host uids its sandboxes own, [uidBase, uidBase + uidCount); uidCount 0 when it takes none. */
+  uidBase: number
+  uidCount: number
+}
+
 export type SandboxProvider = {
   readonly name: string
+  /** What this provider holds on the host (see HostClaim), fixed once it is made. */
+  readonly claim: HostClaim
   /** Starts a sandbox; rejects with SandboxUnavailableError when the host cannot. */
   create(spec: SandboxSpec): Promise<Sandbox>
   /** A live sandbox of this process, or null. */

@@ -48,6 +48,7 @@ export async function createLocalProvider(opts: LocalStackOptions): Promise<Sand
   network = localNetwork({ proxy, prefix, subnet, table: prefix === 'wr' ? 'warren' : `warren_${prefix}`, ...(opts.log ? { log: opts.log } : {}) })
   const provider = new LocalSandboxProvider({
     workspaceRoot: opts.workspaceRoot,
+    claim: { prefix, subnet },
     network,
     ...(opts.log ? { log: opts.log } : {}),
     prefix: cgroupPrefix(prefix),
