@@ -85,6 +85,8 @@ export type Config = {
   artifactOrgBytes: number
   /** Domain globs every workspace may reach through the egress proxy (plus its own allow rules). */
   sandboxAllowedDomains: string[]
+  /** The kind of sandbox provider workspaces run on (WARREN_SANDBOX_PROVIDER), a name of the registry in src/sandbox/providers.ts. */
+  sandboxProvider: string
   /** Names this deployment's sandbox host resources; one running service per prefix on a host. */
   sandboxPrefix: string
   /** IPv4 CIDR this node's workspace addresses come from; nodes on one host each need their own. */
@@ -235,6 +237,7 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
       env.WARREN_SANDBOX_ALLOWED_DOMAINS === undefined
         ? ['registry.npmjs.org', 'pypi.org', 'files.pythonhosted.org', 'github.com', 'codeload.github.com', 'objects.githubusercontent.com']
         : list('WARREN_SANDBOX_ALLOWED_DOMAINS'),
+    sandboxProvider: env.WARREN_SANDBOX_PROVIDER || 'local',
     sandboxPrefix: env.WARREN_SANDBOX_PREFIX || 'wr',
     sandboxSubnet: env.WARREN_SANDBOX_SUBNET || DEFAULT_SANDBOX_SUBNET,
     sandboxUidBase: int('WARREN_SANDBOX_UID_BASE', DEFAULT_SANDBOX_UID_BASE, 1000),

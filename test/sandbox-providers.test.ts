@@ -1,0 +1,86 @@
+// The sandbox provider is chosen by kind through one registry (WARREN_SANDBOX_PROVIDER), and what it
+// claims on the host is what its node records and is judged by: nothing of the node's identity is
+// read from the local provider's own settings.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { assemble } from '../src/assemble.ts'
+import { loadConfig } from '../src/config.ts'
+import { configureProvider, PROVIDER_KINDS, type ProviderKind } from '../src/sandbox/providers.ts'
+import { localKind } from '../src/sandbox/local/local-kind.ts'
+import type { HostClaim, SandboxProvider } from '../src/sandbox/sandbox.ts'
+import { secretBox } from '../src/shared/secret-box.ts'
+import { randomText } from '../src/shared/ids.ts'
+import { startWarren, type Warren } from './harness.ts'
+
+const nodeRow = async (w: Warren) => w.store.db.selectFrom('nodes').selectAll().where('id', '=', w.node.id).executeTakeFirstOrThrow()
+
+test('an unknown provider kind is refused by name, listing the kinds there are', () => {
+  const ctx = { config: loadConfig({}), log: { info() {}, warn() {}, error() {} } }
+  assert.throws(() => configureProvider('kubernetes', ctx), (e: Error) => e.message === 'Invalid configuration:\n  - WARREN_SANDBOX_PROVIDER must be one of "local", got "kubernetes"')
+  // A name inherited by every object is no kind either.
+  assert.throws(() => configureProvider('toString', ctx), /WARREN_SANDBOX_PROVIDER must be one of "local", got "toString"/)
+  assert.equal(loadConfig({}).sandboxProvider, 'local', 'local unless told otherwise')
+  assert.deepEqual(Object.keys(PROVIDER_KINDS), ['local'])
+})
+
+test('the service refuses to start on an unknown kind before it opens its store', async () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-kind-'))
+  try {
+    const config = loadConfig({ WARREN_DATA_DIR: dataDir, PORT: '0', WARREN_SANDBOX_PROVIDER: 'pods' })
+    await assert.rejects(assemble(config, { box: secretBox(Buffer.alloc(32, 7)), logger: false }), /WARREN_SANDBOX_PROVIDER must be one of "local", got "pods"/)
+    assert.deepEqual(fs.readdirSync(dataDir), [], 'nothing was made: no store, no workspaces folder')
+  } finally {
+    fs.rmSync(dataDir, { recursive: true, force: true })
+  }
+})
+
+test('the configured kind comes from the registry the caller gives, and the node records what that provider claims', async () => {
+  // A provider whose sandboxes would run elsewhere: it claims a prefix of its own, no subnet, no uids.
+  const claim: HostClaim = { prefix: `k${randomText(4)}`, subnet: null, uidBase: 0, uidCount: 0 }
+  const configured: string[] = []
+  let made: SandboxProvider | null = null
+  const elsewhere: ProviderKind = {
+    configure(ctx) {
+      configured.push(ctx.config.sandboxProvider)
+      const start = localKind({ prefix: `e${randomText(4)}`, uidBase: 300_000 + Math.floor(Math.random() * 600) * 1000, uidCount: 1000 }).configure(ctx)
+      return async () => {
+        const inner = await start()
+        // The local provider underneath does the work; only its claim is this kind's.
+        made = new Proxy(inner, { get: (target, key) => (key === 'claim' ? claim : Reflect.get(target, key)) })
+        return made
+      }
+    },
+  }
+  const w = await startWarren('sqlite', { env: { WARREN_SANDBOX_PROVIDER: 'elsewhere' }, providers: { elsewhere } })
+  try {
+    assert.deepEqual(configured, ['elsewhere'], 'the kind was configured once, with the configuration that named it')
+    assert.equal(w.provider, made, 'the service runs on the provider the kind made')
+    const row = await nodeRow(w)
+    assert.deepEqual(
+      { prefix: row.sandbox_prefix, subnet: row.sandbox_subnet, uidBase: row.uid_base, uidCount: row.uid_count },
+      { prefix: claim.prefix, subnet: '', uidBase: 0, uidCount: 0 },
+    )
+  } finally {
+    await w.close()
+  }
+})
+
+test('the local provider claims its prefix, subnet and uid range, and its node records exactly that', async () => {
+  const prefix = `l${randomText(4)}`
+  const w = await startWarren('sqlite', { sandboxPrefix: prefix })
+  try {
+    const { claim } = w.provider
+    assert.equal(w.provider.name, 'local')
+    assert.equal(claim.prefix, prefix)
+    assert.equal(claim.subnet, w.config.sandboxSubnet, "the subnet the harness configured, the network's pool")
+    assert.equal(claim.uidCount, 1000, "the harness's local kind takes 1000 uids")
+    assert.ok(claim.uidBase >= 300_000 && claim.uidBase % 1000 === 0, String(claim.uidBase))
+    const row = await nodeRow(w)
+    assert.deepEqual({ prefix: row.sandbox_prefix, subnet: row.sandbox_subnet, uidBase: row.uid_base, uidCount: row.uid_count }, claim)
+  } finally {
+    await w.close()
+  }
+})
