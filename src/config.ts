@@ -108,7 +108,7 @@ export type Config = {
   metricsHost: string
 }
 
-type Env = Record<string, string | undefined>
+export type Env = Record<string, string | undefined>
 
 /** Prometheus exporters' customary port: the metrics' own listener unless told otherwise. */
 export const DEFAULT_METRICS_PORT = 9464
@@ -123,9 +123,12 @@ function metricsPort(raw: string | undefined, problems: string[]): number | unde
   return DEFAULT_METRICS_PORT
 }
 
-/** Reads the environment; throws one error that lists every bad variable. */
-export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
-  const problems: string[] = []
+/**
+ * Readers of environment variables, each returning its default and adding a line to `problems`
+ * when a value is bad: the shared configuration's, and each provider kind's own settings
+ * (src/sandbox/<kind>/), so every setting is refused in the same words.
+ */
+export function envReaders(env: Env, problems: string[]) {
   const int = (name: string, def: number, min = 0): number => {
     const raw = env[name]
     if (raw === undefined || raw === '') return def
@@ -171,6 +174,13 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
     for (const cidr of listed) if (!validCidr(cidr)) problems.push(`${name} must be a comma list of CIDRs (127.0.0.1/32,10.0.5.0/24), got "${cidr}"`)
     return listed
   }
+  return { int, bool, number, list, cidrs }
+}
+
+/** Reads the environment; throws one error that lists every bad variable. */
+export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
+  const problems: string[] = []
+  const { int, number, list, cidrs } = envReaders(env, problems)
   const port = int('PORT', 8080, 0)
   const delays = list('WARREN_WEBHOOK_RETRY_DELAYS_MS')
   let webhookRetryDelaysMs = [0, 60_000, 300_000, 1_800_000, 7_200_000, 21_600_000]
@@ -273,7 +283,8 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
   return config
 }
 
-function validCidr(cidr: string): boolean {
+/** An IPv4 or IPv6 `address/bits`. */
+export function validCidr(cidr: string): boolean {
   const [net, len] = cidr.split('/')
   const family = isIP(net ?? '')
   const bits = Number(len)
