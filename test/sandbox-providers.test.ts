@@ -37,6 +37,21 @@ test('the service refuses to start on an unknown kind before it opens its store'
   }
 })
 
+test('a bad setting of the local provider stops the start with its reason, before the store opens', async () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-kind-'))
+  try {
+    // The shared configuration takes it: the setting is the local provider's to read.
+    const config = loadConfig({ WARREN_DATA_DIR: dataDir, PORT: '0', WARREN_SANDBOX_SUBNET: '10.213.4.0/16', WARREN_WORKSPACE_DISK_MB: '8' })
+    await assert.rejects(assemble(config, { box: secretBox(Buffer.alloc(32, 7)), logger: false }), (e: Error) => {
+      assert.match(e.message, /^Invalid configuration:\n  - WARREN_SANDBOX_SUBNET is not a network address \(did you mean 10\.213\.0\.0\/16\?\), got "10\.213\.4\.0\/16"\n  - WARREN_WORKSPACE_DISK_MB must be 0 \(no quota\) or at least 16, got "8"$/)
+      return true
+    })
+    assert.deepEqual(fs.readdirSync(dataDir), [], 'nothing was made')
+  } finally {
+    fs.rmSync(dataDir, { recursive: true, force: true })
+  }
+})
+
 test('the configured kind comes from the registry the caller gives, and the node records what that provider claims', async () => {
   // A provider whose sandboxes would run elsewhere: it claims a prefix of its own, no subnet, no uids.
   const claim: HostClaim = { prefix: `k${randomText(4)}`, subnet: null, uidBase: 0, uidCount: 0 }
@@ -75,7 +90,7 @@ test('the local provider claims its prefix, subnet and uid range, and its node r
     const { claim } = w.provider
     assert.equal(w.provider.name, 'local')
     assert.equal(claim.prefix, prefix)
-    assert.equal(claim.subnet, w.config.sandboxSubnet, "the subnet the harness configured, the network's pool")
+    assert.equal(claim.subnet, w.config.providerEnv.WARREN_SANDBOX_SUBNET, "the subnet the harness configured, the network's pool")
     assert.equal(claim.uidCount, 1000, "the harness's local kind takes 1000 uids")
     assert.ok(claim.uidBase >= 300_000 && claim.uidBase % 1000 === 0, String(claim.uidBase))
     const row = await nodeRow(w)

@@ -1,4 +1,4 @@
-import { DEFAULT_SANDBOX_SUBNET, DEFAULT_SANDBOX_UID_BASE, SANDBOX_UID_COUNT } from '../../config.ts'
+import { DEFAULT_SANDBOX_SUBNET, DEFAULT_SANDBOX_UID_BASE, SANDBOX_UID_COUNT } from './local-settings.ts'
 import type { SandboxProvider } from '../sandbox.ts'
 import type { Log } from '../../shared/log.ts'
 import { startEgressProxy } from './egress-proxy.ts'
