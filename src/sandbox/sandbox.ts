@@ -25,6 +25,17 @@ export type NetworkPolicy = {
   deny?: string[]
 }
 
+/**
+ * An OCI image a sandbox runs on: its layers the read-only base, with a writable layer of the
+ * sandbox's own over them and the workspace at workspaceMount as ever.
+ */
+export type SandboxImage = {
+  /** The reference as the caller named it: `host[:port]/name:tag` or `…@sha256:<digest>`. */
+  ref: string
+  /** The manifest digest it resolved to (`sha256:…`): a node that takes the session over starts the very same image. */
+  digest: string
+}
+
 export type SandboxSpec = {
   /**
    * Stable id chosen by the service (the session id); names every host resource of the sandbox and
@@ -44,6 +55,12 @@ export type SandboxSpec = {
   env: Record<string, string>
   network: NetworkPolicy
   limits: SandboxLimits
+  /**
+   * The root the sandbox runs on. Absent: the host's own system, as every workspace runs today. A
+   * provider that cannot run images rejects create with SandboxUnavailableError saying so, before
+   * it makes anything, rather than start the sandbox on another root than the one asked for.
+   */
+  image?: SandboxImage
 }
 
 export type ExecRequest = {

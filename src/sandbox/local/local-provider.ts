@@ -182,6 +182,8 @@ export class LocalSandboxProvider implements SandboxProvider {
   }
 
   async create(spec: SandboxSpec): Promise<Sandbox> {
+    // Not yet (issue 26): a workspace here is the host's system, and another root is not it.
+    if (spec.image) throw new SandboxUnavailableError(`the local provider runs workspaces on the host's own system and cannot start them on an image yet (asked for ${spec.image.ref})`)
     const probe = this.probe()
     if (probe.fatal.length || !probe.tools) throw new SandboxUnavailableError(probe.fatal.join(' '))
     checkSpec(spec)
