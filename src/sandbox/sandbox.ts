@@ -63,6 +63,15 @@ export type SandboxSpec = {
   image?: SandboxImage
 }
 
+/**
+ * Where a port served inside a sandbox is reached from the service, for the preview gateway to send
+ * requests and WebSocket upgrades to: an address it dials (the local provider's workspace address,
+ * a pod's IP), or the URL of an origin the provider serves the port at (a Kubernetes Service's
+ * `http://<name>.<namespace>.svc:3000`, a remote provider's `https://3000-<id>.example.dev`), sent
+ * its own Host and, for https, reached over TLS.
+ */
+export type PreviewTarget = { host: string; port: number } | { url: string }
+
 export type ExecRequest = {
   command: string
   /** Working directory inside the sandbox; defaults to the workspace mount. */
@@ -210,8 +219,8 @@ export type Sandbox = WorkspaceReader & {
    * Rejects with git's reason (an Error) when the clone fails, leaving no half-made repository.
    */
   cloneRepo(req: { url: string; branch?: string; timeoutMs: number }): Promise<{ branch: string } | null>
-  /** Where a port served inside the sandbox can be reached from the service. */
-  resolvePreview(port: number): Promise<{ host: string; port: number }>
+  /** Where a port served inside the sandbox can be reached from the service (see PreviewTarget). Rejects with SandboxUnavailableError when it cannot be (no network). */
+  resolvePreview(port: number): Promise<PreviewTarget>
   /** Freezes every process; nothing runs until resume. */
   pause(): Promise<void>
   resume(): Promise<void>
