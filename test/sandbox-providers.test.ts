@@ -13,7 +13,8 @@ import { localKind } from '../src/sandbox/local/local-kind.ts'
 import type { HostClaim, SandboxProvider } from '../src/sandbox/sandbox.ts'
 import { secretBox } from '../src/shared/secret-box.ts'
 import { randomText } from '../src/shared/ids.ts'
-import { startWarren, type Warren } from './harness.ts'
+import { onPostgres, startWarren, type Warren } from './harness.ts'
+import { removeSharedStore } from './restart-store.ts'
 
 const nodeRow = async (w: Warren) => w.store.db.selectFrom('nodes').selectAll().where('id', '=', w.node.id).executeTakeFirstOrThrow()
 
@@ -98,4 +99,33 @@ test('the local provider claims its prefix, subnet and uid range, and its node r
   } finally {
     await w.close()
   }
+})
+
+onPostgres('claims of nodes on one host', () => {
+  test('a node whose provider claims uids a live node on this host holds is refused, naming them', async () => {
+    const pgSchema = `t_${randomText(12)}`
+    const first = await startWarren('postgres', { pgSchema })
+    try {
+      const held = first.provider.claim
+      // Its own prefix and no subnet: only the uids it claims meet the live node's.
+      const claim: HostClaim = { prefix: `o${randomText(4)}`, subnet: null, uidBase: held.uidBase + 500, uidCount: 1000 }
+      const overlapping: ProviderKind = {
+        configure: (ctx) => {
+          const start = localKind({ prefix: claim.prefix, uidBase: 300_000 + Math.floor(Math.random() * 600) * 1000, uidCount: 1000 }).configure(ctx)
+          return async () => {
+            const inner = await start()
+            return new Proxy(inner, { get: (target, key) => (key === 'claim' ? claim : Reflect.get(target, key)) })
+          }
+        },
+      }
+      const last = held.uidBase + held.uidCount - 1
+      await assert.rejects(
+        startWarren('postgres', { pgSchema, env: { WARREN_SANDBOX_PROVIDER: 'overlapping' }, providers: { overlapping } }),
+        new RegExp(`would share its host with the live node ${first.node.id} .*sandbox uid ranges ${held.uidBase}–${last} and ${claim.uidBase}–${claim.uidBase + 999} overlap`),
+      )
+    } finally {
+      await first.close()
+      await removeSharedStore('postgres', fs.mkdtempSync(path.join(os.tmpdir(), 'warren-claims-')), pgSchema)
+    }
+  })
 })
