@@ -3,7 +3,9 @@ import type { Duplex, Readable } from 'node:stream'
 /**
  * The sandbox provider seam. Warren's workspaces run on whatever implements it: the local
  * provider (bubblewrap, a network namespace, cgroups) today; Kubernetes pods, E2B or Daytona
- * later. The service owns idle tracking, lifetime and usage; a provider only does what it is told.
+ * later, each a kind of the registry in providers.ts (WARREN_SANDBOX_PROVIDER). The service owns
+ * idle tracking, lifetime and usage; a provider only does what it is told, and nothing outside
+ * this folder knows which kind it is.
  */
 
 export type SandboxLimits = {
