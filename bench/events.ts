@@ -31,6 +31,7 @@ import { DELIVERY_LIMITS, deliveryWorker } from '../src/webhooks/delivery-worker
 import { deliveryBody, signDelivery } from '../src/webhooks/delivery-body.ts'
 import { makeTestCert } from '../test/fakes/test-cert.ts'
 import { waitFor } from '../test/fixtures.ts'
+import { localKind } from '../src/sandbox/local/local-kind.ts'
 
 
 const arg = (name: string, def: number) => Number(process.argv[process.argv.indexOf(name) + 1]) || def
@@ -53,7 +54,7 @@ const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-events-'))
 const config = loadConfig({ WARREN_DATA_DIR: dataDir, PORT: '0', WARREN_RATE_GENERAL_PER_MIN: '100000000', WARREN_LOG_LEVEL: 'warn', WARREN_ALLOW_PRIVATE_WEBHOOKS: '1', WARREN_METRICS_PORT: 'main' })
 const cert = makeTestCert()
 // The delivery worker stays stopped until part 3 starts it: it measures an outbox drained from a standing start.
-const service = await assemble(config, { box: secretBox(randomBytes(32)), sandbox: { prefix: 'be', uidBase: 396_000 }, webhookCa: cert.cert, deliveries: false, logger: false })
+const service = await assemble(config, { box: secretBox(randomBytes(32)), providers: { local: localKind({ prefix: 'be', uidBase: 396_000, uidCount: 1000 }) }, webhookCa: cert.cert, deliveries: false, logger: false })
 await service.start({ listen: { host: '127.0.0.1', port: 0 } })
 const { store, bus } = service
 const base = `http://127.0.0.1:${(service.app.server.address() as AddressInfo).port}`

@@ -160,6 +160,8 @@ async function preview() {
     const sandbox = await w.workspaces.live(sid)
     if (!sandbox) throw new Error('the session has no running sandbox')
     const workspace = await sandbox.resolvePreview(SITE_PORT)
+    // The local provider's target is an address; the direct paths below dial it.
+    if (!('host' in workspace)) throw new Error(`the preview target is not an address: ${workspace.url}`)
     // A reference beside them: the plainest Node proxy, in this same process, to the same port
     // (no Host lookup, no workspace bookkeeping, no header rewriting beyond the hop-by-hop ones).
     const hop = (h: http.IncomingHttpHeaders) => {

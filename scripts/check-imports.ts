@@ -59,6 +59,11 @@ const RULES: Rule[] = [
   { name: 'db-is-the-bottom', why: 'db/ knows no domain', breaks: (from, to) => folder(from) === 'db' && !(folder(to) === 'db' || KERNEL.test(to)) },
   { name: 'seams-import-no-domain', why: 'a seam (sandbox, blob store, tools, MCP, bus) imports no domain', breaks: (from, to) => SEAM.test(from) && !(SEAM.test(to) || KERNEL.test(to)) },
   {
+    name: 'local-provider-is-private',
+    why: "the local provider's files are its own: the service reaches it through the seam (sandbox/sandbox.ts) and the registry (sandbox/providers.ts imports its kind, sandbox/local/local-kind.ts)",
+    breaks: (from, to) => to.startsWith('sandbox/local/') && !from.startsWith('sandbox/local/') && !(from === 'sandbox/providers.ts' && to === 'sandbox/local/local-kind.ts'),
+  },
+  {
     name: 'domains-meet-at-schemas-and-stores',
     why: "a domain may import another domain's schemas, stores and shared helpers, never its operations or routes",
     breaks: (from, to) => isDomainFile(from) && isDomainFile(to) && folder(from) !== folder(to) && !meetingPoint(to),

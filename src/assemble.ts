@@ -1,8 +1,7 @@
 import type { AddressInfo } from 'node:net'
-import path from 'node:path'
 import type { FastifyInstance, FastifyServerOptions } from 'fastify'
 import { buildApp } from './app.ts'
-import { reachableHost, SANDBOX_UID_COUNT, settleListenPort, type Config } from './config.ts'
+import { reachableHost, settleListenPort, type Config } from './config.ts'
 import { currentSchema, openStore, type Store } from './db/database.ts'
 import { memoryEventBus, type EventBus } from './events/event-bus.ts'
 import { pgEventBus } from './events/pg-event-bus.ts'
@@ -10,7 +9,7 @@ import { deploymentBox } from './shared/encryption-key.ts'
 import type { SecretBox } from './shared/secret-box.ts'
 import { logFailure, type Log } from './shared/log.ts'
 import { purgeIdempotencyKeys } from './http/idempotency.ts'
-import { createLocalProvider } from './sandbox/local/create-local.ts'
+import { configureProvider, type ProviderRegistry } from './sandbox/providers.ts'
 import type { SandboxProvider } from './sandbox/sandbox.ts'
 import { workspaceManager, type WorkspaceManager } from './workspaces/workspace-manager.ts'
 import { turnRunner, type TurnRunner } from './runner/turn-runner.ts'
@@ -35,8 +34,11 @@ const PURGE_EVERY_MS = 3_600_000
 export type AssembleOverrides = {
   /** PostgreSQL schema of the store, created when missing (tests give each instance its own). */
   pgSchema?: string
-  /** The sandboxes' host-resource prefix (config.sandboxPrefix otherwise) and first uid. */
-  sandbox?: { prefix?: string; uidBase?: number }
+  /**
+   * Kinds of sandbox provider in place of the registry's (PROVIDER_KINDS), by name: the configured
+   * kind (config.sandboxProvider) is looked up here. Tests give `local` a prefix and uids of its own.
+   */
+  providers?: ProviderRegistry
   /** Artifact ceilings in place of the specification's. */
   artifactLimits?: Partial<ArtifactLimits>
   /** Seals secrets at rest in place of the deployment's key. */
@@ -100,31 +102,16 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     warn: (obj, msg) => app?.log.warn(obj, msg),
     error: (obj, msg) => app?.log.error(obj, msg),
   }
+  // Chosen (and its settings checked) before the store opens: an unknown kind or a bad setting stops the start with nothing to close.
+  const startProvider = configureProvider(config.sandboxProvider, { config, log }, overrides.providers)
   const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, pgSchema: overrides.pgSchema, idleInTransactionMs: config.nodeLeaseMs })
   // Several processes on one PostgreSQL wake each other's streams and workers through it.
   const bus = config.databaseUrl ? await pgEventBus(config.databaseUrl, await currentSchema(store), log) : memoryEventBus()
   const box = overrides.box ?? deploymentBox(config)
-  // Test instances sit 1000 uids apart on one host; a node takes SANDBOX_UID_COUNT from its base.
-  const testUids = overrides.sandbox?.uidBase
-  const resources = {
-    dataDir: config.dataDir,
-    prefix: overrides.sandbox?.prefix ?? config.sandboxPrefix,
-    subnet: config.sandboxSubnet,
-    uidBase: testUids ?? config.sandboxUidBase,
-    uidCount: testUids !== undefined ? 1000 : SANDBOX_UID_COUNT,
-  }
   const metrics = createMetrics({ countDeliveries: (status) => countDeliveries(store.db, status), earliestPendingDue: () => earliestPendingDue(store.db) })
-  const provider = await createLocalProvider({
-    workspaceRoot: path.join(config.dataDir, 'workspaces'),
-    prefix: resources.prefix,
-    subnet: resources.subnet,
-    uidBase: resources.uidBase,
-    uidCount: resources.uidCount,
-    allowPrivate: config.sandboxAllowPrivate,
-    maxWatches: config.workspaceMaxWatches,
-    diskBytes: config.workspaceDiskMb * MIB,
-    log,
-  })
+  const provider = await startProvider()
+  // The node joins with what its provider claims on this host, whatever kind of provider it is.
+  const resources = { dataDir: config.dataDir, ...provider.claim }
   const blobs = pickBlobStore(store, config.dataDir, 'artifacts')
   const snapshots = workspaceSnapshots({ store, provider, blobs: pickBlobStore(store, config.dataDir, 'snapshots') })
   // Only several nodes need copies of workspaces: on SQLite the one process keeps its own files.

@@ -3,7 +3,6 @@ import os from 'node:os'
 import path from 'node:path'
 import { MIB } from './http/limits.ts'
 import { LOOPBACK_AND_PRIVATE } from './shared/address-policy.ts'
-import { ipv4NetworkProblem } from './shared/ipv4-cidr.ts'
 
 /**
  * The Warren installation: the folder that holds src/. The default data folder lives here rather
@@ -12,19 +11,6 @@ import { ipv4NetworkProblem } from './shared/ipv4-cidr.ts'
  */
 export const INSTALL_DIR = path.resolve(import.meta.dirname, '..')
 
-/** The IPv4 pool workspace addresses come from unless WARREN_SANDBOX_SUBNET names another (a /30 each). */
-export const DEFAULT_SANDBOX_SUBNET = '10.213.0.0/16'
-/** Folders of one workspace watched at most unless WARREN_WORKSPACE_MAX_WATCHES says otherwise. */
-export const DEFAULT_WORKSPACE_MAX_WATCHES = 10_000
-/** First host uid of a node's sandboxes unless WARREN_SANDBOX_UID_BASE names another. */
-export const DEFAULT_SANDBOX_UID_BASE = 200_000
-/**
- * How many host uids a node's sandboxes may take from its base: its range is [base, base + this).
- * Fixed, so that nodes on one host need only set bases this far apart.
- */
-export const SANDBOX_UID_COUNT = 10_000
-/** The widest and narrowest sandbox subnets: /24 still gives 64 workspaces (a /30 each). */
-const SUBNET_BITS = { min: 8, max: 24 }
 
 /** Everything the service reads from its environment, typed, with the specification's defaults. */
 export type Config = {
@@ -66,8 +52,6 @@ export type Config = {
   previewNameHoldMs: number
   /** The SearXNG instance web_search and image_search ask; undefined: both are unavailable. */
   searchUrl: string | undefined
-  /** CIDRs the workspaces' egress proxy lets through although private (a deployment's own hosts, tests' namespaces). */
-  sandboxAllowPrivate: string[]
   /** Where callers reach this service (the token-gated preview address is built on it). */
   publicUrl: string
   gitBaseUrl: string
@@ -76,21 +60,19 @@ export type Config = {
   sandboxMemoryMb: number
   sandboxPids: number
   sandboxCpus: number
-  /** Each workspace's disk quota in MiB (a file system of its own); 0: plain folders on the data folder's disk. */
-  workspaceDiskMb: number
-  /** Most folders of one workspace watched for changes (one inotify watch each); past it the workspace is walked. */
-  workspaceMaxWatches: number
   /** Ceilings on published artifacts: one turn's, and everything an organization keeps (bytes). */
   artifactTurnBytes: number
   artifactOrgBytes: number
   /** Domain globs every workspace may reach through the egress proxy (plus its own allow rules). */
   sandboxAllowedDomains: string[]
-  /** Names this deployment's sandbox host resources; one running service per prefix on a host. */
-  sandboxPrefix: string
-  /** IPv4 CIDR this node's workspace addresses come from; nodes on one host each need their own. */
-  sandboxSubnet: string
-  /** First host uid of this node's sandboxes, which take [sandboxUidBase, sandboxUidBase + SANDBOX_UID_COUNT). */
-  sandboxUidBase: number
+  /** The kind of sandbox provider workspaces run on (WARREN_SANDBOX_PROVIDER), a name of the registry in src/sandbox/providers.ts. */
+  sandboxProvider: string
+  /**
+   * The WARREN_* variables as read, for the provider kind's own settings, which it reads and checks
+   * itself at start (the local provider's: src/sandbox/local/local-settings.ts): the shared
+   * configuration holds only what every kind needs.
+   */
+  providerEnv: Readonly<Env>
   /** Most sandboxes this process brings up at once; the rest wait their turn (a burst of creates). */
   sandboxStarts: number
   /** How long a node's heartbeat may lapse before other nodes declare it dead and take its sessions. */
@@ -106,7 +88,7 @@ export type Config = {
   metricsHost: string
 }
 
-type Env = Record<string, string | undefined>
+export type Env = Record<string, string | undefined>
 
 /** Prometheus exporters' customary port: the metrics' own listener unless told otherwise. */
 export const DEFAULT_METRICS_PORT = 9464
@@ -121,9 +103,12 @@ function metricsPort(raw: string | undefined, problems: string[]): number | unde
   return DEFAULT_METRICS_PORT
 }
 
-/** Reads the environment; throws one error that lists every bad variable. */
-export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
-  const problems: string[] = []
+/**
+ * Readers of environment variables, each returning its default and adding a line to `problems`
+ * when a value is bad: the shared configuration's, and each provider kind's own settings
+ * (src/sandbox/<kind>/), so every setting is refused in the same words.
+ */
+export function envReaders(env: Env, problems: string[]) {
   const int = (name: string, def: number, min = 0): number => {
     const raw = env[name]
     if (raw === undefined || raw === '') return def
@@ -169,6 +154,13 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
     for (const cidr of listed) if (!validCidr(cidr)) problems.push(`${name} must be a comma list of CIDRs (127.0.0.1/32,10.0.5.0/24), got "${cidr}"`)
     return listed
   }
+  return { int, bool, number, list, cidrs }
+}
+
+/** Reads the environment; throws one error that lists every bad variable. */
+export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
+  const problems: string[] = []
+  const { int, number, list, cidrs } = envReaders(env, problems)
   const port = int('PORT', 8080, 0)
   const delays = list('WARREN_WEBHOOK_RETRY_DELAYS_MS')
   let webhookRetryDelaysMs = [0, 60_000, 300_000, 1_800_000, 7_200_000, 21_600_000]
@@ -221,23 +213,19 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
     previewNameHoldMs: int('WARREN_PREVIEW_NAME_HOLD_MS', 86_400_000, 0),
     publicUrl: (env.WARREN_PUBLIC_URL || `http://${reachableHost(env.HOST || '127.0.0.1')}:${port}`).replace(/\/+$/, ''),
     searchUrl: env.WARREN_SEARCH_URL ? env.WARREN_SEARCH_URL.replace(/\/+$/, '') : undefined,
-    sandboxAllowPrivate: list('WARREN_SANDBOX_ALLOW_PRIVATE'),
     gitBaseUrl: (env.WARREN_GIT_BASE_URL || 'https://github.com').replace(/\/+$/, ''),
     logLevel: env.WARREN_LOG_LEVEL || 'info',
     sandboxMemoryMb: int('WARREN_SANDBOX_MEMORY_MB', 2048, 16),
     sandboxPids: int('WARREN_SANDBOX_PIDS', 512, 8),
     sandboxCpus: number('WARREN_SANDBOX_CPUS', 1),
-    workspaceDiskMb: int('WARREN_WORKSPACE_DISK_MB', 10_240, 0),
-    workspaceMaxWatches: int('WARREN_WORKSPACE_MAX_WATCHES', DEFAULT_WORKSPACE_MAX_WATCHES, 0),
     artifactTurnBytes: int('WARREN_ARTIFACT_TURN_MB', 500, 1) * MIB,
     artifactOrgBytes: int('WARREN_ARTIFACT_ORG_MB', 10_240, 1) * MIB,
     sandboxAllowedDomains:
       env.WARREN_SANDBOX_ALLOWED_DOMAINS === undefined
         ? ['registry.npmjs.org', 'pypi.org', 'files.pythonhosted.org', 'github.com', 'codeload.github.com', 'objects.githubusercontent.com']
         : list('WARREN_SANDBOX_ALLOWED_DOMAINS'),
-    sandboxPrefix: env.WARREN_SANDBOX_PREFIX || 'wr',
-    sandboxSubnet: env.WARREN_SANDBOX_SUBNET || DEFAULT_SANDBOX_SUBNET,
-    sandboxUidBase: int('WARREN_SANDBOX_UID_BASE', DEFAULT_SANDBOX_UID_BASE, 1000),
+    sandboxProvider: env.WARREN_SANDBOX_PROVIDER || 'local',
+    providerEnv: Object.fromEntries(Object.entries(env).filter(([name]) => name.startsWith('WARREN_'))),
     // Bring-up forks and writes cgroup files on this process's event loop: about one per core.
     sandboxStarts: int('WARREN_SANDBOX_STARTS', os.availableParallelism(), 1),
     nodeLeaseMs: int('WARREN_NODE_LEASE_MS', 15_000, 1000),
@@ -256,21 +244,15 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
     problems.push('WARREN_ENCRYPTION_KEY_PREVIOUS needs WARREN_ENCRYPTION_KEY: the key being rotated to')
   }
   if (config.searchUrl !== undefined && !/^https?:\/\/[^/]/.test(config.searchUrl)) problems.push('WARREN_SEARCH_URL must be an http(s) address of a SearXNG instance')
-  for (const cidr of config.sandboxAllowPrivate) if (!validCidr(cidr)) problems.push(`WARREN_SANDBOX_ALLOW_PRIVATE must be a comma list of CIDRs (10.1.0.0/16), got "${cidr}"`)
   if (config.nodeUrl !== undefined && !/^https?:\/\/[^/]+$/.test(config.nodeUrl)) problems.push('WARREN_NODE_URL must be an http(s) origin other nodes reach this one at (http://10.0.0.5:8080), with no path')
-  if (!/^[a-z][a-z0-9]{0,5}$/.test(config.sandboxPrefix)) problems.push('WARREN_SANDBOX_PREFIX must be 1 to 6 lowercase letters and digits, starting with a letter')
-  const subnetProblem = ipv4NetworkProblem(config.sandboxSubnet, SUBNET_BITS.min, SUBNET_BITS.max)
-  if (subnetProblem) problems.push(`WARREN_SANDBOX_SUBNET ${subnetProblem}, got "${config.sandboxSubnet}"`)
-  // The last uid of the range must still be a uid (2^32 - 1 is the kernel's "no uid").
-  if (config.sandboxUidBase + SANDBOX_UID_COUNT > 2 ** 32 - 1) problems.push(`WARREN_SANDBOX_UID_BASE leaves no room for ${SANDBOX_UID_COUNT} uids below 4294967295, got "${config.sandboxUidBase}"`)
-  if (config.workspaceDiskMb > 0 && config.workspaceDiskMb < 16) problems.push(`WARREN_WORKSPACE_DISK_MB must be 0 (no quota) or at least 16, got "${env.WARREN_WORKSPACE_DISK_MB}"`)
   if (config.artifactTurnBytes > 500 * MIB) problems.push(`WARREN_ARTIFACT_TURN_MB may lower the specification's 500 MiB ceiling, not raise it, got "${env.WARREN_ARTIFACT_TURN_MB}"`)
   if (env.WARREN_METRICS_HOST && config.metricsPort === undefined) problems.push('WARREN_METRICS_HOST needs a metrics listener of their own: WARREN_METRICS_PORT=main serves /metrics on the main listener')
   if (problems.length > 0) throw new Error(`Invalid configuration:\n  - ${problems.join('\n  - ')}`)
   return config
 }
 
-function validCidr(cidr: string): boolean {
+/** An IPv4 or IPv6 `address/bits`. */
+export function validCidr(cidr: string): boolean {
   const [net, len] = cidr.split('/')
   const family = isIP(net ?? '')
   const bits = Number(len)

@@ -27,6 +27,11 @@ it('refuses an import against each rule, and lets the allowed directions through
     'db/database.ts': "import type { Session } from '../sessions/sessions.schema.ts'\n",
     'sandbox/sandbox.ts': "import {\n  insertSession,\n} from '../sessions/sessions.store.ts'\n",
     'turns/send-message.ts': "import { createSession } from '../sessions/create-session.ts'\nimport { getSession } from '../sessions/sessions.store.ts'\n",
+    // The local provider is reached through the registry's entry alone; its own files import each other freely.
+    'sandbox/providers.ts': "import { localKind } from './local/local-kind.ts'\n",
+    'sandbox/local/local-kind.ts': "import { createLocalProvider } from './create-local.ts'\n",
+    'sandbox/local/create-local.ts': '',
+    'nodes/join-node.ts': "import type { HostClaim } from '../sandbox/sandbox.ts'\nimport { cgroupPrefix } from '../sandbox/local/create-local.ts'\n",
     'events/record-event.ts': "// import { sessionRoutes } from '../sessions/sessions.routes.ts'\nconst m = await import('../sessions/sessions.routes.ts')\n",
   }
   try {
@@ -41,6 +46,7 @@ it('refuses an import against each rule, and lets the allowed directions through
       'db/database.ts -> sessions/sessions.schema.ts: db-is-the-bottom',
       'events/record-event.ts -> sessions/sessions.routes.ts: domains-meet-at-schemas-and-stores',
       'events/record-event.ts -> sessions/sessions.routes.ts: routes-are-the-top',
+      'nodes/join-node.ts -> sandbox/local/create-local.ts: local-provider-is-private',
       'sandbox/sandbox.ts -> sessions/sessions.store.ts: seams-import-no-domain',
       'sessions/sessions.store.ts -> sessions/create-session.ts: stores-import-down',
       'turns/send-message.ts -> sessions/create-session.ts: domains-meet-at-schemas-and-stores',

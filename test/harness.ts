@@ -17,6 +17,9 @@ import type { Metrics } from '../src/shared/metrics.ts'
 import type { WorkspaceSnapshots } from '../src/workspaces/workspace-snapshots.ts'
 import type { ArtifactLimits } from '../src/artifacts/publish-turn.ts'
 import { randomText } from '../src/shared/ids.ts'
+import { PROVIDER_KINDS, type ProviderRegistry } from '../src/sandbox/providers.ts'
+import { localKind } from '../src/sandbox/local/local-kind.ts'
+import type { SandboxProvider } from '../src/sandbox/sandbox.ts'
 import { ensureOrg, insertToken } from '../src/tokens/tokens.store.ts'
 import { SCOPES, type Scope } from '../src/tokens/scopes.ts'
 
@@ -97,6 +100,8 @@ export type Warren = {
   workspaces: WorkspaceManager
   runner: TurnRunner
   node: ServiceNode
+  /** The sandbox provider the instance's workspaces run on (its kind chosen by WARREN_SANDBOX_PROVIDER). */
+  provider: SandboxProvider
   metrics: Metrics
   /** The metrics' own listener (WARREN_METRICS_PORT set), as a base URL; null when they are on the main one. */
   metricsUrl: string | null
@@ -117,6 +122,8 @@ export type StartOptions = {
   sandboxPrefix?: string
   /** PostgreSQL schema to reuse (a restart on the same store); it is left in place on close. */
   pgSchema?: string
+  /** Kinds of sandbox provider besides (or in place of) the harness's own `local`, chosen by WARREN_SANDBOX_PROVIDER. */
+  providers?: ProviderRegistry
   /** Artifact ceilings in place of the specification's 200 / 500 MiB, so tests need not write that much. */
   artifactLimits?: ArtifactLimits
   /**
@@ -142,7 +149,7 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
   const service = await assemble(config, {
     pgSchema: dialect === 'postgres' ? pgSchema : undefined,
     // Each instance names its host resources apart, so parallel test files never clean up each other's.
-    sandbox: { prefix: opts.sandboxPrefix ?? `t${randomText(4)}`, uidBase: 300_000 + Math.floor(Math.random() * 600) * 1000 },
+    providers: { ...PROVIDER_KINDS, local: localKind({ prefix: opts.sandboxPrefix ?? `t${randomText(4)}`, uidBase: 300_000 + Math.floor(Math.random() * 600) * 1000, uidCount: 1000 }), ...opts.providers },
     artifactLimits: opts.artifactLimits,
     box: secretBox(Buffer.alloc(32, 7)),
     logger: opts.logger ?? false,
@@ -150,7 +157,7 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
     webhookCa: opts.webhookCa,
   })
   await service.start()
-  const { app, store, bus, box, workspaces, runner, node, snapshots } = service
+  const { app, store, bus, box, workspaces, runner, node, snapshots, provider } = service
   const mint: Warren['mint'] = async (org = `org-${randomText(8)}`, scopes = [...SCOPES], days = 30) => {
     const o = await ensureOrg(store.db, org)
     const { record, secret } = await insertToken(store.db, { orgId: o.id, name: null, scopes, days })
@@ -174,6 +181,7 @@ export async function startWarren(dialect: DialectName, opts: StartOptions = {})
     },
     mint,
     workspaces,
+    provider,
     runner,
     node,
     metrics: service.metrics,

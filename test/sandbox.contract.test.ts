@@ -85,6 +85,18 @@ describe('local sandbox provider on this host', { skip }, () => {
     assert.match(p.report().missing.join(' '), /bubblewrap/)
   })
 
+  it('refuses a sandbox on an image, saying so, and makes nothing for it', async () => {
+    const p = provider('local')
+    const image = { ref: '127.0.0.1:5000/tool:1', digest: `sha256:${'a'.repeat(64)}` }
+    await assert.rejects(p.create(spec('onimage', { image })), (e) => e instanceof SandboxUnavailableError && /cannot start them on an image yet \(asked for 127\.0\.0\.1:5000\/tool:1\)/.test(e.message))
+    assert.equal(p.get('onimage'), null)
+    assert.equal(await p.packWorkspace('onimage'), null, 'no workspace was made')
+    // Control: the same spec without the image starts.
+    const sb = await p.create(spec('onimage'))
+    assert.equal(sb.state, 'running')
+    await sb.destroy()
+  })
+
   it('keeps environment values off every host command line while a command runs', async () => {
     const p = provider('local')
     const secret = `zz-secret-${randomBytes(6).toString('hex')}`

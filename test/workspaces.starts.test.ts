@@ -22,6 +22,7 @@ function gatedProvider(inner: SandboxProvider) {
   const seen = { active: 0, most: 0, entered: 0, done: 0 }
   const provider: SandboxProvider = {
     name: inner.name,
+    claim: inner.claim,
     get: (id) => inner.get(id),
     cleanupOrphans: () => inner.cleanupOrphans(),
     workspace: (id) => inner.workspace(id),

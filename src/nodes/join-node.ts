@@ -1,11 +1,15 @@
 import os from 'node:os'
 import type { Store } from '../db/database.ts'
 import { newId } from '../shared/ids.ts'
-import { resourcesOverlap, type SandboxResources } from '../sandbox/local/resources-overlap.ts'
+import type { HostClaim } from '../sandbox/sandbox.ts'
+import { resourcesOverlap } from './resources-overlap.ts'
 import { declareDead, insertNode, readNodes, type NodeRow } from './nodes.store.ts'
 
-/** What a node holds on its host, which no other live node on the same host may share. */
-export type HostResources = SandboxResources & { dataDir: string }
+/**
+ * What a node holds on its host, which no other live node on the same host may share: its data
+ * folder and what its sandbox provider claims (SandboxProvider.claim).
+ */
+export type HostResources = HostClaim & { dataDir: string }
 
 /** The node's start was refused: another live node holds what it needs. */
 export class NodeRefused extends Error {}
@@ -21,7 +25,8 @@ const pidAlive = (pid: number): boolean => {
 
 /** What `mine` would share with a live node's row on the same host, as sentences; empty: nothing. */
 export function hostConflicts(row: NodeRow, mine: HostResources): string[] {
-  const theirs = { prefix: row.sandbox_prefix, subnet: row.sandbox_subnet, uidBase: row.uid_base, uidCount: row.uid_count }
+  // A row's empty subnet is a claim of none (the column predates providers that take none).
+  const theirs = { prefix: row.sandbox_prefix, subnet: row.sandbox_subnet || null, uidBase: row.uid_base, uidCount: row.uid_count }
   const out = resourcesOverlap(theirs, mine)
   if (row.data_dir === mine.dataDir) out.push(`both use the data folder ${mine.dataDir}`)
   return out
@@ -68,7 +73,7 @@ export async function joinNode(store: Store, mine: HostResources, opts: { leaseM
     url: opts.url,
     data_dir: mine.dataDir,
     sandbox_prefix: mine.prefix,
-    sandbox_subnet: mine.subnet,
+    sandbox_subnet: mine.subnet ?? '',
     uid_base: mine.uidBase,
     uid_count: mine.uidCount,
     secret: opts.secret,

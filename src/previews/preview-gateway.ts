@@ -1,5 +1,6 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http'
 import net from 'node:net'
+import tls from 'node:tls'
 import type { Duplex } from 'node:stream'
 import type { Config } from '../config.ts'
 import type { Store } from '../db/database.ts'
@@ -12,6 +13,7 @@ import { markedCache } from '../db/marked-cache.ts'
 import { silentLog, type Log } from '../shared/log.ts'
 import { Agent, type Dispatcher } from 'undici'
 import { hostOnlyCookies, hostOnlyCookiesInHead } from './preview-cookies.ts'
+import { previewUpstream, type PreviewUpstream } from './preview-upstream.ts'
 
 /**
  * Serves previews: a request whose Host is `{subdomain}.{preview domain}` goes to the port its
@@ -48,8 +50,8 @@ const STATUS_LINE_START = Buffer.from('HTTP/')
 /** Control bytes no valid head holds (tab, CR and LF aside): parsers differ on them (a NUL taken for a line end), so such a head is cut. */
 const CONTROL_BYTE = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/
 
-/** `headers`: set on the request to it (a peer node's secret). */
-type Target = { host: string; port: number; release: () => void; headers?: Record<string, string> }
+/** Where a request goes (a sandbox's preview target, or a peer node); `headers`: set on the request to it (a peer node's secret). */
+type Target = PreviewUpstream & { release: () => void; headers?: Record<string, string> }
 
 /**
  * The node that owns a session whose workspace is not on this one, for a preview request to be
@@ -100,10 +102,11 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
       if (!sandbox) {
         // Its workspace runs on another node: the request goes there as it came.
         const peer = await deps.owners?.route(row.session_id, reqHeaders)
-        return peer ? { ...peer, release: () => {} } : { page: PAGES.notRunning() }
+        return peer ? { ...previewUpstream(peer), headers: peer.headers, release: () => {} } : { page: PAGES.notRunning() }
       }
-      const address = await sandbox.resolvePreview(row.port)
-      return { ...address, release: workspaces.hold(row.session_id) }
+      // Parsed before the hold: a target the gateway cannot dial is a workspace it cannot reach.
+      const upstream = previewUpstream(await sandbox.resolvePreview(row.port))
+      return { ...upstream, release: workspaces.hold(row.session_id) }
     } catch {
       return { page: PAGES.notRunning() }
     }
@@ -150,10 +153,12 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
     })
     const headers = forwardedHeaders(req, toPeer ? TO_PEER_DROP : onApiOrigin ? API_ORIGIN_DROP : PREVIEW_HOST_DROP)
     if (target.headers) Object.assign(headers, target.headers)
+    // A target served at a URL of its own routes by its own Host; the caller's is in x-forwarded-host.
+    if (target.hostHeader) headers.host = target.hostHeader
     // A request without a length or chunks has no body: nothing is read from it.
     const body = req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined ? null : req
     upstreams.dispatch(
-      { origin: `http://${target.host}:${target.port}`, method: req.method ?? 'GET', path: toPeer ? (req.url ?? path) : path, headers: headers as Record<string, string | string[]>, body },
+      { origin: target.origin, method: req.method ?? 'GET', path: toPeer ? (req.url ?? path) : path, headers: headers as Record<string, string | string[]>, body },
       {
         onRequestStart(c) {
           if (res.destroyed) return c.abort(new Error('the client went away'))
@@ -196,7 +201,7 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
     if ('page' in target) return void socket.end(rawPage(target.page, 'Bad Gateway'))
     if (socket.destroyed) return target.release()
     socket.once('close', target.release)
-    const upstream = net.connect({ host: target.host, port: target.port })
+    const upstream = target.tls ? tls.connect({ host: target.host, port: target.port, ...(net.isIP(target.host) ? {} : { servername: target.host }) }) : net.connect({ host: target.host, port: target.port })
     track(row.session_id, upstream, () => upstream.destroy())
     upstream.setNoDelay(true)
     upstream.once('error', (err: NodeJS.ErrnoException) => {
@@ -210,10 +215,10 @@ export function previewGateway(deps: { store: Store; workspaces: WorkspaceManage
     socket.once('end', () => upstream.destroy())
     socket.once('close', () => upstream.destroy())
     upstream.once('close', () => socket.end(() => socket.destroy()))
-    upstream.once('connect', () => {
+    upstream.once(target.tls ? 'secureConnect' : 'connect', () => {
       // The request goes on as the client wrote it (upgrade headers included), then both ways raw.
       const lines = [`${req.method} ${req.url} HTTP/1.1`]
-      const headers = { ...forwardedHeaders(req, target.headers ? TO_PEER_DROP : PREVIEW_HOST_DROP), ...target.headers }
+      const headers = { ...forwardedHeaders(req, target.headers ? TO_PEER_DROP : PREVIEW_HOST_DROP), ...target.headers, ...(target.hostHeader ? { host: target.hostHeader } : {}) }
       for (let i = 0; i < req.rawHeaders.length; i += 2) {
         const name = req.rawHeaders[i]!.toLowerCase()
         if (name === 'connection' || name === 'upgrade') lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`)

@@ -20,6 +20,7 @@ export function countedProvider(provider: SandboxProvider, metrics: Metrics): Sa
   })
   return {
     name: provider.name,
+    claim: provider.claim,
     async create(spec) {
       starting++
       const end = metrics.sandboxStartSeconds.startTimer()

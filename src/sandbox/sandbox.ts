@@ -3,7 +3,9 @@ import type { Duplex, Readable } from 'node:stream'
 /**
  * The sandbox provider seam. Warren's workspaces run on whatever implements it: the local
  * provider (bubblewrap, a network namespace, cgroups) today; Kubernetes pods, E2B or Daytona
- * later. The service owns idle tracking, lifetime and usage; a provider only does what it is told.
+ * later, each a kind of the registry in providers.ts (WARREN_SANDBOX_PROVIDER). The service owns
+ * idle tracking, lifetime and usage; a provider only does what it is told, and nothing outside
+ * this folder knows which kind it is.
  */
 
 export type SandboxLimits = {
@@ -25,6 +27,17 @@ export type NetworkPolicy = {
   deny?: string[]
 }
 
+/**
+ * An OCI image a sandbox runs on: its layers the read-only base, with a writable layer of the
+ * sandbox's own over them and the workspace at workspaceMount as ever.
+ */
+export type SandboxImage = {
+  /** The reference as the caller named it: `host[:port]/name:tag` or `…@sha256:<digest>`. */
+  ref: string
+  /** The manifest digest it resolved to (`sha256:…`): a node that takes the session over starts the very same image. */
+  digest: string
+}
+
 export type SandboxSpec = {
   /**
    * Stable id chosen by the service (the session id); names every host resource of the sandbox and
@@ -44,7 +57,22 @@ export type SandboxSpec = {
   env: Record<string, string>
   network: NetworkPolicy
   limits: SandboxLimits
+  /**
+   * The root the sandbox runs on. Absent: the host's own system, as every workspace runs today. A
+   * provider that cannot run images rejects create with SandboxUnavailableError saying so, before
+   * it makes anything, rather than start the sandbox on another root than the one asked for.
+   */
+  image?: SandboxImage
 }
+
+/**
+ * Where a port served inside a sandbox is reached from the service, for the preview gateway to send
+ * requests and WebSocket upgrades to: an address it dials (the local provider's workspace address,
+ * a pod's IP), or the URL of an origin the provider serves the port at (a Kubernetes Service's
+ * `http://<name>.<namespace>.svc:3000`, a remote provider's `https://3000-<id>.example.dev`), sent
+ * its own Host and, for https, reached over TLS.
+ */
+export type PreviewTarget = { host: string; port: number } | { url: string }
 
 export type ExecRequest = {
   command: string
@@ -193,8 +221,8 @@ export type Sandbox = WorkspaceReader & {
    * Rejects with git's reason (an Error) when the clone fails, leaving no half-made repository.
    */
   cloneRepo(req: { url: string; branch?: string; timeoutMs: number }): Promise<{ branch: string } | null>
-  /** Where a port served inside the sandbox can be reached from the service. */
-  resolvePreview(port: number): Promise<{ host: string; port: number }>
+  /** Where a port served inside the sandbox can be reached from the service (see PreviewTarget). Rejects with SandboxUnavailableError when it cannot be (no network). */
+  resolvePreview(port: number): Promise<PreviewTarget>
   /** Freezes every process; nothing runs until resume. */
   pause(): Promise<void>
   resume(): Promise<void>
@@ -210,8 +238,31 @@ export type HostReport = {
   missing: string[]
 }
 
+/**
+ * What a provider's sandboxes hold on the host this process runs on, which no other node on the
+ * same host may share: a node records its provider's claim when it joins the store, and is refused
+ * when the claim overlaps a live node's on the same host (see nodes/join-node.ts). A provider whose
+ * sandboxes run elsewhere (Kubernetes pods, a remote service) claims only its prefix: no subnet and
+ * no uids.
+ */
+export type HostClaim = {
+  /**
+   * Names the provider's resources (the local provider's cgroups, network namespaces, veths and
+   * nftables table); its start-up clean-up removes whatever carries it, so no two live nodes on a
+   * host may share one.
+   */
+  prefix: string
+  /** The IPv4 CIDR its sandboxes' addresses on this host come from; null when it takes none here. */
+  subnet: string | null
+  /** The host uids its sandboxes own, [uidBase, uidBase + uidCount); uidCount 0 when it takes none. */
+  uidBase: number
+  uidCount: number
+}
+
 export type SandboxProvider = {
   readonly name: string
+  /** What this provider holds on the host (see HostClaim), fixed once it is made. */
+  readonly claim: HostClaim
   /** Starts a sandbox; rejects with SandboxUnavailableError when the host cannot. */
   create(spec: SandboxSpec): Promise<Sandbox>
   /** A live sandbox of this process, or null. */

@@ -1,4 +1,4 @@
-import { DEFAULT_SANDBOX_SUBNET, DEFAULT_SANDBOX_UID_BASE, SANDBOX_UID_COUNT } from '../../config.ts'
+import { DEFAULT_SANDBOX_SUBNET, DEFAULT_SANDBOX_UID_BASE, SANDBOX_UID_COUNT } from './local-settings.ts'
 import type { SandboxProvider } from '../sandbox.ts'
 import type { Log } from '../../shared/log.ts'
 import { startEgressProxy } from './egress-proxy.ts'
@@ -48,6 +48,7 @@ export async function createLocalProvider(opts: LocalStackOptions): Promise<Sand
   network = localNetwork({ proxy, prefix, subnet, table: prefix === 'wr' ? 'warren' : `warren_${prefix}`, ...(opts.log ? { log: opts.log } : {}) })
   const provider = new LocalSandboxProvider({
     workspaceRoot: opts.workspaceRoot,
+    claim: { prefix, subnet },
     network,
     ...(opts.log ? { log: opts.log } : {}),
     prefix: cgroupPrefix(prefix),

@@ -2,8 +2,8 @@ import { createHash } from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
 import type { Readable } from 'node:stream'
-import { DEFAULT_WORKSPACE_MAX_WATCHES } from '../../config.ts'
-import type { HostReport, Sandbox, SandboxProvider, SandboxSpec, WorkspaceReader } from '../sandbox.ts'
+import { DEFAULT_WORKSPACE_MAX_WATCHES } from './local-settings.ts'
+import type { HostClaim, HostReport, Sandbox, SandboxProvider, SandboxSpec, WorkspaceReader } from '../sandbox.ts'
 import { SandboxUnavailableError } from '../sandbox.ts'
 import { checkMount } from './bubblewrap.ts'
 import { listGroups, SandboxCgroup } from './cgroups.ts'
@@ -69,6 +69,11 @@ export type LocalProviderOptions = {
   diskBytes?: number
   /** Where failures the provider lives with (a clean-up that did not finish) are told; silent otherwise. */
   log?: Log
+  /**
+   * The deployment prefix and subnet its network holds, reported with its uids as its claim
+   * (createLocalProvider gives them). Default: the cgroup prefix and no subnet (no network).
+   */
+  claim?: Pick<HostClaim, 'prefix' | 'subnet'>
 }
 
 /**
@@ -77,6 +82,7 @@ export type LocalProviderOptions = {
  */
 export class LocalSandboxProvider implements SandboxProvider {
   readonly name = 'local'
+  readonly claim: HostClaim
   private disks: WorkspaceDisks
   private opts: { workspaceRoot: string; uidBase: number; uidCount: number; cgroupParent: string; prefix: string; stageDir: string | null; bwrap?: string; cgroups?: boolean; maxWatches: number; diskBytes: number }
   private network: NetworkHook | null
@@ -107,6 +113,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       diskBytes: options.diskBytes ?? 0,
     }
     this.opts = opts
+    this.claim = { prefix: options.claim?.prefix ?? opts.prefix, subnet: options.claim?.subnet ?? null, uidBase: opts.uidBase, uidCount: opts.uidCount }
     this.disks = new WorkspaceDisks(opts.workspaceRoot, opts.diskBytes, options.log)
     if (!Number.isInteger(opts.uidBase) || opts.uidBase < 1000 || !Number.isInteger(opts.uidCount) || opts.uidCount < 1) {
       throw new RangeError('uidBase must be an integer ≥ 1000 and uidCount ≥ 1')
@@ -183,6 +190,8 @@ export class LocalSandboxProvider implements SandboxProvider {
   }
 
   async create(spec: SandboxSpec): Promise<Sandbox> {
+    // Not yet (issue 26): a workspace here is the host's system, and another root is not it.
+    if (spec.image) throw new SandboxUnavailableError(`the local provider runs workspaces on the host's own system and cannot start them on an image yet (asked for ${spec.image.ref})`)
     const probe = this.probe()
     if (probe.fatal.length || !probe.tools) throw new SandboxUnavailableError(probe.fatal.join(' '))
     checkSpec(spec)

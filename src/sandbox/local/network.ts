@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { writeFile } from 'node:fs/promises'
-import { DEFAULT_SANDBOX_SUBNET } from '../../config.ts'
+import { DEFAULT_SANDBOX_SUBNET } from './local-settings.ts'
 import { logFailure, silentLog, type Log } from '../../shared/log.ts'
 import type { NetworkPolicy, SandboxSpec } from '../sandbox.ts'
 import type { EgressProxy } from './egress-proxy.ts'

@@ -1,8 +1,9 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { resourcesOverlap, type SandboxResources } from './resources-overlap.ts'
+import type { HostClaim } from '../sandbox/sandbox.ts'
+import { resourcesOverlap } from './resources-overlap.ts'
 
-const node = (over: Partial<SandboxResources> = {}): SandboxResources => ({ prefix: 'wr', subnet: '10.213.0.0/16', uidBase: 200_000, uidCount: 10_000, ...over })
+const node = (over: Partial<HostClaim> = {}): HostClaim => ({ prefix: 'wr', subnet: '10.213.0.0/16', uidBase: 200_000, uidCount: 10_000, ...over })
 const apart = node({ prefix: 'n2', subnet: '10.214.0.0/16', uidBase: 210_000 })
 
 test('resourcesOverlap: nodes apart in prefix, subnet and uids have no conflict, either way round', () => {
@@ -62,4 +63,13 @@ test('resourcesOverlap: every conflict is listed, in a fixed order', () => {
 test('resourcesOverlap: a subnet that is not an IPv4 CIDR is a programming error, not a conflict', () => {
   assert.throws(() => resourcesOverlap(node({ subnet: 'fd00::/64' }), apart), TypeError)
   assert.throws(() => resourcesOverlap(node(), { ...apart, subnet: '10.213.0.0' }), TypeError)
+})
+
+test('resourcesOverlap: a claim with no subnet and no uids (a provider whose sandboxes run elsewhere) meets others only by its prefix', () => {
+  const remote = node({ prefix: 'k8', subnet: null, uidBase: 0, uidCount: 0 })
+  assert.deepEqual(resourcesOverlap(remote, node()), [])
+  assert.deepEqual(resourcesOverlap(node(), remote), [])
+  assert.deepEqual(resourcesOverlap(remote, { ...remote }), ['both use the sandbox prefix "k8"'])
+  // One side without a subnet still has its uids compared.
+  assert.deepEqual(resourcesOverlap(node({ subnet: null }), { ...apart, uidBase: 200_000 }), ['sandbox uid ranges 200000–209999 and 200000–209999 overlap'])
 })
