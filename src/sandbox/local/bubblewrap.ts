@@ -133,6 +133,8 @@ export type ExecOptions = {
   cwd: string
   env: Record<string, string>
   command: string
+  /** The parked shell waits inside the sandbox already, as its user (see parkExec): no nsenter. */
+  entered?: boolean
 }
 
 /** Names a shell takes as its own rather than from its environment (dash resets IFS, say). */
@@ -141,7 +143,8 @@ const SHELL_OWN = new Set(['IFS', 'ENV', 'PS1', 'PS2', 'PS4', 'OPTIND', 'PPID', 
 /**
  * One command inside a running sandbox, run by a parked root shell (no supplementary groups)
  * already in the sandbox's cgroups. Chain: nsenter (every namespace of the init, the user
- * namespace last, then the sandbox uid and gid) → sh, which changes to the command's folder,
+ * namespace last, then the sandbox uid and gid; left out when the shell entered while parked)
+ * → sh, which changes to the command's folder,
  * sets the environment (the only place it is set: nothing before it runs with caller-chosen
  * variables such as LD_PRELOAD) and runs the command. Each process on this path is paid on every
  * command: the environment is read with the shell's own `read`, not a `cat` in a subshell, and
@@ -177,10 +180,12 @@ export function execArgv(o: ExecOptions): { argv: string[]; fd9: string } {
   const run = direct
     ? ['/bin/sh', '-c', `${enter}; ${o.command}`, '/bin/sh', '\n']
     : ['/bin/sh', '-c', `${enter}; exec "$@" /bin/sh -c "$0"`, o.command, '\n', ...(others.length > 0 ? [t.env, ...others] : [])]
-  return {
-    argv: [t.nsenter, '-t', String(o.nsPid), '-U', '-m', '-p', '-i', '-u', '-n', '-r', '-S', String(o.uid), '-G', String(o.uid), '--', ...run],
-    fd9,
-  }
+  return { argv: o.entered ? run : [...enterArgv(t, o.nsPid, o.uid), ...run], fd9 }
+}
+
+/** The prefix that runs the rest of a command line inside the sandbox of init `nsPid`, as `uid`. */
+export function enterArgv(t: Tools, nsPid: number, uid: number): string[] {
+  return [t.nsenter, '-t', String(nsPid), '-U', '-m', '-p', '-i', '-u', '-n', '-r', '-S', String(uid), '-G', String(uid), '--']
 }
 
 /** Environment of sandbox processes, lowest precedence first; refuses names env(1) would misread. */

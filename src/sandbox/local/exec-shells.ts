@@ -1,5 +1,5 @@
 import { SandboxUnavailableError } from '../sandbox.ts'
-import type { Tools } from './bubblewrap.ts'
+import { enterArgv, type Tools } from './bubblewrap.ts'
 import type { SandboxCgroup } from './cgroups.ts'
 import { parkExec, type Parked } from './parked.ts'
 
@@ -10,8 +10,12 @@ import { parkExec, type Parked } from './parked.ts'
 const COMMAND_PIDS = 8
 const roomNeeded = (max: number) => Math.min(COMMAND_PIDS, Math.ceil(max / 8))
 
-/** A parked shell waiting in its own exec child group (by name), ready to become the next command. */
-export type Spare = { parked: Parked; exec: string | null }
+/**
+ * A parked shell waiting in its own exec child group (by name), ready to become the next command;
+ * `nsPid`: the init whose sandbox it entered while parked (null: it waits on the host, and its
+ * command enters through nsenter).
+ */
+export type Spare = { parked: Parked; exec: string | null; nsPid: number | null }
 
 /**
  * The shells a sandbox's commands run in: one parked ahead (the spare), refilled after each
@@ -22,24 +26,30 @@ export class ExecShells {
   private cgroup: SandboxCgroup
   /** Whether a spare may be parked now (the sandbox runs) and must be let go (it is destroyed). */
   private state: () => 'running' | 'paused' | 'destroyed'
+  /** The running init's host pid, which shells parked now enter; null while there is none. */
+  private init: () => number | null
+  private uid: number
   private spare: Spare | null
   private refilling: Promise<Spare | null> | null = null
   /** Exec groups (names) still holding background processes; removed once they empty. */
   private lingering = new Set<string>()
   private reaping: Promise<void> | null = null
 
-  constructor(o: { tools: Tools; cgroup: SandboxCgroup; spare: Spare | null; state: () => 'running' | 'paused' | 'destroyed' }) {
+  constructor(o: { tools: Tools; cgroup: SandboxCgroup; spare: Spare | null; state: () => 'running' | 'paused' | 'destroyed'; init: () => number | null; uid: number }) {
     this.tools = o.tools
     this.cgroup = o.cgroup
     this.spare = o.spare
     this.state = o.state
+    this.init = o.init
+    this.uid = o.uid
   }
 
   /**
    * The parked spare; else the one being parked (started earlier, so sooner ready); else a shell
-   * parked now, the slow path (a start through the spawner and a cgroup join).
+   * parked now, the slow path (a start through the spawner and a cgroup join). One that entered
+   * another init's sandbox (the init died and was started again) is let go: it died with it.
    */
-  async take(): Promise<Spare> {
+  async take(nsPid: number): Promise<Spare> {
     this.sweep()
     await this.reap()
     let spare = this.spare
@@ -50,7 +60,7 @@ export class ExecShells {
       this.refilling = null
       spare = await pending
     }
-    if (spare && !spare.parked.usable()) {
+    if (spare && (!spare.parked.usable() || (spare.nsPid !== null && spare.nsPid !== nsPid))) {
       this.discard(spare)
       spare = null
     }
@@ -114,9 +124,14 @@ export class ExecShells {
     }
   }
 
-  /** Ends a parked shell that will not be used, and releases its group once it is gone. */
+  /**
+   * Ends a parked shell that will not be used, and releases its group once it is gone. One inside
+   * the sandbox is nsenter's child, which a kill of nsenter would leave waiting: the end of its
+   * script ends it (it evaluates nothing and exits).
+   */
   discard(spare: Spare): void {
     const { child } = spare.parked
+    child.stdin?.destroy()
     if (child.exitCode !== null || child.signalCode !== null) return this.release(spare.exec)
     child.once('exit', () => this.release(spare.exec))
     child.kill('SIGKILL')
@@ -130,7 +145,9 @@ export class ExecShells {
 
   private async park(): Promise<Spare> {
     const exec = this.cgroup.newExec()
-    const spare = { parked: parkExec(this.tools, this.cgroup.procsFiles(exec)), exec }
+    const nsPid = this.init()
+    const enter = nsPid === null ? [] : enterArgv(this.tools, nsPid, this.uid)
+    const spare = { parked: parkExec(this.tools, this.cgroup.procsFiles(exec), enter), exec, nsPid }
     try {
       await spare.parked.ready
     } catch (err) {
