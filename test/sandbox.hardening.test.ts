@@ -189,6 +189,19 @@ describe('workspace processes and the kernel', { skip }, () => {
     }
   })
 
+  it('keeps a second shell parked inside while a command runs, for a command that follows at once', async () => {
+    sb ??= await provider.create(spec('nnp'))
+    // The parked shells' script, matched without matching this command's own line.
+    const count = 'pgrep -c -f "printf [P]"'
+    let seen = 0
+    for (let i = 0; i < 100 && seen === 0; i++) {
+      seen = Number((await sb.exec({ command: count })).stdout.toString().trim())
+      // Refills are parked after a command ends: give them a moment before asking again.
+      if (seen === 0) await new Promise((r) => setTimeout(r, 50))
+    }
+    assert.equal(seen, 1, 'one other shell parked in the sandbox')
+  })
+
   it('refuses each call the allowlist leaves out from inside: EPERM, ENOSYS past the table and for clone3, EAFNOSUPPORT for odd sockets', async () => {
     const arch = filterArch(process.arch)
     if (!arch) return assert.fail(`no syscall table for ${process.arch}`)

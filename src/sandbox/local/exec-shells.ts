@@ -18,7 +18,14 @@ const roomNeeded = (max: number) => Math.min(COMMAND_PIDS, Math.ceil(max / 8))
 export type Spare = { parked: Parked; exec: string | null; nsPid: number | null }
 
 /**
- * The shells a sandbox's commands run in: one parked ahead (the spare), refilled after each
+ * Shells kept parked ahead. Two: a command that follows another at once (two calls of one step,
+ * a script's loop) finds one ready while the other is parked again, instead of waiting for the
+ * park it started (a spawner start, a cgroup join, nsenter). Each costs two idle processes.
+ */
+const DEPTH = 2
+
+/**
+ * The shells a sandbox's commands run in: parked ahead (the spares), refilled after each
  * command, and the exec groups still holding what commands left running in the background.
  */
 export class ExecShells {
@@ -29,8 +36,9 @@ export class ExecShells {
   /** The running init's host pid, which shells parked now enter; null while there is none. */
   private init: () => number | null
   private uid: number
-  private spare: Spare | null
-  private refilling: Promise<Spare | null> | null = null
+  private spares: Spare[]
+  /** Shells being parked, oldest first (so sooner ready). */
+  private refilling: Array<Promise<Spare | null>> = []
   /** Exec groups (names) still holding background processes; removed once they empty. */
   private lingering = new Set<string>()
   private reaping: Promise<void> | null = null
@@ -38,7 +46,7 @@ export class ExecShells {
   constructor(o: { tools: Tools; cgroup: SandboxCgroup; spare: Spare | null; state: () => 'running' | 'paused' | 'destroyed'; init: () => number | null; uid: number }) {
     this.tools = o.tools
     this.cgroup = o.cgroup
-    this.spare = o.spare
+    this.spares = o.spare ? [o.spare] : []
     this.state = o.state
     this.init = o.init
     this.uid = o.uid
@@ -46,39 +54,41 @@ export class ExecShells {
 
   /**
    * The parked spare; else the one being parked (started earlier, so sooner ready); else a shell
-   * parked now, the slow path (a start through the spawner and a cgroup join). One that entered
-   * another init's sandbox (the init died and was started again) is let go: it died with it.
+   * parked now, the slow path (a start through the spawner and a cgroup join), which enters the
+   * sandbox with its command: an init that died meanwhile is then the command's failure (nsenter's
+   * exit code), as it is for a spare, not a refusal to run it. One that entered another init's
+   * sandbox (the init died and was started again) is let go: it died with it.
    */
   async take(nsPid: number): Promise<Spare> {
     this.sweep()
     await this.reap()
-    let spare = this.spare
-    this.spare = null
-    if (!spare && this.refilling) {
-      // Claimed: the refill sees it is no longer current and leaves the spare to us.
-      const pending = this.refilling
-      this.refilling = null
+    let spare = this.spares.shift() ?? null
+    if (!spare && this.refilling.length > 0) {
+      // Claimed: the refill sees it is no longer listed and leaves the spare to us.
+      const pending = this.refilling.shift()!
       spare = await pending
     }
     if (spare && (!spare.parked.usable() || (spare.nsPid !== null && spare.nsPid !== nsPid))) {
       this.discard(spare)
       spare = null
     }
-    return spare ?? (await this.park())
+    return spare ?? (await this.park(false))
   }
 
-  /** Parks the next command's shell, unless one is parked or being parked. */
+  /** Parks shells for the next commands, up to DEPTH parked or being parked. */
   refill(): void {
-    if (this.spare || this.refilling || this.state() !== 'running') return
-    const pending = this.park().catch(() => null)
-    this.refilling = pending
-    void pending.then((spare) => {
-      if (this.refilling !== pending) return
-      this.refilling = null
-      if (!spare) return
-      if (this.state() === 'destroyed' || this.spare) this.discard(spare)
-      else this.spare = spare
-    })
+    while (this.spares.length + this.refilling.length < DEPTH && this.state() === 'running') {
+      const pending = this.park(true).catch(() => null)
+      this.refilling.push(pending)
+      void pending.then((spare) => {
+        const i = this.refilling.indexOf(pending)
+        if (i < 0) return
+        this.refilling.splice(i, 1)
+        if (!spare) return
+        if (this.state() === 'destroyed' || this.spares.length >= DEPTH) this.discard(spare)
+        else this.spares.push(spare)
+      })
+    }
   }
 
   /** A command's (or process's) exec group is done with: removed, or kept until what it left running ends. */
@@ -137,17 +147,18 @@ export class ExecShells {
     child.kill('SIGKILL')
   }
 
-  /** The sandbox is being destroyed: the spare goes (parked shells live in the cgroup, but without cgroups nothing else would end them). */
+  /** The sandbox is being destroyed: the spares go (parked shells live in the cgroup, but without cgroups nothing else would end them). */
   drop(): void {
-    if (this.spare) this.discard(this.spare)
-    this.spare = null
+    for (const spare of this.spares) this.discard(spare)
+    this.spares = []
   }
 
-  private async park(): Promise<Spare> {
+  /** A shell parked in a new exec group; with `enter`, inside the sandbox when its init runs. */
+  private async park(enter: boolean): Promise<Spare> {
     const exec = this.cgroup.newExec()
-    const nsPid = this.init()
-    const enter = nsPid === null ? [] : enterArgv(this.tools, nsPid, this.uid)
-    const spare = { parked: parkExec(this.tools, this.cgroup.procsFiles(exec), enter), exec, nsPid }
+    const nsPid = enter ? this.init() : null
+    const into = nsPid === null ? [] : enterArgv(this.tools, nsPid, this.uid)
+    const spare = { parked: parkExec(this.tools, this.cgroup.procsFiles(exec), into), exec, nsPid }
     try {
       await spare.parked.ready
     } catch (err) {
