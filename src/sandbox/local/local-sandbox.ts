@@ -127,8 +127,8 @@ export class LocalSandbox implements Sandbox {
     const { parked, exec: execGroup, nsPid } = await this.shells.take(init.nsPid)
     try {
       const entered = nsPid === init.nsPid
-      const { argv, fd9 } = execArgv({ tools: this.ctx.tools, uid: this.uid, nsPid: init.nsPid, cwd, env, command: req.command, entered })
-      parked.start(argv, { fd9 })
+      const { argv, fd9, prelude } = execArgv({ tools: this.ctx.tools, uid: this.uid, nsPid: init.nsPid, cwd, env, command: req.command, entered })
+      parked.start(argv, { fd9, prelude })
       return await runCommand({
         child: parked.child,
         req,

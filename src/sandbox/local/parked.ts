@@ -30,7 +30,7 @@ export type Parked = {
    * after running `before` in it when given (the shell exits 126 when that fails). With stdinFd,
    * the `passFds` pipes after it become the command's fds 3, 4… (see parkSpawn).
    */
-  start(argv: string[], opts?: { keepFds?: boolean; before?: string[] | null; fd9?: string; stdinFd?: number; passFds?: number }): void
+  start(argv: string[], opts?: { keepFds?: boolean; before?: string[] | null; fd9?: string | null; prelude?: string; stdinFd?: number; passFds?: number }): void
   /** True while the shell is waiting and usable. */
   usable(): boolean
 }
@@ -108,10 +108,10 @@ export function park(sh: string, procsFiles: string[], extraFds: number, wrap: s
       // Text for fd 9 travels in a here-document on the shell's stdin, never on a command line:
       // a command line is readable by every host user in /proc/<pid>/cmdline.
       // The here-document's body follows the line that opens it.
-      const doc = opts.fd9 === undefined ? { redirect: '', body: '' } : hereDoc(9, opts.fd9)
+      const doc = opts.fd9 === undefined || opts.fd9 === null ? { redirect: '', body: '' } : hereDoc(9, opts.fd9)
       // The command reads /dev/null, or (a process the caller talks to) one of the extra pipes.
       const stdin = opts.stdinFd === undefined ? '</dev/null' : `<&${opts.stdinFd}${passed(opts.stdinFd, opts.passFds ?? 0)}`
-      child.stdin!.end(`exec ${stdin}${close}${doc.redirect}; ${before}exec ${argv.map(quote).join(' ')}\n${doc.body}`)
+      child.stdin!.end(`exec ${stdin}${close}${doc.redirect}; ${opts.prelude ?? ''}${before}exec ${argv.map(quote).join(' ')}\n${doc.body}`)
       if (!opts.keepFds) ctl?.destroy()
     },
     usable: () => isReady && !started && child.exitCode === null && child.signalCode === null,
