@@ -23,6 +23,8 @@ export type Spare = { parked: Parked; exec: string | null; nsPid: number | null 
  * park it started (a spawner start, a cgroup join, nsenter). Each costs two idle processes.
  */
 const DEPTH = 2
+/** How long a parked shell inside the sandbox, its script ended, has to exit before it is killed. */
+const DISCARD_MS = 2000
 
 /**
  * The shells a sandbox's commands run in: parked ahead (the spares), refilled after each
@@ -69,7 +71,7 @@ export class ExecShells {
       spare = await pending
     }
     if (spare && (!spare.parked.usable() || (spare.nsPid !== null && spare.nsPid !== nsPid))) {
-      this.discard(spare)
+      void this.discard(spare)
       spare = null
     }
     return spare ?? (await this.park(false))
@@ -85,7 +87,7 @@ export class ExecShells {
         if (i < 0) return
         this.refilling.splice(i, 1)
         if (!spare) return
-        if (this.state() === 'destroyed' || this.spares.length >= DEPTH) this.discard(spare)
+        if (this.state() === 'destroyed' || this.spares.length >= DEPTH) void this.discard(spare)
         else this.spares.push(spare)
       })
     }
@@ -135,22 +137,54 @@ export class ExecShells {
   }
 
   /**
-   * Ends a parked shell that will not be used, and releases its group once it is gone. One inside
-   * the sandbox is nsenter's child, which a kill of nsenter would leave waiting: the end of its
-   * script ends it (it evaluates nothing and exits).
+   * Ends a parked shell that will not be used, and releases its group once it is gone; resolves
+   * then. One inside the sandbox is nsenter's child: the end of its script ends it (it evaluates
+   * nothing and exits) and nsenter, which waits for it, then exits. Killed, nsenter would leave it
+   * to the host's init to reap, and the sandbox's init, once dying, waits for every process of its
+   * namespace to be reaped. So it is killed only if it has not ended a while later.
    */
-  discard(spare: Spare): void {
+  discard(spare: Spare, patient = true): Promise<void> {
     const { child } = spare.parked
     child.stdin?.destroy()
-    if (child.exitCode !== null || child.signalCode !== null) return this.release(spare.exec)
-    child.once('exit', () => this.release(spare.exec))
-    child.kill('SIGKILL')
+    if (child.exitCode !== null || child.signalCode !== null) {
+      this.release(spare.exec)
+      return Promise.resolve()
+    }
+    const gone = new Promise<void>((resolve) =>
+      child.once('exit', () => {
+        clearTimeout(timer)
+        this.release(spare.exec)
+        resolve()
+      }),
+    )
+    const timer = setTimeout(() => child.kill('SIGKILL'), spare.nsPid === null || !patient ? 0 : DISCARD_MS)
+    return gone
   }
 
-  /** The sandbox is being destroyed: the spares go (parked shells live in the cgroup, but without cgroups nothing else would end them). */
-  drop(): void {
-    for (const spare of this.spares) this.discard(spare)
+  /**
+   * The sandbox is being destroyed: the spares go, before its processes are killed (parked shells
+   * live in the cgroup, but without cgroups nothing else would end them); resolves once they ended.
+   * A paused sandbox's cannot end (they are stopped): they are killed, and not waited for.
+   */
+  drop(paused: boolean): Promise<void> {
+    const spares = this.spares
+    const pending = this.refilling
     this.spares = []
+    // Claimed here: their refills leave them to us. One still being parked ends once parked.
+    this.refilling = []
+    const ended = Promise.all([
+      ...spares.map((s) => this.discard(s, !paused)),
+      ...pending.map((p) => p.then((s) => (s ? this.discard(s, !paused) : undefined))),
+    ])
+    if (paused) return Promise.resolve()
+    // Bounded: what has not ended by then is killed with the rest of the sandbox.
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, DISCARD_MS)
+      void ended.then(() => {
+        clearTimeout(timer)
+        resolve()
+      })
+    })
   }
 
   /** A shell parked in a new exec group; with `enter`, inside the sandbox when its init runs. */
@@ -162,7 +196,7 @@ export class ExecShells {
     try {
       await spare.parked.ready
     } catch (err) {
-      this.discard(spare)
+      void this.discard(spare, false)
       throw new SandboxUnavailableError(`the command could not join the sandbox's cgroups: ${(err as Error).message}`)
     }
     return spare

@@ -163,7 +163,7 @@ export class LocalSandbox implements Sandbox {
     try {
       await parked.ready
     } catch (err) {
-      this.shells.discard({ parked, exec: group, nsPid: null })
+      void this.shells.discard({ parked, exec: group, nsPid: null })
       throw new SandboxUnavailableError(`the process could not join the sandbox's cgroups: ${(err as Error).message}`)
     }
     const { argv, fd9 } = execArgv({ tools: this.ctx.tools, uid: this.uid, nsPid: init.nsPid, cwd, env, command: req.command })
@@ -280,10 +280,11 @@ export class LocalSandbox implements Sandbox {
 
   destroy(): Promise<void> {
     this.destroying ??= (async () => {
+      const paused = this.stopped !== null
       this.current = 'destroyed'
       this.changes?.close()
-      this.shells.drop()
       try {
+        await this.shells.drop(paused)
         if (this.cgroup.trackDir) {
           await this.cgroup.destroy()
         } else {
