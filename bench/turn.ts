@@ -1,5 +1,5 @@
 // bench/turn: the service's own overhead per agent step with one `bash` call, beside the raw
-// command run through a sandbox in the same run.
+// command run through a sandbox and `bash -c` of it on the host, all in the same run.
 // Usage: node_modules/.bin/node bench/turn.ts [--steps N | --steps 10,100,1000] [--output-bytes N] [--files 0,10000,100000]
 //
 // The service runs as its own process (SQLite, a real bubblewrap workspace). A minimal model
@@ -7,7 +7,13 @@
 // and stamps when each response ended and when the next request arrived: that gap holds the
 // service's work (persist the step, decide, run the tool, persist its result, load the
 // conversation, build the next request) plus the command's own run. The command's own run is
-// measured beside it, through a sandbox of the same provider. Target: p50 overhead < 5 ms.
+// measured beside it, through a sandbox of the same provider, in turn with `bash -c` of the same
+// command on the host (the baseline: target command path ≤ 1.5× it, step gap p50 ≤ 20 ms).
+// Target: p50 overhead < 5 ms.
+//
+// CPU per step is read twice: the service's own, and that of every process of its tree (the
+// service, its spawners, the shells parked for commands, nsenter, the commands, the sandbox's
+// init), each with what its reaped children used (target ≤ 25 ms a step).
 //
 // Long conversations: `--steps 10,100,1000` runs one turn of 1,000 steps and prints the overhead
 // around each point (the steps either side of it) with the service's RSS there, and the ratio of
@@ -27,6 +33,7 @@ import type { AddressInfo } from 'node:net'
 import { createLocalProvider } from '../src/sandbox/local/create-local.ts'
 import { listeningUrl } from './listening.ts'
 import { chatChunk, chatStream } from './chat-sse.ts'
+import { treeCpuMs, type TreeCpu } from './proc-cpu.ts'
 
 const root = path.resolve(import.meta.dirname, '..')
 const node = path.join(root, 'node_modules/.bin/node')
@@ -50,6 +57,9 @@ const readCpu = (pid: number | undefined) => {
   return f ? ((Number(f[11]) + Number(f[12])) * 1000) / 100 : NaN
 }
 const cpuPerStep = (from: number, to: number) => (cpuAt.get(to)! - cpuAt.get(from)!) / (to - from)
+/** The CPU of the service's whole tree (ms) when the model receives request `n`: first and last marks only (a walk of /proc). */
+const treeAt = new Map<number, TreeCpu>()
+const treeMarks = new Set([5, steps])
 const readRss = (pid: number | undefined) => {
   const m = pid ? /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8')) : null
   return m ? Number(m[1]) / 1024 : NaN
@@ -76,6 +86,7 @@ const model = http.createServer((req, res) => {
   arrived.push(performance.now())
   if (points.includes(served)) rssAt.set(served, readRss(child?.pid))
   if (cpuMarks.has(served)) cpuAt.set(served, readCpu(child?.pid))
+  if (treeMarks.has(served) && child?.pid) treeAt.set(served, treeCpuMs(child.pid))
   req.resume()
   req.on('end', () => {
     if (req.url?.endsWith('/models')) return res.end(JSON.stringify({ object: 'list', data: [{ id: 'm', object: 'model' }] }))
@@ -91,8 +102,23 @@ const modelUrl = `http://127.0.0.1:${(model.address() as AddressInfo).port}/v1`
 // --- the baseline: the same command through a sandbox of the same provider --------------------
 const rawDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-raw-'))
 fs.chmodSync(rawDir, 0o777)
-/** The command's own times (up to 200 of them, after 10 for warming up), in a new sandbox. */
-async function rawTimes(): Promise<number[]> {
+const hostDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-host-'))
+/** `bash -c` of the command on the host, started from this process, as the sandbox's command is asked for. */
+function hostBash(): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const p = spawn('bash', ['-c', COMMAND], { cwd: hostDir, stdio: ['ignore', 'pipe', 'pipe'] })
+    p.stdout.resume()
+    p.stderr.resume()
+    p.once('error', reject)
+    p.once('close', () => resolve())
+  })
+}
+
+/**
+ * The command's own times through a new sandbox (up to 200, after 10 for warming up), each
+ * followed by `bash -c` of it on the host, so a machine whose load drifts moves both alike.
+ */
+async function rawTimes(): Promise<{ raw: number[]; host: number[] }> {
   const provider = await createLocalProvider({ workspaceRoot: rawDir, prefix: `bt${runTag}`, uidBase: 395_000, uidCount: 1000 })
   const sandbox = await provider.create({
     id: 'bench-raw',
@@ -102,14 +128,18 @@ async function rawTimes(): Promise<number[]> {
     limits: { memoryBytes: 512 * 1024 * 1024, pids: 128, cpus: 1 },
   })
   const raw: number[] = []
+  const host: number[] = []
   for (let i = 0; i < Math.min(steps, 200) + 10; i++) {
-    const t = performance.now()
+    let t = performance.now()
     await sandbox.exec({ command: COMMAND })
     if (i >= 10) raw.push(performance.now() - t)
+    t = performance.now()
+    await hostBash()
+    if (i >= 10) host.push(performance.now() - t)
   }
   await sandbox.destroy()
   await provider.close()
-  return raw
+  return { raw, host }
 }
 
 // --- the service ---------------------------------------------------------------------------
@@ -120,6 +150,7 @@ async function stepGaps(filesInWorkspace = 0): Promise<number[]> {
   served = 0
   rssAt.clear()
   cpuAt.clear()
+  treeAt.clear()
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-turn-'))
   const env = { ...process.env, WARREN_DATA_DIR: dataDir, PORT: '0', WARREN_LOG_LEVEL: 'warn', WARREN_MODEL_ALLOW_PRIVATE: '127.0.0.1/32', WARREN_SANDBOX_PREFIX: `bw${runTag}`, WARREN_SANDBOX_UID_BASE: String(1_000_000 + own * 10_000) }
   const minted = JSON.parse(execFileSync(node, ['src/main.ts', 'tokens', 'create', '--org', 'bench'], { cwd: root, env }).toString())
@@ -187,16 +218,25 @@ async function fillWorkspace(url: string, headers: Record<string, string>, sessi
 
 /** One turn: the overhead per step beside the raw command, the service's CPU, and the long-conversation points. */
 async function oneTurn(): Promise<void> {
-  const raw = await rawTimes()
+  const { raw, host } = await rawTimes()
   const gaps = await stepGaps()
   const rawP50 = pct(raw, 0.5)
+  const hostP50 = pct(host, 0.5)
   const overhead = gaps.map((g) => g - rawP50)
+  const gapP50 = pct(gaps, 0.5)
   console.log(`bench/turn on SQLite: ${gaps.length} agent steps, each one bash call (\`${COMMAND}\`)`)
-  console.log(`raw command in a sandbox   p50 ${ms(rawP50)}  p90 ${ms(pct(raw, 0.9))}`)
-  console.log(`response end → next request p50 ${ms(pct(gaps, 0.5))}  p90 ${ms(pct(gaps, 0.9))}`)
-  console.log(`service overhead per step   p50 ${ms(pct(overhead, 0.5))}  p90 ${ms(pct(overhead, 0.9))} (target p50 < 5 ms)`)
-  console.log(`ratio step gap / raw command: ${(pct(gaps, 0.5) / rawP50).toFixed(2)}`)
-  console.log(`service CPU per step        ${ms(cpuPerStep(5, steps))} (user + system, steps 5 to ${steps})`)
+  console.log(`bash -c on the host          p50 ${ms(hostP50)}  p90 ${ms(pct(host, 0.9))} (the baseline, in turn with the raw command)`)
+  console.log(`raw command in a sandbox     p50 ${ms(rawP50)}  p90 ${ms(pct(raw, 0.9))}  ${(rawP50 / hostP50).toFixed(2)}× bash -c (target ≤ 1.5×)`)
+  console.log(`response end → next request  p50 ${ms(gapP50)}  p90 ${ms(pct(gaps, 0.9))}  ${(gapP50 / hostP50).toFixed(2)}× bash -c (target p50 ≤ 20 ms)`)
+  console.log(`service overhead per step    p50 ${ms(pct(overhead, 0.5))}  p90 ${ms(pct(overhead, 0.9))} (target p50 < 5 ms)`)
+  console.log(`ratio step gap / raw command: ${(gapP50 / rawP50).toFixed(2)}`)
+  const [a, b] = [treeAt.get(5), treeAt.get(steps)]
+  const per = (f: (t: TreeCpu) => number) => (a && b ? (f(b) - f(a)) / (steps - 5) : NaN)
+  console.log(`service CPU per step         ${ms(cpuPerStep(5, steps))} (user + system, steps 5 to ${steps})`)
+  console.log(
+    `CPU per step, every process  ${ms(per((t) => t.total))} (target ≤ 25 ms): service ${ms(per((t) => t.root))}, spawners ${ms(per((t) => t.spawners))}, ` +
+      `parked shells, commands and sandbox ${ms(per((t) => t.total - t.root - t.spawners))}`,
+  )
   if (points.length < 2) return
   // The gap after response i (0-based) is step i+1's; around step p: steps p-10 … p+10 within the run.
   const around = (p: number) => {
@@ -224,7 +264,7 @@ async function filesCurve(sizes: number[]): Promise<void> {
   console.log(`bench/turn --files on SQLite: ${steps} agent steps per size, each one bash call (\`${COMMAND}\`)`)
   let base: number | null = null
   for (const n of sizes) {
-    const rawN = pct(await rawTimes(), 0.5)
+    const rawN = pct((await rawTimes()).raw, 0.5)
     const gaps = await stepGaps(n)
     const overhead = gaps.map((g) => g - rawN)
     const p50 = pct(overhead, 0.5)
@@ -243,4 +283,5 @@ try {
   child?.kill()
   model.close()
   fs.rmSync(rawDir, { recursive: true, force: true })
+  fs.rmSync(hostDir, { recursive: true, force: true })
 }

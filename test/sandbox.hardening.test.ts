@@ -158,6 +158,50 @@ describe('workspace processes and the kernel', { skip }, () => {
     }
   })
 
+  it('runs a command on a shell that entered the sandbox while parked: no nsenter started for it, the filter, no_new_privs and its namespaces as the init', async () => {
+    sb ??= await provider.create(spec('nnp'))
+    // The first command may run on a shell parked before the init existed; the next on a refill.
+    await sb.exec({ command: 'true' })
+    const marker = `entered-${randomBytes(4).toString('hex')}`
+    const stop = new AbortController()
+    const seen = new Promise<string[]>((resolve) => {
+      const r = sb.exec({ command: `echo up; sleep 60 # ${marker}`, onStdout: () => resolve(spawnSync('pgrep', ['-f', marker], { encoding: 'utf8' }).stdout.trim().split('\n').filter(Boolean)) }, stop.signal)
+      r.then(() => resolve([]), () => resolve([]))
+    })
+    const pids = await seen
+    try {
+      // Only the command's own shell holds it: the command line reached a shell already inside.
+      assert.equal(pids.length, 1, `one process with the command in its command line: ${pids.map((p) => fs.readFileSync(`/proc/${p}/cmdline`, 'utf8')).join(' | ')}`)
+      const status = (pid: string) => fs.readFileSync(`/proc/${pid}/status`, 'utf8')
+      const shell = pids[0]!
+      assert.notEqual(field(status(shell), 'Uid'), '0', 'the command runs as the sandbox user')
+      assert.equal(field(status(shell), 'Seccomp'), '2')
+      assert.equal(field(status(shell), 'NoNewPrivs'), '1')
+      const init = (await sb.exec({ command: 'echo $(readlink /proc/1/ns/pid /proc/1/ns/mnt /proc/1/ns/net /proc/1/ns/user)' })).stdout.toString().trim()
+      const ns = ['pid', 'mnt', 'net', 'user'].map((n) => fs.readlinkSync(`/proc/${shell}/ns/${n}`)).join(' ')
+      assert.equal(ns, init, 'the namespaces of the sandbox')
+      // It entered through nsenter while parked, which the spawner started.
+      const entered = field(status(shell), 'PPid')!
+      assert.match(fs.readFileSync(`/proc/${entered}/cmdline`, 'utf8'), /nsenter/)
+      assert.match(fs.readFileSync(`/proc/${field(status(entered), 'PPid')}/cmdline`, 'utf8'), /spawner-process\.ts/)
+    } finally {
+      stop.abort()
+    }
+  })
+
+  it('keeps a second shell parked inside while a command runs, for a command that follows at once', async () => {
+    sb ??= await provider.create(spec('nnp'))
+    // The parked shells' script, matched without matching this command's own line.
+    const count = 'pgrep -c -f "printf [P]"'
+    let seen = 0
+    for (let i = 0; i < 100 && seen === 0; i++) {
+      seen = Number((await sb.exec({ command: count })).stdout.toString().trim())
+      // Refills are parked after a command ends: give them a moment before asking again.
+      if (seen === 0) await new Promise((r) => setTimeout(r, 50))
+    }
+    assert.equal(seen, 1, 'one other shell parked in the sandbox')
+  })
+
   it('refuses each call the allowlist leaves out from inside: EPERM, ENOSYS past the table and for clone3, EAFNOSUPPORT for odd sockets', async () => {
     const arch = filterArch(process.arch)
     if (!arch) return assert.fail(`no syscall table for ${process.arch}`)

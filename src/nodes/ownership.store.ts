@@ -1,6 +1,7 @@
 import { sql } from 'kysely'
 import type { Db, DialectName } from '../db/database.ts'
 import { storeNow } from './nodes.store.ts'
+import { prepared } from '../db/prepared.ts'
 
 /**
  * A session's lease: `sessions.owner_node` names the node that holds it, and it holds for as long
@@ -114,13 +115,18 @@ export async function fenceFor(db: Db, sessionId: string, me: string): Promise<F
  * so the taker reads what was written rather than having it land after the takeover.
  */
 export async function checkFence(db: Db, dialect: DialectName, fence: Fence, lock: boolean): Promise<void> {
-  let q = db
+  // Every write of a turn asks: prepared, so Kysely builds and compiles it once.
+  const held = lock && dialect === 'postgres' ? fenceHeldForShare : fenceHeld
+  if ((await held(db, fence.sessionId, fence.nodeId, fence.epoch)).length === 0) throw new LostOwnership(fence.sessionId)
+}
+
+const fenceQuery = (db: Db, sessionId: string, nodeId: string, epoch: number) =>
+  db
     .selectFrom('sessions')
     .select('id')
-    .where('id', '=', fence.sessionId)
-    .where('owner_node', '=', fence.nodeId)
-    .where('owner_epoch', '=', fence.epoch)
-    .where(({ exists, selectFrom }) => exists(selectFrom('nodes').select('nodes.id').where('nodes.id', '=', fence.nodeId).where('nodes.stopped_at', 'is', null)))
-  if (lock && dialect === 'postgres') q = q.forShare()
-  if (!(await q.executeTakeFirst())) throw new LostOwnership(fence.sessionId)
-}
+    .where('id', '=', sessionId)
+    .where('owner_node', '=', nodeId)
+    .where('owner_epoch', '=', epoch)
+    .where(({ exists, selectFrom }) => exists(selectFrom('nodes').select('nodes.id').where('nodes.id', '=', nodeId).where('nodes.stopped_at', 'is', null)))
+const fenceHeld = prepared(fenceQuery)
+const fenceHeldForShare = prepared((db: Db, sessionId: string, nodeId: string, epoch: number) => fenceQuery(db, sessionId, nodeId, epoch).forShare())

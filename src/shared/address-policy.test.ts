@@ -120,6 +120,17 @@ describe('address policy: one table of vectors', () => {
     }
   })
 
+  it('judges an address again under another policy, and again after the first answer (verdicts are remembered per address and policy)', () => {
+    for (let i = 0; i < 2; i++) {
+      assert.equal(addressRefusal('10.1.2.3', []), 'a private address')
+      assert.equal(addressRefusal('10.1.2.3', ['10.0.0.0/8']), null)
+      assert.equal(addressRefusal('10.1.2.3', ['10.0.0.0/8', '192.168.0.0/16']), null)
+      assert.equal(addressRefusal('10.1.2.3', ['192.168.0.0/16']), 'a private address')
+      assert.equal(addressRefusal('10.1.2.4', ['10.1.2.3/32']), 'a private address')
+      assert.equal(addressRefusal('10.1.2.3', ['10.1.2.3/32']), null)
+    }
+  })
+
   it('refuses what is not an IP address', () => {
     for (const s of ['example.com', '127.1', '2130706433', '', '::ffff:999.1.1.1']) {
       assert.deepEqual(classifyAddress(s), { kind: 'not an IP address', reach: 'never' }, s)

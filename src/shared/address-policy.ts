@@ -189,6 +189,23 @@ function within(cidr: string, range: string): boolean {
  * 0.0.0.0/0 does not), the host's own address or a metadata address only when it names exactly it.
  */
 export function addressRefusal(ip: string, allowed: PrivatePolicy = []): string | null {
+  // Remembered until the host's own addresses are read again (the only other input): a model
+  // call asks three times (about 0.1 ms each: every range's BlockList check makes an address).
+  const own = hostOwnAddresses()
+  if (verdicts.own !== own || verdicts.map.size >= MAX_VERDICTS) verdicts = { own, map: new Map() }
+  const key = `${ip} ${allowed.join(' ')}`
+  const known = verdicts.map.get(key)
+  if (known !== undefined) return known
+  const verdict = judge(ip, allowed)
+  verdicts.map.set(key, verdict)
+  return verdict
+}
+/** Verdicts by address and policy, for one reading of the host's own addresses. */
+let verdicts: { own: Set<string> | null; map: Map<string, string | null> } = { own: null, map: new Map() }
+/** Past this many (an egress proxy seeing many addresses), they are forgotten and judged afresh. */
+const MAX_VERDICTS = 4096
+
+function judge(ip: string, allowed: PrivatePolicy): string | null {
   const c = classifyAddress(ip)
   if (c === null) return null
   if (isIP(ip) === 0) return c.kind

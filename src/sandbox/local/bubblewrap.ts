@@ -133,15 +133,20 @@ export type ExecOptions = {
   cwd: string
   env: Record<string, string>
   command: string
+  /** The parked shell waits inside the sandbox already, as its user (see parkExec): no nsenter. */
+  entered?: boolean
 }
 
 /** Names a shell takes as its own rather than from its environment (dash resets IFS, say). */
 const SHELL_OWN = new Set(['IFS', 'ENV', 'PS1', 'PS2', 'PS4', 'OPTIND', 'PPID', 'PWD', 'OLDPWD'])
+/** A name the shell can assign (others, with a dot, go through env(1)). */
+const SHELL_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
 
 /**
  * One command inside a running sandbox, run by a parked root shell (no supplementary groups)
  * already in the sandbox's cgroups. Chain: nsenter (every namespace of the init, the user
- * namespace last, then the sandbox uid and gid) → sh, which changes to the command's folder,
+ * namespace last, then the sandbox uid and gid; left out when the shell entered while parked)
+ * → sh, which changes to the command's folder,
  * sets the environment (the only place it is set: nothing before it runs with caller-chosen
  * variables such as LD_PRELOAD) and runs the command. Each process on this path is paid on every
  * command: the environment is read with the shell's own `read`, not a `cat` in a subshell, and
@@ -150,12 +155,24 @@ const SHELL_OWN = new Set(['IFS', 'ENV', 'PS1', 'PS2', 'PS4', 'OPTIND', 'PPID', 
  * No setpriv --no-new-privs here (it would cost a sixth of a round trip): the parked shell already
  * runs under no_new_privs (see parkExec), and nsenter and what it starts inherit it.
  */
-export function execArgv(o: ExecOptions): { argv: string[]; fd9: string } {
+export function execArgv(o: ExecOptions): { argv: string[]; fd9: string | null; prelude: string } {
   const { tools: t } = o
+  const direct = !Object.keys(o.env).some((k) => !SHELL_NAME.test(k) || SHELL_OWN.has(k))
+  if (o.entered && direct) {
+    // The parked shell is the sandbox user inside already: it enters the folder, then sets the
+    // environment itself (read with the rest of its script, from the pipe only the service
+    // writes, never a command line) and execs a fresh shell for the command. Each byte of its
+    // script costs it a read(2), so the values are read once, not again from fd 9 by a second
+    // shell. Nothing privileged runs with a caller-chosen variable: every process here is the
+    // sandbox user's.
+    const assign = Object.entries(o.env).map(([k, v]) => `${k}=${quote(v)}`).join('\n')
+    const prelude = `cd -P -- ${quote(o.cwd)} || exit 125; unset OLDPWD; set -a\n${assign}\nset +a; `
+    return { argv: ['/bin/sh', '-c', o.command, '/bin/sh'], fd9: null, prelude }
+  }
   // Values (profile secrets among them) are sourced from fd 9 inside the sandbox rather than
   // passed as arguments, which any host user could read in /proc/<pid>/cmdline. Only names the
   // shell cannot assign (with a dot) still go through env(1).
-  const viaFd = ([k]: [string, string]) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(k)
+  const viaFd = ([k]: [string, string]) => SHELL_NAME.test(k)
   const shellNames = Object.entries(o.env).filter(viaFd)
   const others = Object.entries(o.env).filter((e) => !viaFd(e)).map(([k, v]) => `${k}=${v}`)
   const fd9 = shellNames.map(([k, v]) => `${k}=${quote(v)}\n`).join('')
@@ -173,14 +190,15 @@ export function execArgv(o: ExecOptions): { argv: string[]; fd9: string } {
   // The command runs in this shell, on the same first line (its line numbers are a fresh
   // shell's: the newline the loop needs comes as $1), with $0 and no arguments as a fresh shell
   // has them; unless a name needs env(1) or is one a fresh shell would not take as this one does.
-  const direct = others.length === 0 && !Object.keys(o.env).some((k) => SHELL_OWN.has(k))
   const run = direct
     ? ['/bin/sh', '-c', `${enter}; ${o.command}`, '/bin/sh', '\n']
     : ['/bin/sh', '-c', `${enter}; exec "$@" /bin/sh -c "$0"`, o.command, '\n', ...(others.length > 0 ? [t.env, ...others] : [])]
-  return {
-    argv: [t.nsenter, '-t', String(o.nsPid), '-U', '-m', '-p', '-i', '-u', '-n', '-r', '-S', String(o.uid), '-G', String(o.uid), '--', ...run],
-    fd9,
-  }
+  return { argv: o.entered ? run : [...enterArgv(t, o.nsPid, o.uid), ...run], fd9, prelude: '' }
+}
+
+/** The prefix that runs the rest of a command line inside the sandbox of init `nsPid`, as `uid`. */
+export function enterArgv(t: Tools, nsPid: number, uid: number): string[] {
+  return [t.nsenter, '-t', String(nsPid), '-U', '-m', '-p', '-i', '-u', '-n', '-r', '-S', String(uid), '-G', String(uid), '--']
 }
 
 /** Environment of sandbox processes, lowest precedence first; refuses names env(1) would misread. */

@@ -1,5 +1,5 @@
 import { SandboxUnavailableError } from '../sandbox.ts'
-import type { Tools } from './bubblewrap.ts'
+import { enterArgv, type Tools } from './bubblewrap.ts'
 import type { SandboxCgroup } from './cgroups.ts'
 import { parkExec, type Parked } from './parked.ts'
 
@@ -10,11 +10,24 @@ import { parkExec, type Parked } from './parked.ts'
 const COMMAND_PIDS = 8
 const roomNeeded = (max: number) => Math.min(COMMAND_PIDS, Math.ceil(max / 8))
 
-/** A parked shell waiting in its own exec child group (by name), ready to become the next command. */
-export type Spare = { parked: Parked; exec: string | null }
+/**
+ * A parked shell waiting in its own exec child group (by name), ready to become the next command;
+ * `nsPid`: the init whose sandbox it entered while parked (null: it waits on the host, and its
+ * command enters through nsenter).
+ */
+export type Spare = { parked: Parked; exec: string | null; nsPid: number | null }
 
 /**
- * The shells a sandbox's commands run in: one parked ahead (the spare), refilled after each
+ * Shells kept parked ahead. Two: a command that follows another at once (two calls of one step,
+ * a script's loop) finds one ready while the other is parked again, instead of waiting for the
+ * park it started (a spawner start, a cgroup join, nsenter). Each costs two idle processes.
+ */
+const DEPTH = 2
+/** How long a parked shell inside the sandbox, its script ended, has to exit before it is killed. */
+const DISCARD_MS = 2000
+
+/**
+ * The shells a sandbox's commands run in: parked ahead (the spares), refilled after each
  * command, and the exec groups still holding what commands left running in the background.
  */
 export class ExecShells {
@@ -22,53 +35,62 @@ export class ExecShells {
   private cgroup: SandboxCgroup
   /** Whether a spare may be parked now (the sandbox runs) and must be let go (it is destroyed). */
   private state: () => 'running' | 'paused' | 'destroyed'
-  private spare: Spare | null
-  private refilling: Promise<Spare | null> | null = null
+  /** The running init's host pid, which shells parked now enter; null while there is none. */
+  private init: () => number | null
+  private uid: number
+  private spares: Spare[]
+  /** Shells being parked, oldest first (so sooner ready). */
+  private refilling: Array<Promise<Spare | null>> = []
   /** Exec groups (names) still holding background processes; removed once they empty. */
   private lingering = new Set<string>()
   private reaping: Promise<void> | null = null
 
-  constructor(o: { tools: Tools; cgroup: SandboxCgroup; spare: Spare | null; state: () => 'running' | 'paused' | 'destroyed' }) {
+  constructor(o: { tools: Tools; cgroup: SandboxCgroup; spare: Spare | null; state: () => 'running' | 'paused' | 'destroyed'; init: () => number | null; uid: number }) {
     this.tools = o.tools
     this.cgroup = o.cgroup
-    this.spare = o.spare
+    this.spares = o.spare ? [o.spare] : []
     this.state = o.state
+    this.init = o.init
+    this.uid = o.uid
   }
 
   /**
    * The parked spare; else the one being parked (started earlier, so sooner ready); else a shell
-   * parked now, the slow path (a start through the spawner and a cgroup join).
+   * parked now, the slow path (a start through the spawner and a cgroup join), which enters the
+   * sandbox with its command: an init that died meanwhile is then the command's failure (nsenter's
+   * exit code), as it is for a spare, not a refusal to run it. One that entered another init's
+   * sandbox (the init died and was started again) is let go: it died with it.
    */
-  async take(): Promise<Spare> {
+  async take(nsPid: number): Promise<Spare> {
     this.sweep()
     await this.reap()
-    let spare = this.spare
-    this.spare = null
-    if (!spare && this.refilling) {
-      // Claimed: the refill sees it is no longer current and leaves the spare to us.
-      const pending = this.refilling
-      this.refilling = null
+    let spare = this.spares.shift() ?? null
+    if (!spare && this.refilling.length > 0) {
+      // Claimed: the refill sees it is no longer listed and leaves the spare to us.
+      const pending = this.refilling.shift()!
       spare = await pending
     }
-    if (spare && !spare.parked.usable()) {
-      this.discard(spare)
+    if (spare && (!spare.parked.usable() || (spare.nsPid !== null && spare.nsPid !== nsPid))) {
+      void this.discard(spare)
       spare = null
     }
-    return spare ?? (await this.park())
+    return spare ?? (await this.park(false))
   }
 
-  /** Parks the next command's shell, unless one is parked or being parked. */
+  /** Parks shells for the next commands, up to DEPTH parked or being parked. */
   refill(): void {
-    if (this.spare || this.refilling || this.state() !== 'running') return
-    const pending = this.park().catch(() => null)
-    this.refilling = pending
-    void pending.then((spare) => {
-      if (this.refilling !== pending) return
-      this.refilling = null
-      if (!spare) return
-      if (this.state() === 'destroyed' || this.spare) this.discard(spare)
-      else this.spare = spare
-    })
+    while (this.spares.length + this.refilling.length < DEPTH && this.state() === 'running') {
+      const pending = this.park(true).catch(() => null)
+      this.refilling.push(pending)
+      void pending.then((spare) => {
+        const i = this.refilling.indexOf(pending)
+        if (i < 0) return
+        this.refilling.splice(i, 1)
+        if (!spare) return
+        if (this.state() === 'destroyed' || this.spares.length >= DEPTH) void this.discard(spare)
+        else this.spares.push(spare)
+      })
+    }
   }
 
   /** A command's (or process's) exec group is done with: removed, or kept until what it left running ends. */
@@ -114,27 +136,67 @@ export class ExecShells {
     }
   }
 
-  /** Ends a parked shell that will not be used, and releases its group once it is gone. */
-  discard(spare: Spare): void {
+  /**
+   * Ends a parked shell that will not be used, and releases its group once it is gone; resolves
+   * then. One inside the sandbox is nsenter's child: the end of its script ends it (it evaluates
+   * nothing and exits) and nsenter, which waits for it, then exits. Killed, nsenter would leave it
+   * to the host's init to reap, and the sandbox's init, once dying, waits for every process of its
+   * namespace to be reaped. So it is killed only if it has not ended a while later.
+   */
+  discard(spare: Spare, patient = true): Promise<void> {
     const { child } = spare.parked
-    if (child.exitCode !== null || child.signalCode !== null) return this.release(spare.exec)
-    child.once('exit', () => this.release(spare.exec))
-    child.kill('SIGKILL')
+    child.stdin?.destroy()
+    if (child.exitCode !== null || child.signalCode !== null) {
+      this.release(spare.exec)
+      return Promise.resolve()
+    }
+    const gone = new Promise<void>((resolve) =>
+      child.once('exit', () => {
+        clearTimeout(timer)
+        this.release(spare.exec)
+        resolve()
+      }),
+    )
+    const timer = setTimeout(() => child.kill('SIGKILL'), spare.nsPid === null || !patient ? 0 : DISCARD_MS)
+    return gone
   }
 
-  /** The sandbox is being destroyed: the spare goes (parked shells live in the cgroup, but without cgroups nothing else would end them). */
-  drop(): void {
-    if (this.spare) this.discard(this.spare)
-    this.spare = null
+  /**
+   * The sandbox is being destroyed: the spares go, before its processes are killed (parked shells
+   * live in the cgroup, but without cgroups nothing else would end them); resolves once they ended.
+   * A paused sandbox's cannot end (they are stopped): they are killed, and not waited for.
+   */
+  drop(paused: boolean): Promise<void> {
+    const spares = this.spares
+    const pending = this.refilling
+    this.spares = []
+    // Claimed here: their refills leave them to us. One still being parked ends once parked.
+    this.refilling = []
+    const ended = Promise.all([
+      ...spares.map((s) => this.discard(s, !paused)),
+      ...pending.map((p) => p.then((s) => (s ? this.discard(s, !paused) : undefined))),
+    ])
+    if (paused) return Promise.resolve()
+    // Bounded: what has not ended by then is killed with the rest of the sandbox.
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, DISCARD_MS)
+      void ended.then(() => {
+        clearTimeout(timer)
+        resolve()
+      })
+    })
   }
 
-  private async park(): Promise<Spare> {
+  /** A shell parked in a new exec group; with `enter`, inside the sandbox when its init runs. */
+  private async park(enter: boolean): Promise<Spare> {
     const exec = this.cgroup.newExec()
-    const spare = { parked: parkExec(this.tools, this.cgroup.procsFiles(exec)), exec }
+    const nsPid = enter ? this.init() : null
+    const into = nsPid === null ? [] : enterArgv(this.tools, nsPid, this.uid)
+    const spare = { parked: parkExec(this.tools, this.cgroup.procsFiles(exec), into), exec, nsPid }
     try {
       await spare.parked.ready
     } catch (err) {
-      this.discard(spare)
+      void this.discard(spare, false)
       throw new SandboxUnavailableError(`the command could not join the sandbox's cgroups: ${(err as Error).message}`)
     }
     return spare

@@ -243,7 +243,7 @@ export class LocalSandboxProvider implements SandboxProvider {
         stageDir,
         network: net,
         initShell: slot.init,
-        spare: { parked: slot.exec, exec: slot.execGroup },
+        spare: { parked: slot.exec, exec: slot.execGroup, nsPid: null },
         detachNetwork: async () => {
           if (attached) await this.network!.detach(spec.id)
         },

@@ -59,7 +59,14 @@ export class LocalSandbox implements Sandbox {
     this.id = ctx.spec.id
     this.uid = ctx.uid
     this.cgroup = ctx.cgroup
-    this.shells = new ExecShells({ tools: ctx.tools, cgroup: ctx.cgroup, spare: ctx.spare, state: () => this.current })
+    this.shells = new ExecShells({
+      tools: ctx.tools,
+      cgroup: ctx.cgroup,
+      spare: ctx.spare,
+      state: () => this.current,
+      init: () => (this.init && !this.init.exited ? this.init.nsPid : null),
+      uid: this.uid,
+    })
   }
 
   get state(): SandboxState {
@@ -117,10 +124,11 @@ export class LocalSandbox implements Sandbox {
     if (signal?.aborted) return abortedResult()
     const init = await this.ensureInit()
     this.usable()
-    const { parked, exec: execGroup } = await this.shells.take()
+    const { parked, exec: execGroup, nsPid } = await this.shells.take(init.nsPid)
     try {
-      const { argv, fd9 } = execArgv({ tools: this.ctx.tools, uid: this.uid, nsPid: init.nsPid, cwd, env, command: req.command })
-      parked.start(argv, { fd9 })
+      const entered = nsPid === init.nsPid
+      const { argv, fd9, prelude } = execArgv({ tools: this.ctx.tools, uid: this.uid, nsPid: init.nsPid, cwd, env, command: req.command, entered })
+      parked.start(argv, { fd9, prelude })
       return await runCommand({
         child: parked.child,
         req,
@@ -155,7 +163,7 @@ export class LocalSandbox implements Sandbox {
     try {
       await parked.ready
     } catch (err) {
-      this.shells.discard({ parked, exec: group })
+      void this.shells.discard({ parked, exec: group, nsPid: null })
       throw new SandboxUnavailableError(`the process could not join the sandbox's cgroups: ${(err as Error).message}`)
     }
     const { argv, fd9 } = execArgv({ tools: this.ctx.tools, uid: this.uid, nsPid: init.nsPid, cwd, env, command: req.command })
@@ -272,10 +280,11 @@ export class LocalSandbox implements Sandbox {
 
   destroy(): Promise<void> {
     this.destroying ??= (async () => {
+      const paused = this.stopped !== null
       this.current = 'destroyed'
       this.changes?.close()
-      this.shells.drop()
       try {
+        await this.shells.drop(paused)
         if (this.cgroup.trackDir) {
           await this.cgroup.destroy()
         } else {

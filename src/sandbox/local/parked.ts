@@ -15,6 +15,9 @@ import { spawnDetached, type SpawnedProcess } from './spawner.ts'
  * The shell joins every cgroup.procs file it is given, writes `P` on its control fd, then reads
  * stdin to its end and evaluates it: Node sends one `exec …` line with every argument quoted.
  * A join that fails says why on the control fd instead (the group is gone, say) and exits 125.
+ * Given `enter` (nsenter into a running sandbox), it joins, then execs that into a second shell
+ * that waits inside the sandbox, as its user, and writes the `P`: entering the sandbox (an exec
+ * of nsenter, its setns calls and fork) is then paid while parked, not by the command.
  */
 export type Parked = {
   child: SpawnedProcess
@@ -27,13 +30,13 @@ export type Parked = {
    * after running `before` in it when given (the shell exits 126 when that fails). With stdinFd,
    * the `passFds` pipes after it become the command's fds 3, 4… (see parkSpawn).
    */
-  start(argv: string[], opts?: { keepFds?: boolean; before?: string[] | null; fd9?: string; stdinFd?: number; passFds?: number }): void
+  start(argv: string[], opts?: { keepFds?: boolean; before?: string[] | null; fd9?: string | null; prelude?: string; stdinFd?: number; passFds?: number }): void
   /** True while the shell is waiting and usable. */
   usable(): boolean
 }
 
 const PARK =
-  'while [ "$1" != -- ]; do { echo $$ > "$1"; } 2>&"$0" || exit 125; shift; done; shift; ' +
+  'while [ "$1" != -- ]; do { echo $$ > "$1"; } 2>&"$0" || exit 125; shift; done; shift; [ $# -eq 0 ] || exec "$@"; ' +
   'printf P >&"$0"; s=; while IFS= read -r l || [ -n "$l" ]; do s="$s$l\n"; done; eval "$s"'
 
 /**
@@ -42,10 +45,12 @@ const PARK =
  * execs it (unshare, say); it must not fork, or its child would start outside the cgroups.
  * `under`: what the spawner that starts it runs under (see SpawnOptions), which the shell inherits.
  */
-export function park(sh: string, procsFiles: string[], extraFds: number, wrap: string[] = [], under?: string[]): Parked {
+export function park(sh: string, procsFiles: string[], extraFds: number, wrap: string[] = [], under?: string[], enter: string[] = []): Parked {
   const pipes = 3 + Math.max(1, extraFds)
   const ctlFd = pipes - 1
-  const argv = [...wrap, sh, '-c', PARK, String(ctlFd), ...procsFiles, '--']
+  // Entering, the same script runs again inside with no groups to join (it starts at the `--`).
+  const inside = enter.length > 0 ? [...enter, sh, '-c', PARK, String(ctlFd), '--'] : []
+  const argv = [...wrap, sh, '-c', PARK, String(ctlFd), ...procsFiles, '--', ...inside]
   // Detached: its own session, no terminal to reach, one process group to kill. Root without the
   // service's supplementary groups (libuv calls setgroups(0) for a uid given).
   const child = spawnDetached(argv[0]!, argv.slice(1), { env: WRAPPER_ENV, pipes, uid: 0, gid: 0, under })
@@ -103,10 +108,10 @@ export function park(sh: string, procsFiles: string[], extraFds: number, wrap: s
       // Text for fd 9 travels in a here-document on the shell's stdin, never on a command line:
       // a command line is readable by every host user in /proc/<pid>/cmdline.
       // The here-document's body follows the line that opens it.
-      const doc = opts.fd9 === undefined ? { redirect: '', body: '' } : hereDoc(9, opts.fd9)
+      const doc = opts.fd9 === undefined || opts.fd9 === null ? { redirect: '', body: '' } : hereDoc(9, opts.fd9)
       // The command reads /dev/null, or (a process the caller talks to) one of the extra pipes.
       const stdin = opts.stdinFd === undefined ? '</dev/null' : `<&${opts.stdinFd}${passed(opts.stdinFd, opts.passFds ?? 0)}`
-      child.stdin!.end(`exec ${stdin}${close}${doc.redirect}; ${before}exec ${argv.map(quote).join(' ')}\n${doc.body}`)
+      child.stdin!.end(`exec ${stdin}${close}${doc.redirect}; ${opts.prelude ?? ''}${before}exec ${argv.map(quote).join(' ')}\n${doc.body}`)
       if (!opts.keepFds) ctl?.destroy()
     },
     usable: () => isReady && !started && child.exitCode === null && child.signalCode === null,
@@ -143,8 +148,9 @@ export function parkSpawn(tools: Tools, procsFiles: string[], extraFds = 0): Par
  * A parked shell for one exec call: stdout and stderr pipes, control on fd 3. It is started by a
  * spawner that runs under no_new_privs and the entry filter, which it and everything it starts
  * inherit (setns and the change to the sandbox uid still work under them): loaded once, when
- * that spawner starts, instead of by a perl run for every shell parked.
+ * that spawner starts, instead of by a perl run for every shell parked. Given `enter` (the
+ * sandbox's init runs), it waits inside the sandbox already; its command then needs no nsenter.
  */
-export function parkExec(tools: Tools, procsFiles: string[]): Parked {
-  return park(tools.sh, procsFiles, 1, [], filterWrap(tools.perl))
+export function parkExec(tools: Tools, procsFiles: string[], enter: string[] = []): Parked {
+  return park(tools.sh, procsFiles, 1, [], filterWrap(tools.perl), enter)
 }

@@ -150,17 +150,20 @@ export class WorkspaceWatcher {
     const pid = this.child.pid
     if (!pid) return null
     try {
-      for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
-        if (fs.readlinkSync(`/proc/${pid}/fd/${fd}`) !== 'anon_inode:inotify') continue
-        const out = new Set<number>()
-        for (const m of fs.readFileSync(`/proc/${pid}/fdinfo/${fd}`, 'utf8').matchAll(/^inotify wd:\S+ ino:([0-9a-f]+) /gm)) out.add(parseInt(m[1]!, 16))
-        return out
-      }
+      // Found once (listing its fds cost most of a count, asked at every sync): inotifywait opens
+      // one inotify fd at its start and keeps it; its fdinfo names the watches.
+      this.inotifyFd ??= fs.readdirSync(`/proc/${pid}/fd`).find((fd) => fs.readlinkSync(`/proc/${pid}/fd/${fd}`) === 'anon_inode:inotify') ?? null
+      if (this.inotifyFd === null) return null
+      const out = new Set<number>()
+      for (const m of fs.readFileSync(`/proc/${pid}/fdinfo/${this.inotifyFd}`, 'utf8').matchAll(/^inotify wd:\S+ ino:([0-9a-f]+) /gm)) out.add(parseInt(m[1]!, 16))
+      return out
     } catch {
       /* gone meanwhile */
     }
     return null
   }
+  /** The watcher's inotify fd (its number, a name in /proc/<pid>/fd), once found. */
+  private inotifyFd: string | null | undefined = undefined
 
   /** Stops the process and removes the fence folder. Idempotent. */
   close(): void {
