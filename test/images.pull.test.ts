@@ -146,6 +146,17 @@ describe('pulling the minimal image', () => {
     assertCacheHolds(dir, images[0]!.layers.map((l) => l.digest))
   })
 
+  test('two references to images sharing layers, pulled at once, download each layer once', async () => {
+    const { puller, dir } = newPuller()
+    const manifest = JSON.parse(Buffer.from(await (await fetch(`${registry.url}/v2/warren/minimal/manifests/1`, { headers: { accept: 'application/vnd.oci.image.manifest.v1+json' } })).arrayBuffer()).toString()) as { layers: { digest: string }[] }
+    const layerGets = () => manifest.layers.reduce((n, l) => n + proxy.count(new RegExp(`^GET /v2/warren/minimal/blobs/${l.digest}$`)), 0)
+    const before = layerGets()
+    const [byTag, byDigest] = await Promise.all([puller.pull(`${proxy.host}/warren/minimal:1`), puller.pull(`${proxy.host}/warren/minimal@${minimalDigest}`)])
+    assert.equal(layerGets() - before, 2, 'each of the two layers downloaded once for both pulls')
+    assert.deepEqual(byTag.layers.map((l) => l.dir), byDigest.layers.map((l) => l.dir))
+    assertCacheHolds(dir, byTag.layers.map((l) => l.digest))
+  })
+
   test('by digest: the same image; a digest the registry lacks is not found', async () => {
     const { puller } = newPuller()
     const image = await puller.pull(`${proxy.host}/warren/minimal@${minimalDigest}`)
