@@ -5,7 +5,8 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { after, before, describe, test } from 'node:test'
-import { imagePuller, type ImagePuller, type PullProgress } from '../src/images/image-puller.ts'
+import { loadConfig } from '../src/config.ts'
+import { configuredImagePuller, imagePuller, type ImagePuller, type PullProgress } from '../src/images/image-puller.ts'
 import { ImagePullError, type ImagePullReason } from '../src/images/image-pull-error.ts'
 import { RegistryCredentials } from '../src/images/registry-credentials.ts'
 import { gzipLayer, imageConfig, listTree, manifestOf, pushBlob, pushImage, pushManifest, pushMinimalImage, sha256, startProxy, startRegistry, tarOf, type Proxy, type Registry, type TarEntry } from './registry.ts'
@@ -375,6 +376,15 @@ describe('registry address policy and credentials', () => {
     await rejects(https.pull(`registry.test:${registry.host.split(':')[1]}/warren/minimal:1`), 'unreachable', /could not be reached/)
     const listed = imagePuller({ dir, registry: { allowPrivate: ['127.0.0.0/8'], plainHttp: [`registry.test:${registry.host.split(':')[1]}`], resolve: (_h, _o, cb) => cb(null, [{ address: '127.0.0.1', family: 4 }]) } })
     assert.equal((await listed.pull(`registry.test:${registry.host.split(':')[1]}/warren/minimal:1`)).digest, minimalDigest)
+  })
+
+  test('the configured puller: its cache under the data folder, loopback registries only when WARREN_IMAGE_ALLOW_PRIVATE covers them', async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-data-'))
+    caches.push(dataDir)
+    await rejects(configuredImagePuller(loadConfig({ WARREN_DATA_DIR: dataDir })).pull(`${registry.host}/warren/minimal:1`), 'refused_address', /loopback/)
+    const image = await configuredImagePuller(loadConfig({ WARREN_DATA_DIR: dataDir, WARREN_IMAGE_ALLOW_PRIVATE: '127.0.0.1/32' })).pull(`${registry.host}/warren/minimal:1`)
+    assert.ok(image.layers.every((l) => l.dir.startsWith(path.join(dataDir, 'images', 'layers') + path.sep) && fs.existsSync(l.dir)))
+    assert.equal(fs.statSync(path.join(dataDir, 'images')).mode & 0o777, 0o700, 'the cache is the service\'s alone: layers keep setuid files')
   })
 
   test('a bearer-token registry: credentials go to its token server, a refusal is unauthorized, the password appears nowhere', async () => {

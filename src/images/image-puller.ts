@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
+import type { Config } from '../config.ts'
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '../shared/private-data-dir.ts'
 import { ImageReferenceError, parseImageReference, type ImageReference } from './image-reference.ts'
 import { ImagePullError } from './image-pull-error.ts'
@@ -232,4 +233,13 @@ export function imagePuller(opts: ImagePullerOptions): ImagePuller {
       }
     },
   }
+}
+
+/** The puller a node's settings ask for: its cache in `<data dir>/images`, registries reached as the deployment allows. */
+export function configuredImagePuller(config: Pick<Config, 'dataDir' | 'imageAllowPrivate' | 'imagePlainHttp' | 'imageMaxLayerMb'>): ImagePuller {
+  return imagePuller({
+    dir: path.join(config.dataDir, 'images'),
+    registry: { allowPrivate: config.imageAllowPrivate, plainHttp: config.imagePlainHttp },
+    maxLayerBytes: config.imageMaxLayerMb * 1024 * 1024,
+  })
 }
