@@ -119,7 +119,11 @@ export function registryClient(opts: RegistryOptions): RegistryClient {
       const mod = url.protocol === 'https:' ? https : http
       const req = mod.request(url, { method: 'GET', headers, agent: agents[url.protocol as 'http:' | 'https:'], signal, timeout: idleMs }, (res) => {
         // The same idle ceiling while the body comes: a registry that stops sending is given up on.
-        res.setTimeout(idleMs, () => res.destroy(new ImagePullError('unreachable', `registry ${url.host} sent nothing for ${idleMs} ms`)))
+        // Only while it is still coming: a finished answer's socket may idle on (an error then would have no listener).
+        res.setTimeout(idleMs, () => {
+          if (!res.complete) res.destroy(new ImagePullError('unreachable', `registry ${url.host} sent nothing for ${idleMs} ms`))
+        })
+        res.once('end', () => res.setTimeout(0))
         resolve(res)
       })
       req.on('timeout', () => req.destroy(new ImagePullError('unreachable', `registry ${url.host} did not answer within ${idleMs} ms`)))

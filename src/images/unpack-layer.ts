@@ -1,12 +1,11 @@
 import { createHash } from 'node:crypto'
 import type { Readable } from 'node:stream'
-import { Transform, Writable } from 'node:stream'
+import { Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import zlib from 'node:zlib'
-import { Parser } from 'tar'
-import { ImagePullError } from './image-pull-error.ts'
-import { LayerWriter } from './layer-writer.ts'
+import { Worker } from 'node:worker_threads'
+import { ImagePullError, type ImagePullReason } from './image-pull-error.ts'
 import { LAYER_COMPRESSION, type Descriptor } from './oci-manifest.ts'
+import type { FromWorker, ToWorker, UnpackJob } from './unpack-worker.ts'
 
 export type UnpackOptions = {
   /** An empty folder of the service's own to unpack into. */
@@ -20,89 +19,74 @@ export type UnpackOptions = {
   onBytes?: (n: number) => void
 }
 
-/** Hashes and counts what passes; `limit` bytes at most, or `tooBig` is thrown. */
-function meter(limit: number, tooBig: () => ImagePullError) {
-  const hash = createHash('sha256')
-  let bytes = 0
-  const stream = new Transform({
-    transform(chunk: Buffer, _enc, done) {
-      bytes += chunk.length
-      if (bytes > limit) return done(tooBig())
-      hash.update(chunk)
-      done(null, chunk)
-    },
-  })
-  let digest: string | undefined
-  return { stream, digest: () => (digest ??= `sha256:${hash.digest('hex')}`), bytes: () => bytes }
-}
+/** Compressed bytes sent to the worker and not yet taken in: enough to keep it busy, never the whole layer. */
+const IN_FLIGHT_BYTES = 1024 * 1024
 
 /**
- * Streams one layer blob into `dir`: the compressed bytes are counted against the descriptor's
- * size and hashed against its digest, decompressed, hashed against the config's diff_id and
- * parsed as tar by node-tar's parser (long names, pax headers), whose entries the LayerWriter
- * writes under the OCI layer rules. Nothing is buffered whole. Throws an ImagePullError; the
- * caller removes the folder then (it is a temporary one until the layer is whole and verified).
+ * Streams one layer blob into `dir`. Here the compressed bytes are counted against the
+ * descriptor's size and hashed against its digest; a worker thread (unpack-worker.ts)
+ * decompresses them, hashes the tar against the config's diff_id and writes its entries under the
+ * OCI layer rules (LayerWriter), so the service's event loop never waits on the file system.
+ * Nothing is buffered whole. Throws an ImagePullError; the caller removes the folder then (it is a
+ * temporary one until the layer is whole and verified), which it may do at once: the worker has
+ * stopped by the time this returns or throws.
  */
 export async function unpackLayer(body: Readable, opts: UnpackOptions): Promise<{ entries: number }> {
   const { layer } = opts
   const what = `layer ${layer.digest}`
-  const compressed = meter(layer.size, () => new ImagePullError('too_large', `${what} is longer than the ${layer.size} bytes its manifest says`))
-  compressed.stream.on('data', (chunk: Buffer) => opts.onBytes?.(chunk.length))
-  const unpacked = meter(opts.maxUnpackedBytes, () => new ImagePullError('too_large', `${what} decompresses to more than ${opts.maxUnpackedBytes} bytes`))
-  const compression = LAYER_COMPRESSION[layer.mediaType]
-  const stages: (Transform | zlib.Gunzip | zlib.ZstdDecompress)[] = []
-  if (compression === 'gzip') stages.push(zlib.createGunzip())
-  else if (compression === 'zstd') stages.push(zlib.createZstdDecompress())
-
-  const writer = new LayerWriter(opts.dir, opts.maxUnpackedBytes)
-  // Decompression is ours alone: the parser must not sniff and decompress a second time (a
-  // gzip inside the gzip would escape the ceiling on decompressed bytes); strict turns its
-  // warnings (bad checksums, truncated archives) into errors.
-  const parser = new Parser({ strict: true, zstd: false, brotli: false } as ConstructorParameters<typeof Parser>[0])
-  let sniffed = false
-  const parsed = new Promise<void>((resolve, reject) => {
-    parser.on('entry', (entry) => writer.entry(entry))
-    parser.on('error', reject)
-    parser.on('end', () => resolve())
-  })
-  // An unhandled rejection if the pipeline fails first; the pipeline's error is the one reported.
-  parsed.catch(() => {})
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      try {
-        if (!sniffed) {
-          sniffed = true
-          if (chunk[0] === 0x1f && chunk[1] === 0x8b) throw new ImagePullError('unsafe_layer', `${what} is compressed twice`)
+  const job: UnpackJob = { dir: opts.dir, compression: LAYER_COMPRESSION[layer.mediaType] ?? 'none', maxUnpackedBytes: opts.maxUnpackedBytes, what }
+  const worker = new Worker(new URL('./unpack-worker.ts', import.meta.url), { workerData: job })
+  const hash = createHash('sha256')
+  let bytes = 0
+  let inFlight = 0
+  let resume: (() => void) | undefined
+  const result = new Promise<{ diffId: string; entries: number }>((resolve, reject) => {
+    worker.on("message", (m: FromWorker) => {
+      if ('ack' in m) {
+        inFlight -= m.ack
+        if (inFlight < IN_FLIGHT_BYTES && resume) {
+          // Cleared before the call: done() may write the next chunk at once, which can set it again.
+          const r = resume
+          resume = undefined
+          r()
         }
-        if (parser.write(chunk)) done()
-        else parser.once('drain', () => done())
-      } catch (err) {
-        done(err as Error)
-      }
+      } else if ('done' in m) resolve(m.done)
+      else reject(new ImagePullError((m.failed.reason as ImagePullReason | undefined) ?? 'unsafe_layer', m.failed.message))
+    })
+    worker.on('error', reject)
+    worker.on('exit', (code) => reject(new Error(`the unpacking worker exited (${code}) before answering`)))
+  })
+  // A failure here while the pipeline still runs is reported by the pipeline's own failure below.
+  result.catch(() => {})
+  const toWorker = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      bytes += chunk.length
+      if (bytes > layer.size) return done(new ImagePullError('too_large', `${what} is longer than the ${layer.size} bytes its manifest says`))
+      hash.update(chunk)
+      opts.onBytes?.(chunk.length)
+      inFlight += chunk.length
+      worker.postMessage({ chunk } satisfies ToWorker)
+      if (inFlight < IN_FLIGHT_BYTES) return done()
+      resume = () => done()
     },
     final(done) {
-      try {
-        parser.end()
-      } catch (err) {
-        return done(err as Error)
-      }
-      parsed.then(() => done(), done)
+      worker.postMessage({ end: true } satisfies ToWorker)
+      done()
     },
   })
   try {
-    await pipeline(body, compressed.stream, ...stages, unpacked.stream, sink)
+    // Whichever fails first: the download (or its size check), or the worker (a hostile entry).
+    await Promise.race([pipeline(body, toWorker), result.then(() => new Promise(() => {}))])
+    const unpacked = await result
+    if (bytes !== layer.size) throw new ImagePullError('digest_mismatch', `${what} is ${bytes} bytes, not the ${layer.size} its manifest says`)
+    const digest = `sha256:${hash.digest('hex')}`
+    if (digest !== layer.digest) throw new ImagePullError('digest_mismatch', `${what}'s bytes hash to ${digest}`)
+    if (unpacked.diffId !== opts.diffId) throw new ImagePullError('digest_mismatch', `${what} decompresses to a tar that hashes to ${unpacked.diffId}, not the config's ${opts.diffId}`)
+    return { entries: unpacked.entries }
   } catch (err) {
-    writer.abandon()
-    if (err instanceof ImagePullError) throw err
-    if ((err as NodeJS.ErrnoException).code?.startsWith('Z_') || (err as NodeJS.ErrnoException).code === 'ERR_ZSTD_INVALID_PARAM') {
-      throw new ImagePullError('registry_error', `${what} does not decompress as ${compression} (${(err as Error).message})`, { cause: err })
-    }
-    if ((err as { code?: string }).code?.startsWith('TAR_')) throw new ImagePullError('unsafe_layer', `${what} is not a valid tar archive: ${(err as Error).message}`, { cause: err })
+    body.destroy()
     throw err
+  } finally {
+    await worker.terminate()
   }
-  if (compressed.bytes() !== layer.size) throw new ImagePullError('digest_mismatch', `${what} is ${compressed.bytes()} bytes, not the ${layer.size} its manifest says`)
-  if (compressed.digest() !== layer.digest) throw new ImagePullError('digest_mismatch', `${what}'s bytes hash to ${compressed.digest()}`)
-  if (unpacked.digest() !== opts.diffId) throw new ImagePullError('digest_mismatch', `${what} decompresses to a tar that hashes to ${unpacked.digest()}, not the config's ${opts.diffId}`)
-  await writer.finish()
-  return { entries: writer.entries }
 }
