@@ -223,6 +223,39 @@ describe('hostile images', () => {
   }
   const marker = () => `warren-escape-${randomUUID().slice(0, 8)}`
 
+  test('layer rules: a whiteout hides only lower layers, an entry replaces what was there, a folder keeps its place', async () => {
+    const { puller } = newPuller()
+    const img = await hostile([
+      { path: 'kept', body: 'this layer\'s own' },
+      { path: '.wh.kept' },
+      { path: 'gone-below' , type: 'Directory' },
+      { path: '.wh.gone-below-too' },
+      { path: 'twice', body: 'first' },
+      { path: 'twice', type: 'SymbolicLink', linkpath: 'kept' },
+      { path: 'dir/', type: 'Directory', mode: 0o700 },
+      { path: 'dir/inside', body: 'x' },
+      { path: 'dir/', type: 'Directory', mode: 0o555 },
+      { path: 'file-then-dir', body: 'x' },
+      { path: 'file-then-dir/', type: 'Directory' },
+      { path: 'file-then-dir/y', body: 'y' },
+    ])
+    const dir = (await puller.pull(img.ref)).layers[0]!.dir
+    assert.equal(fs.readFileSync(path.join(dir, 'kept'), 'utf8'), "this layer's own", 'a whiteout does not hide its own layer\'s file')
+    assert.ok(fs.lstatSync(path.join(dir, 'gone-below-too')).isCharacterDevice())
+    assert.equal(fs.readlinkSync(path.join(dir, 'twice')), 'kept', 'the later entry replaces the earlier')
+    assert.equal(fs.statSync(path.join(dir, 'dir')).mode & 0o777, 0o555, 'the last entry for a folder sets its mode')
+    assert.equal(fs.readFileSync(path.join(dir, 'dir/inside'), 'utf8'), 'x', 'and its entries stay')
+    assert.equal(fs.readFileSync(path.join(dir, 'file-then-dir/y'), 'utf8'), 'y')
+  })
+
+  test('what a crashed pull left half unpacked is removed when the puller starts', async () => {
+    const { dir } = newPuller()
+    fs.mkdirSync(path.join(dir, 'tmp', 'abc-half'), { recursive: true })
+    fs.writeFileSync(path.join(dir, 'tmp', 'abc-half', 'partial'), 'x')
+    imagePuller({ dir, registry: { allowPrivate: [] } })
+    assertCacheHolds(dir, [])
+  })
+
   test('an entry with .. fails the pull, and nothing is written outside the cache', async () => {
     const { puller, dir } = newPuller()
     const name = marker()
