@@ -327,6 +327,16 @@ describe('hostile images', () => {
     assertCacheHolds(dir, [])
   })
 
+  test('a layer compressed twice is refused (the inner gzip would escape the ceiling on decompressed bytes)', async () => {
+    const { puller, dir } = newPuller()
+    const inner = gzipLayer(tarOf([{ path: 'f', body: Buffer.alloc(100_000) }])).blob
+    const blob = (await import('node:zlib')).gzipSync(inner)
+    const name = `hostile/${randomUUID().slice(0, 8)}`
+    await pushImage(registry, name, '1', [{ tar: inner, blob, digest: sha256(blob), diffId: sha256(inner), mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip' }])
+    await rejects(puller.pull(`${proxy.host}/${name}:1`), 'unsafe_layer', /is compressed twice/)
+    assertCacheHolds(dir, [])
+  })
+
   test('a layer past the size ceiling is refused before it is downloaded; one that decompresses past it fails', async () => {
     const img = await hostile([{ path: 'big', body: Buffer.alloc(200_000) }])
     const small = newPuller({ maxLayerBytes: 100 })
@@ -409,6 +419,49 @@ describe('registry address policy and credentials', () => {
     await rejects(https.pull(`registry.test:${registry.host.split(':')[1]}/warren/minimal:1`), 'unreachable', /could not be reached/)
     const listed = imagePuller({ dir, registry: { allowPrivate: ['127.0.0.0/8'], plainHttp: [`registry.test:${registry.host.split(':')[1]}`], resolve: (_h, _o, cb) => cb(null, [{ address: '127.0.0.1', family: 4 }]) } })
     assert.equal((await listed.pull(`registry.test:${registry.host.split(':')[1]}/warren/minimal:1`)).digest, minimalDigest)
+  })
+
+  test('redirects: followed to storage elsewhere without the registry\'s authorization, refused to a forbidden address or to plain HTTP', async () => {
+    const img = `${proxy.host}/warren/minimal:1`
+    const seenDirect: string[] = []
+    // "Storage": the registry itself on its own port, reached by a redirect from the proxy's blob answers.
+    const storage = await startProxy(registry)
+    storage.intercept = (req) => {
+      seenDirect.push(String(req.headers.authorization ?? ''))
+      return false
+    }
+    const redirectTo = (target: (url: string) => string) => (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => {
+      if (!req.url!.includes('/blobs/')) return req.headers.authorization !== 'Bearer t' ? (res.writeHead(401, { 'www-authenticate': 'Basic realm="x"' }).end(), true) : false
+      res.writeHead(307, { location: target(req.url!) })
+      res.end()
+      return true
+    }
+    try {
+      proxy.intercept = redirectTo((url) => `http://${storage.host}${url}`)
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-images-'))
+      caches.push(dir)
+      const creds = { credentials: () => ({ basic: () => 'Bearer t' }) as unknown as RegistryCredentials }
+      const image = await imagePuller({ dir, registry: { allowPrivate: ['127.0.0.1/32'], ...creds } }).pull(img)
+      assert.equal(image.digest, minimalDigest)
+      assert.ok(seenDirect.length >= 3 && seenDirect.every((a) => a === ''), 'storage on another origin never sees the registry\'s authorization')
+      proxy.intercept = redirectTo(() => 'https://169.254.169.254/latest/meta-data/')
+      await rejects(newPuller({ registry: { allowPrivate: ['127.0.0.1/32'], ...creds } }).puller.pull(img), 'refused_address', /link-local/)
+      proxy.intercept = redirectTo((url) => `http://storage.example.com${url}`)
+      await rejects(newPuller({ registry: { allowPrivate: ['127.0.0.1/32'], ...creds } }).puller.pull(img), 'refused_address', /redirected .* to plain HTTP at storage\.example\.com/)
+    } finally {
+      proxy.intercept = undefined
+      await storage.stop()
+    }
+  })
+
+  test('a caller that gives up (its signal aborts) stops waiting; the shared pull goes on for the others', async () => {
+    const { puller } = newPuller()
+    const ac = new AbortController()
+    const given = puller.pull(`${proxy.host}/warren/minimal:1`, { signal: ac.signal })
+    const other = puller.pull(`${proxy.host}/warren/minimal:1`)
+    ac.abort(new Error('caller left'))
+    await assert.rejects(given, /caller left/)
+    assert.equal((await other).digest, minimalDigest)
   })
 
   test('the configured puller: its cache under the data folder, loopback registries only when WARREN_IMAGE_ALLOW_PRIVATE covers them', async () => {
