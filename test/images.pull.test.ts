@@ -238,6 +238,9 @@ describe('hostile images', () => {
       { path: 'file-then-dir', body: 'x' },
       { path: 'file-then-dir/', type: 'Directory' },
       { path: 'file-then-dir/y', body: 'y' },
+      { path: 'pipe', type: 'FIFO', mode: 0o640 },
+      { path: 'pipe-then-file', type: 'FIFO' },
+      { path: 'pipe-then-file', body: 'file' },
     ])
     const dir = (await puller.pull(img.ref)).layers[0]!.dir
     assert.equal(fs.readFileSync(path.join(dir, 'kept'), 'utf8'), "this layer's own", 'a whiteout does not hide its own layer\'s file')
@@ -246,6 +249,9 @@ describe('hostile images', () => {
     assert.equal(fs.statSync(path.join(dir, 'dir')).mode & 0o777, 0o555, 'the last entry for a folder sets its mode')
     assert.equal(fs.readFileSync(path.join(dir, 'dir/inside'), 'utf8'), 'x', 'and its entries stay')
     assert.equal(fs.readFileSync(path.join(dir, 'file-then-dir/y'), 'utf8'), 'y')
+    const pipe = fs.lstatSync(path.join(dir, 'pipe'))
+    assert.ok(pipe.isFIFO() && (pipe.mode & 0o777) === 0o640, 'a FIFO is made, with its mode')
+    assert.equal(fs.readFileSync(path.join(dir, 'pipe-then-file'), 'utf8'), 'file', 'a later entry takes a FIFO\'s path')
   })
 
   test('what a crashed pull left half unpacked is removed when the puller starts', async () => {

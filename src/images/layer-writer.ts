@@ -23,7 +23,9 @@ const validId = (n: unknown): n is number => Number.isSafeInteger(n) && (n as nu
  * character device 0/0 at `name`, an opaque marker (`.wh..wh..opq`) the `trusted.overlay.opaque`
  * attribute on its folder. Modes (setuid and sticky bits included), ownership (when the service
  * runs as root; otherwise files stay the service's), modification times, symbolic and hard links
- * are kept.
+ * are kept. Extended attributes in pax headers (file capabilities, SELinux labels) are not: a
+ * binary that relies on `security.capability` needs its capability some other way. Whiteouts need
+ * root (mknod, trusted.* attributes), as the overlay mount that reads them does.
  *
  * The entries are hostile input. Every path is confined to the folder: a leading `/` is read as
  * the layer's root, a `..` component refuses the layer, and no entry is ever written through a
@@ -131,6 +133,8 @@ export class LayerWriter {
       return
     }
     const meta = this.#meta(entry)
+    // A FIFO is made after the last entry; a later entry at its path takes the path instead.
+    this.#fifos.delete(rel)
     switch (type) {
       case 'Directory':
         if (!this.#replace(rel, true)) fs.mkdirSync(full, { mode: 0o700 })
