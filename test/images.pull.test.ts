@@ -9,6 +9,8 @@ import { loadConfig } from '../src/config.ts'
 import { configuredImagePuller, imagePuller, type ImagePuller, type PullProgress } from '../src/images/image-puller.ts'
 import { ImagePullError, type ImagePullReason } from '../src/images/image-pull-error.ts'
 import { RegistryCredentials } from '../src/images/registry-credentials.ts'
+import type { Resolver } from '../src/shared/guarded-lookup.ts'
+import { makeTestCert } from './fakes/test-cert.ts'
 import { gzipLayer, imageConfig, listTree, manifestOf, pushBlob, pushImage, pushManifest, pushMinimalImage, sha256, startProxy, startRegistry, tarOf, type Proxy, type Registry, type TarEntry } from './registry.ts'
 
 // Pulls against a real docker-registry on loopback, through a proxy that counts what is asked
@@ -468,6 +470,22 @@ describe('registry address policy and credentials', () => {
     ac.abort(new Error('caller left'))
     await assert.rejects(given, /caller left/)
     assert.equal((await other).digest, minimalDigest)
+  })
+
+  test('over HTTPS the certificate is checked: refused when nothing trusts it, pulled when its CA is given', async () => {
+    const cert = makeTestCert()
+    const tlsProxy = await startProxy(registry, { cert: cert.cert, key: cert.key })
+    try {
+      // "vm" is in the certificate, and not a loopback name: reached over HTTPS.
+      const ref = `vm:${tlsProxy.host.split(':')[1]}/warren/minimal:1`
+      const registryOpts = { allowPrivate: ['127.0.0.0/8'], resolve: ((_h, _o, cb) => cb(null, [{ address: '127.0.0.1', family: 4 }])) as Resolver }
+      await rejects(newPuller({ registry: registryOpts }).puller.pull(ref), 'unreachable', /registry vm:\d+ could not be reached: (SELF_SIGNED|DEPTH_ZERO)/)
+      assert.equal((await newPuller({ registry: { ...registryOpts, ca: cert.cert } }).puller.pull(ref)).digest, minimalDigest)
+      assert.ok(tlsProxy.count(/^GET \/v2\/warren\/minimal\/blobs\//) >= 3, 'the blobs came over HTTPS')
+    } finally {
+      await tlsProxy.stop()
+      cert.remove()
+    }
   })
 
   test('the configured puller: its cache under the data folder, loopback registries only when WARREN_IMAGE_ALLOW_PRIVATE covers them', async () => {

@@ -2,6 +2,7 @@ import { execFile, spawn, type ChildProcess } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import fs from 'node:fs'
 import http from 'node:http'
+import https from 'node:https'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
@@ -270,7 +271,8 @@ export type Proxy = {
   stop(): Promise<void>
 }
 
-export async function startProxy(registry: Registry): Promise<Proxy> {
+/** With `tls`, the proxy speaks HTTPS (a registry behind a certificate). */
+export async function startProxy(registry: Registry, tls?: { cert: string; key: string }): Promise<Proxy> {
   const target = new URL(registry.url)
   const proxy: Proxy = {
     host: '',
@@ -282,7 +284,7 @@ export async function startProxy(registry: Registry): Promise<Proxy> {
       await new Promise((r) => server.close(r))
     },
   }
-  const server = http.createServer((req, res) => {
+  const handler = (req: http.IncomingMessage, res: http.ServerResponse) => {
     proxy.requests.push(`${req.method} ${req.url}`)
     if (proxy.intercept?.(req, res)) return
     const up = http.request({ host: target.hostname, port: target.port, path: req.url, method: req.method, headers: { ...req.headers, host: target.host } }, (upRes) => {
@@ -291,7 +293,8 @@ export async function startProxy(registry: Registry): Promise<Proxy> {
     })
     up.on('error', () => res.destroy())
     req.pipe(up)
-  })
+  }
+  const server = tls ? https.createServer(tls, handler) : http.createServer(handler)
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
   proxy.host = `127.0.0.1:${(server.address() as net.AddressInfo).port}`
   return proxy

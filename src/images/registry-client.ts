@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto'
 import http, { type IncomingMessage } from 'node:http'
 import https from 'node:https'
 import { isIP } from 'node:net'
+import tls from 'node:tls'
 import type { PrivatePolicy } from '../shared/address-policy.ts'
 import { guardedLookup, isRefusedAddress, refusedHost, type Resolver } from '../shared/guarded-lookup.ts'
 import type { ImageReference } from './image-reference.ts'
@@ -20,6 +21,8 @@ export type RegistryOptions = {
   idleTimeoutMs?: number
   /** Name lookups (tests). */
   resolve?: Resolver
+  /** A CA certificate (PEM) trusted beside the system's: a registry with a private CA (tests; a deployment may use NODE_EXTRA_CA_CERTS). */
+  ca?: string
 }
 
 /** A manifest or index as the registry sent it, with the digest of exactly those bytes. */
@@ -102,7 +105,7 @@ export function registryClient(opts: RegistryOptions): RegistryClient {
   const plainHttp = (opts.plainHttp ?? []).map((s) => s.toLowerCase())
   const idleMs = opts.idleTimeoutMs ?? 30_000
   const lookup = guardedLookup({ allowPrivate: opts.allowPrivate, refused: REFUSED, resolve: opts.resolve })
-  const agents = { 'http:': new http.Agent({ lookup }), 'https:': new https.Agent({ lookup }) }
+  const agents = { 'http:': new http.Agent({ lookup }), 'https:': new https.Agent({ lookup, ...(opts.ca ? { ca: [...tls.rootCertificates, opts.ca] } : {}) }) }
   /** Authorization per registry and repository (a bearer token is scoped to one repository). */
   const authorization = new Map<string, string>()
 
