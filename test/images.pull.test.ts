@@ -149,6 +149,14 @@ describe('pulling the minimal image', () => {
     assertCacheHolds(dir, images[0]!.layers.map((l) => l.digest))
   })
 
+  test('layers downloaded at once on a node are capped (maxConcurrentLayers)', async () => {
+    const { puller } = newPuller({ maxConcurrentLayers: 1 })
+    proxy.maxBlobsAtOnce = 0
+    const image = await puller.pull(`${proxy.host}/warren/minimal:1`)
+    assert.equal(image.layers.length, 2)
+    assert.equal(proxy.maxBlobsAtOnce, 1, 'one blob at a time')
+  })
+
   test('two references to images sharing layers, pulled at once, download each layer once', async () => {
     const { puller, dir } = newPuller()
     const manifest = JSON.parse(Buffer.from(await (await fetch(`${registry.url}/v2/warren/minimal/manifests/1`, { headers: { accept: 'application/vnd.oci.image.manifest.v1+json' } })).arrayBuffer()).toString()) as { layers: { digest: string }[] }

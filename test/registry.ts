@@ -266,6 +266,8 @@ export type Proxy = {
   /** Requests by `METHOD path`. */
   requests: string[]
   count(pattern: RegExp): number
+  /** The most blob answers under way at once (from the request to the answer's end). */
+  maxBlobsAtOnce: number
   /** Answers a request instead of the registry when it returns true. */
   intercept: ((req: http.IncomingMessage, res: http.ServerResponse) => boolean) | undefined
   stop(): Promise<void>
@@ -274,11 +276,13 @@ export type Proxy = {
 /** With `tls`, the proxy speaks HTTPS (a registry behind a certificate). */
 export async function startProxy(registry: Registry, tls?: { cert: string; key: string }): Promise<Proxy> {
   const target = new URL(registry.url)
+  let blobsNow = 0
   const proxy: Proxy = {
     host: '',
     requests: [],
     count: (pattern) => proxy.requests.filter((r) => pattern.test(r)).length,
     intercept: undefined,
+    maxBlobsAtOnce: 0,
     stop: async () => {
       server.closeAllConnections()
       await new Promise((r) => server.close(r))
@@ -286,6 +290,11 @@ export async function startProxy(registry: Registry, tls?: { cert: string; key: 
   }
   const handler = (req: http.IncomingMessage, res: http.ServerResponse) => {
     proxy.requests.push(`${req.method} ${req.url}`)
+    if (req.url!.includes('/blobs/sha256:')) {
+      blobsNow++
+      proxy.maxBlobsAtOnce = Math.max(proxy.maxBlobsAtOnce, blobsNow)
+      res.once('close', () => blobsNow--)
+    }
     if (proxy.intercept?.(req, res)) return
     const up = http.request({ host: target.hostname, port: target.port, path: req.url, method: req.method, headers: { ...req.headers, host: target.host } }, (upRes) => {
       res.writeHead(upRes.statusCode ?? 502, upRes.headers)

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
 import type { Config } from '../config.ts'
+import { limiter } from '../shared/limiter.ts'
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '../shared/private-data-dir.ts'
 import { ImageReferenceError, parseImageReference, type ImageReference } from './image-reference.ts'
 import { ImagePullError } from './image-pull-error.ts'
@@ -41,6 +42,8 @@ export type ImagePullerOptions = {
   maxUnpackedBytes?: number
   /** The platform an index resolves to; default this host's. */
   platform?: Platform
+  /** Most layers downloaded and unpacked at once on this node, whatever the images (Docker's default: 3). */
+  maxConcurrentLayers?: number
 }
 
 export type PullProgress = {
@@ -103,6 +106,8 @@ export function imagePuller(opts: ImagePullerOptions): ImagePuller {
   const maxUnpackedBytes = opts.maxUnpackedBytes ?? 16 * 1024 ** 3
   const platform = opts.platform ?? hostPlatform()
   const client: RegistryClient = registryClient(opts.registry)
+  // Each layer in flight is a connection, a worker thread and a stream of writes: a 50-layer image must not start 50.
+  const downloads = limiter(opts.maxConcurrentLayers ?? 3)
   const dirs = { layers: path.join(opts.dir, 'layers'), configs: path.join(opts.dir, 'configs'), tmp: path.join(opts.dir, 'tmp') }
   fs.mkdirSync(opts.dir, { recursive: true, mode: PRIVATE_DIR_MODE })
   fs.chmodSync(opts.dir, PRIVATE_DIR_MODE)
@@ -142,7 +147,7 @@ export function imagePuller(opts: ImagePullerOptions): ImagePuller {
     if (!pull && fs.existsSync(layerDir(layer.digest))) return Promise.resolve()
     if (!pull) {
       const listeners = new Set<(n: number) => void>()
-      const done = (async () => {
+      const done = downloads(async () => {
         const work = tmpDir(layer.digest)
         try {
           const body = await client.blob(ref, layer.digest)
@@ -155,9 +160,8 @@ export function imagePuller(opts: ImagePullerOptions): ImagePuller {
           }
         } finally {
           fs.rmSync(work, { recursive: true, force: true })
-          layerPulls.delete(layer.digest)
         }
-      })()
+      }).finally(() => layerPulls.delete(layer.digest))
       pull = { done, listeners }
       layerPulls.set(layer.digest, pull)
     }
