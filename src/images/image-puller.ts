@@ -159,7 +159,8 @@ export function imagePuller(opts: ImagePullerOptions): ImagePuller {
             if ((err as NodeJS.ErrnoException).code !== 'ENOTEMPTY' && (err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
           }
         } finally {
-          fs.rmSync(work, { recursive: true, force: true })
+          // Not rmSync: a failed layer may be thousands of files, and this is the service's event loop.
+          await fs.promises.rm(work, { recursive: true, force: true })
         }
       }).finally(() => layerPulls.delete(layer.digest))
       pull = { done, listeners }
