@@ -51,6 +51,8 @@ command -v mke2fs >/dev/null 2>&1 || need+=(e2fsprogs)
 command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
 command -v skopeo >/dev/null 2>&1 || need+=(skopeo)
 command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
+# The registry's password file (bcrypt, which docker-registry's htpasswd auth reads) for the credentials tests.
+command -v htpasswd >/dev/null 2>&1 || need+=(apache2-utils)
 # Unpacked image layers mark an opaque folder as overlayfs does, with an extended attribute (setfattr).
 command -v setfattr >/dev/null 2>&1 || need+=(attr)
 if [ ${#need[@]} -gt 0 ]; then
