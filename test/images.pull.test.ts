@@ -505,6 +505,24 @@ describe('registry address policy and credentials', () => {
     assert.equal(fs.statSync(path.join(dataDir, 'images')).mode & 0o777, 0o700, 'the cache is the service\'s alone: layers keep setuid files')
   })
 
+  test('a registry that asks for a password (docker-registry\'s htpasswd, Basic): pulled with it, refused without or with a wrong one, the password in no message', async () => {
+    const password = `pw-${randomUUID()}`
+    const locked = await startRegistry({ auth: { user: 'warren', password } })
+    try {
+      await pushMinimalImage(locked, 'warren/minimal', '1', `warren:${password}`)
+      const ref = `${locked.host}/warren/minimal:1`
+      const withCreds = (creds?: RegistryCredentials) => newPuller({ registry: { allowPrivate: ['127.0.0.1/32'], credentials: (r) => (r === locked.host ? creds : undefined) } })
+      assert.equal((await withCreds(new RegistryCredentials('warren', password)).puller.pull(ref)).digest, minimalDigest)
+      const none = await rejects(withCreds().puller.pull(ref), 'unauthorized', new RegExp(`registry ${locked.host} wants credentials for warren/minimal and none are configured`))
+      const wrong = newPuller({ registry: { allowPrivate: ['127.0.0.1/32'], credentials: () => new RegistryCredentials('warren', `${password}x`) } })
+      const refused = await rejects(wrong.puller.pull(ref), 'unauthorized', new RegExp(`registry ${locked.host} refused access to warren/minimal`))
+      assertCacheHolds(wrong.dir, [])
+      for (const err of [none, refused]) assert.ok(!`${err.message}${err.stack}`.includes(password))
+    } finally {
+      await locked.stop()
+    }
+  })
+
   test('a bearer-token registry: credentials go to its token server, a refusal is unauthorized, the password appears nowhere', async () => {
     const secret = `pw-${randomUUID()}`
     const token = `tok-${randomUUID()}`

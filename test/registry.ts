@@ -41,15 +41,25 @@ async function freePort(): Promise<number> {
   return port
 }
 
-/** Starts docker-registry on a free loopback port, storage in a fresh temporary folder, and waits until it answers /v2/. */
-export async function startRegistry(): Promise<Registry> {
+/**
+ * Starts docker-registry on a free loopback port, storage in a fresh temporary folder, and waits
+ * until it answers /v2/. With `auth`, it asks for that user and password (its htpasswd auth: a
+ * Basic challenge).
+ */
+export async function startRegistry(opts: { auth?: { user: string; password: string } } = {}): Promise<Registry> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-registry-'))
+  const authConfig: string[] = []
+  if (opts.auth) {
+    const { stdout } = await run('htpasswd', ['-nbB', opts.auth.user, opts.auth.password])
+    fs.writeFileSync(path.join(dir, 'htpasswd'), stdout)
+    authConfig.push('auth:', '  htpasswd:', '    realm: warren-test', `    path: ${dir}/htpasswd`)
+  }
   for (let attempt = 0; ; attempt++) {
     const port = await freePort()
     const config = path.join(dir, 'config.yml')
     fs.writeFileSync(
       config,
-      ['version: 0.1', 'log:', '  level: error', '  accesslog:', '    disabled: true', 'storage:', '  filesystem:', `    rootdirectory: ${dir}/storage`, '  delete:', '    enabled: true', 'http:', `  addr: 127.0.0.1:${port}`, ''].join('\n'),
+      ['version: 0.1', 'log:', '  level: error', '  accesslog:', '    disabled: true', 'storage:', '  filesystem:', `    rootdirectory: ${dir}/storage`, '  delete:', '    enabled: true', 'http:', `  addr: 127.0.0.1:${port}`, ...authConfig, ''].join('\n'),
     )
     const child: ChildProcess = spawn('docker-registry', ['serve', config], { stdio: ['ignore', 'ignore', 'pipe'] })
     let stderr = ''
@@ -60,7 +70,7 @@ export async function startRegistry(): Promise<Registry> {
       (async () => {
         for (;;) {
           const ok = await fetch(`${url}/v2/`).then(
-            (r) => r.status === 200,
+            (r) => r.status === 200 || (opts.auth !== undefined && r.status === 401),
             () => false, // not listening yet: asked again below
           )
           if (ok) return true
@@ -253,10 +263,10 @@ export async function minimalImageLayout(): Promise<string> {
   }
 }
 
-/** Pushes the minimal image with skopeo to `registry` as `name:tag`. */
-export async function pushMinimalImage(registry: Registry, name: string, tag: string): Promise<void> {
+/** Pushes the minimal image with skopeo to `registry` as `name:tag` (as `creds`, `user:password`, when it asks for them). */
+export async function pushMinimalImage(registry: Registry, name: string, tag: string, creds?: string): Promise<void> {
   const layout = await minimalImageLayout()
-  await run('skopeo', ['copy', '--quiet', '--dest-tls-verify=false', `oci:${layout}:minimal`, `docker://${registry.host}/${name}:${tag}`])
+  await run('skopeo', ['copy', '--quiet', '--dest-tls-verify=false', ...(creds ? ['--dest-creds', creds] : []), `oci:${layout}:minimal`, `docker://${registry.host}/${name}:${tag}`])
 }
 
 // ---- a proxy in front of the registry: counts what is asked, and can answer instead ----
