@@ -46,6 +46,15 @@ command -v tmux >/dev/null 2>&1 || need+=(tmux)
 command -v inotifywait >/dev/null 2>&1 || need+=(inotify-tools)
 # Each workspace's disk quota is a file system of its own (mke2fs, loop-mounted with mount).
 command -v mke2fs >/dev/null 2>&1 || need+=(e2fsprogs)
+# The image tests (test/registry.ts): a real OCI registry on loopback (docker-registry), images
+# built offline from the apt mirror (mmdebstrap) and pushed by a real OCI client (skopeo).
+command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
+command -v skopeo >/dev/null 2>&1 || need+=(skopeo)
+command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
+# The registry's password file (bcrypt, which docker-registry's htpasswd auth reads) for the credentials tests.
+command -v htpasswd >/dev/null 2>&1 || need+=(apache2-utils)
+# Unpacked image layers mark an opaque folder as overlayfs does, with an extended attribute (setfattr).
+command -v setfattr >/dev/null 2>&1 || need+=(attr)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "warren setup: installing ${need[*]}" >&2

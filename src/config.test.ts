@@ -48,3 +48,16 @@ test('config: the shared configuration keeps the provider kind and the WARREN_ v
   // A bad local setting is the local provider's to refuse, at start (src/sandbox/local/local-settings.ts).
   assert.deepEqual(c.providerEnv, { WARREN_SANDBOX_PROVIDER: 'local', WARREN_SANDBOX_SUBNET: 'pool' })
 })
+
+test('config: image registries: WARREN_IMAGE_ALLOW_PRIVATE is a CIDR list, WARREN_IMAGE_PLAIN_HTTP a list of host[:port], WARREN_IMAGE_MAX_LAYER_MB a ceiling', () => {
+  const d = loadConfig({})
+  assert.deepEqual([d.imageAllowPrivate, d.imagePlainHttp, d.imageMaxLayerMb], [[], [], 4096])
+  const c = loadConfig({ WARREN_IMAGE_ALLOW_PRIVATE: '127.0.0.1/32,10.1.0.0/16', WARREN_IMAGE_PLAIN_HTTP: 'Registry.lan:5000, 10.1.2.3', WARREN_IMAGE_MAX_LAYER_MB: '512' })
+  assert.deepEqual(c.imageAllowPrivate, ['127.0.0.1/32', '10.1.0.0/16'])
+  assert.deepEqual(c.imagePlainHttp, ['registry.lan:5000', '10.1.2.3'])
+  assert.equal(c.imageMaxLayerMb, 512)
+  const message = refusal({ WARREN_IMAGE_ALLOW_PRIVATE: 'registry.lan', WARREN_IMAGE_PLAIN_HTTP: 'http://registry.lan:5000', WARREN_IMAGE_MAX_LAYER_MB: '0' })
+  assert.match(message, /WARREN_IMAGE_ALLOW_PRIVATE must be a comma list of CIDRs .*"registry\.lan"/)
+  assert.match(message, /WARREN_IMAGE_PLAIN_HTTP must be a comma list of registries as references name them \(host\[:port\]\), got "http:\/\/registry\.lan:5000"/)
+  assert.match(message, /WARREN_IMAGE_MAX_LAYER_MB must be an integer of at least 1/)
+})

@@ -47,6 +47,12 @@ export type Config = {
   allowPrivateMcp: string[]
   /** CIDRs of loopback or private addresses model servers (base_url) may be at (WARREN_MODEL_ALLOW_PRIVATE). */
   modelAllowPrivate: string[]
+  /** CIDRs of loopback or private addresses image registries may be at (WARREN_IMAGE_ALLOW_PRIVATE). */
+  imageAllowPrivate: string[]
+  /** Registries (`host[:port]`, lower case) reached over plain HTTP although not on loopback (WARREN_IMAGE_PLAIN_HTTP). */
+  imagePlainHttp: string[]
+  /** Most MiB one image layer's download may be. */
+  imageMaxLayerMb: number
   previewDomain: string
   /** How long a withdrawn preview name stays its organization's; 0: free at once. */
   previewNameHoldMs: number
@@ -209,6 +215,9 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
     allowPrivateWebhooks: cidrs('WARREN_ALLOW_PRIVATE_WEBHOOKS'),
     allowPrivateMcp: cidrs('WARREN_ALLOW_PRIVATE_MCP'),
     modelAllowPrivate: cidrs('WARREN_MODEL_ALLOW_PRIVATE'),
+    imageAllowPrivate: cidrs('WARREN_IMAGE_ALLOW_PRIVATE'),
+    imagePlainHttp: list('WARREN_IMAGE_PLAIN_HTTP').map((r) => r.toLowerCase()),
+    imageMaxLayerMb: int('WARREN_IMAGE_MAX_LAYER_MB', 4096, 1),
     previewDomain: (env.WARREN_PREVIEW_DOMAIN || `preview.localhost:${port}`).toLowerCase(),
     previewNameHoldMs: int('WARREN_PREVIEW_NAME_HOLD_MS', 86_400_000, 0),
     publicUrl: (env.WARREN_PUBLIC_URL || `http://${reachableHost(env.HOST || '127.0.0.1')}:${port}`).replace(/\/+$/, ''),
@@ -245,6 +254,9 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
   }
   if (config.searchUrl !== undefined && !/^https?:\/\/[^/]/.test(config.searchUrl)) problems.push('WARREN_SEARCH_URL must be an http(s) address of a SearXNG instance')
   if (config.nodeUrl !== undefined && !/^https?:\/\/[^/]+$/.test(config.nodeUrl)) problems.push('WARREN_NODE_URL must be an http(s) origin other nodes reach this one at (http://10.0.0.5:8080), with no path')
+  for (const r of config.imagePlainHttp) {
+    if (!/^(\[[0-9a-f:.]+\]|[a-z0-9]([a-z0-9.-]*[a-z0-9])?)(:\d{1,5})?$/.test(r)) problems.push(`WARREN_IMAGE_PLAIN_HTTP must be a comma list of registries as references name them (host[:port]), got "${r}"`)
+  }
   if (config.artifactTurnBytes > 500 * MIB) problems.push(`WARREN_ARTIFACT_TURN_MB may lower the specification's 500 MiB ceiling, not raise it, got "${env.WARREN_ARTIFACT_TURN_MB}"`)
   if (env.WARREN_METRICS_HOST && config.metricsPort === undefined) problems.push('WARREN_METRICS_HOST needs a metrics listener of their own: WARREN_METRICS_PORT=main serves /metrics on the main listener')
   if (problems.length > 0) throw new Error(`Invalid configuration:\n  - ${problems.join('\n  - ')}`)
