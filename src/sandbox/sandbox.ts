@@ -34,8 +34,32 @@ export type NetworkPolicy = {
 export type SandboxImage = {
   /** The reference as the caller named it: `host[:port]/name:tag` or `…@sha256:<digest>`. */
   ref: string
-  /** The manifest digest it resolved to (`sha256:…`): a node that takes the session over starts the very same image. */
-  digest: string
+  /**
+   * The digest it resolved to before (`sha256:…`), when it did: the sandbox then starts that very
+   * image whatever the tag names now (a node that takes the session over starts what the first ran).
+   * Absent: the provider resolves the reference now, and the sandbox says what it got (Sandbox.image).
+   */
+  digest?: string
+}
+
+/** How far getting a sandbox's image is (a pull the provider makes or waits on). */
+export type ImageProgress = {
+  ref: string
+  /** Compressed bytes of the image's layers held or received so far, of `totalBytes`. */
+  bytes: number
+  totalBytes: number
+  layers: number
+  /** Layers not held yet. */
+  layersLeft: number
+}
+
+/**
+ * Creating a sandbox on an image failed because of the image (an unknown name or tag, a digest
+ * mismatch, a registry down or refusing the credentials, a layer past a ceiling): `message` names
+ * the reason in words fit for the session's caller (never a credential).
+ */
+export class SandboxImageError extends Error {
+  override name = 'SandboxImageError'
 }
 
 export type SandboxSpec = {
@@ -60,9 +84,12 @@ export type SandboxSpec = {
   /**
    * The root the sandbox runs on. Absent: the host's own system, as every workspace runs today. A
    * provider that cannot run images rejects create with SandboxUnavailableError saying so, before
-   * it makes anything, rather than start the sandbox on another root than the one asked for.
+   * it makes anything, rather than start the sandbox on another root than the one asked for; one
+   * that cannot get the image rejects with SandboxImageError.
    */
   image?: SandboxImage
+  /** Called as the image comes (never after create settles); a provider that has it at once may never call it. */
+  onImageProgress?: (p: ImageProgress) => void
 }
 
 /**
@@ -199,6 +226,8 @@ export type WorkspaceReader = {
 
 export type Sandbox = WorkspaceReader & {
   readonly id: string
+  /** The image it runs on, with the digest it resolved to; undefined on the host's own system. */
+  readonly image?: { ref: string; digest: string }
   readonly state: SandboxState
   /**
    * Opens a window on what changes in the workspace from now on, to tell what a command changed in
