@@ -245,11 +245,12 @@ onPostgres('cluster: chaos', () => {
         await sleep(wait)
         const live = c.live()
         const i = live[Math.floor(rand() * live.length)]!
-        chaos.push({ at: Date.now(), kind, node: i })
+        // Each event's time is taken as its signal goes: what a node did before it is not cut by it.
         if (kind === 'kill') {
           const pid = c.nodes[i]!.service.pid!
           // With everything it started: its spawner, the sandboxes and their commands.
           const tree = descendants(pid)
+          chaos.push({ at: Date.now(), kind, node: i })
           signal([pid, ...tree], 'SIGSTOP')
           signal(tree, 'SIGKILL')
           await c.kill(i, 'SIGKILL')
@@ -259,6 +260,7 @@ onPostgres('cluster: chaos', () => {
         } else {
           const id = await nodeId(i)
           const pid = c.nodes[i]!.service.pid!
+          chaos.push({ at: Date.now(), kind, node: i })
           process.kill(pid, 'SIGSTOP')
           say(`paused node ${i}`)
           try {
@@ -281,7 +283,7 @@ onPostgres('cluster: chaos', () => {
     }
     await monkey
     for (const i of c.nodes.map((n) => n.index)) if (!c.live().includes(i)) await c.start(i)
-    process.stdout.write(`# chaos: ${sent.length} turns, ${chaos.map((e) => `${e.kind} node ${e.node} at ${((e.at - start) / 1000).toFixed(1)} s`).join(', ')}\n`)
+    process.stdout.write(`# chaos: ${sent.length} turns, ${chaos.map((e) => `${e.kind} node ${e.node} at ${((e.at - start) / 1000).toFixed(2)} s`).join(', ')}\n`)
 
     // What each workspace holds at the end, read by a turn of its own.
     await Promise.all(sessions.map(async (sessionId, k) => {
@@ -313,7 +315,7 @@ onPostgres('cluster: chaos', () => {
     for (const [key, times] of byKey) {
       if (times.length < 2) continue
       const cuts = chaos.filter((e) => e.at > times[0]! && e.at < times.at(-1)!).length
-      if (times.length - 1 > cuts) problems.push(`model step ${key} asked ${times.length} times with ${cuts} kills or pauses between`)
+      if (times.length - 1 > cuts) problems.push(`model step ${key} of ${sessions[Number(key.split('/')[0])]} asked ${times.length} times (at ${times.map((t) => ((t - start) / 1000).toFixed(2)).join(', ')} s) with ${cuts} kills or pauses between`)
     }
 
     for (const [k, sessionId] of sessions.entries()) {
