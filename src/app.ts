@@ -83,7 +83,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installErrorHandlers(app)
 
   const authenticateFor = authHook(deps.store, deps.config, (headers) => deps.node.passedOn(headers))
-  const claimKey = idempotencyPreHandler(deps.store, deps.box)
+  const claimKey = idempotencyPreHandler(deps.store, deps.box, () => deps.node.id)
   const recordAnswer = idempotencyOnSend(deps.store, deps.box)
   const toOwnersNode = onOwnersNode({ store: deps.store, node: deps.node })
   // Every route gets the same guards: a token (unless public), closed query strings, a refusal of

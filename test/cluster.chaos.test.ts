@@ -108,7 +108,22 @@ onPostgres('cluster: chaos', () => {
     await fake?.close()
   })
 
+  /** The nodes' own words, for the reader of a failure: every line each wrote (warnings and up). */
+  const keepLogs = (): string => {
+    for (const n of c.nodes) fs.writeFileSync(path.join(os.tmpdir(), `warren-chaos-${SEED}-node${n.index}.log`), n.service.log.join('\n'))
+    return `node logs: ${path.join(os.tmpdir(), `warren-chaos-${SEED}-node*.log`)}`
+  }
+
   it(`nine sessions under kills and pauses (seed ${SEED}, ${SECONDS} s): every turn completes, nothing is asked, run or recorded twice, and no completed turn's changes are lost`, async () => {
+    try {
+      await chaosRun()
+    } catch (err) {
+      process.stdout.write(`# chaos: ${keepLogs()}\n`)
+      throw err
+    }
+  })
+
+  async function chaosRun(): Promise<void> {
     process.stdout.write(`# chaos: WARREN_CHAOS_SEED=${SEED} WARREN_CHAOS_SECONDS=${SECONDS}\n`)
     const rand = seeded(SEED)
     const chaos: Chaos[] = []
@@ -349,12 +364,8 @@ onPostgres('cluster: chaos', () => {
         problems.push(`s${k} (${sessionId}): the workspace's log differs from its completed turns: missing ${JSON.stringify(missing)}, twice ${JSON.stringify(twice)}, not of a completed turn ${JSON.stringify(extra)}\n${actual.join(' | ')}\n${render(items.filter((i) => turns.has(i.turn_id ?? '') || (i.turn_id === null && i.detail.event !== 'file.changed')))}`)
       }
     }
-    if (problems.length > 0) {
-      // The nodes' own words, for the failure's reader: every line each wrote (warnings and up).
-      for (const n of c.nodes) fs.writeFileSync(path.join(os.tmpdir(), `warren-chaos-${SEED}-node${n.index}.log`), n.service.log.join('\n'))
-      notes.push(`node logs: ${path.join(os.tmpdir(), `warren-chaos-${SEED}-node*.log`)}`)
-    }
+    if (problems.length > 0) notes.push(keepLogs())
     assert.deepEqual(problems, [], `seed ${SEED}\n${notes.join('\n')}`)
     assert.ok(sent.length >= SESSIONS, `the sessions made progress: ${sent.length} turns`)
-  })
+  }
 })

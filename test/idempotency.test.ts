@@ -132,6 +132,26 @@ forEachDialect('idempotency', (dialect) => {
     assert.equal(res.headers['idempotent-replayed'], undefined)
   })
 
+  it('releases at once a claim in flight whose node is gone (killed, or declared dead after a pause), and keeps one of a live node', async () => {
+    const tokenId = (await w().inject({ method: 'GET', url: '/v1/health' })).json().token_id
+    const claim = async (name: string, nodeId: string) => {
+      const key = `node-${name}-${uniq()}`
+      const payload = mintBody(`node-${name}`)
+      const fingerprint = createHash('sha256').update(`POST /v1/tokens\n${JSON.stringify(payload)}`).digest('hex')
+      await w().store.db.insertInto('idempotency_keys').values({ token_id: tokenId, key, fingerprint, state: 'in_flight', status_code: null, body: null, created_at: Date.now(), node_id: nodeId }).execute()
+      return w().inject({ method: 'POST', url: '/v1/tokens', headers: keyed(key), payload })
+    }
+    // A node that stopped a moment ago: its request died with it.
+    const gone = `node_gone_${uniq()}`
+    const now = Date.now()
+    await w().store.db.insertInto('nodes').values({ id: gone, host: 'h', pid: 1, url: '', data_dir: '/nonexistent', sandbox_prefix: 'zz', sandbox_subnet: '', uid_base: 0, uid_count: 0, started_at: now, heartbeat_at: now, stopped_at: now, secret: null }).execute()
+    const retried = await claim('gone', gone)
+    assert.equal(retried.statusCode, 201, retried.body)
+    // This very node is live: its request may still answer.
+    const live = await claim('live', w().node.id)
+    assert.match(expectError(live, 409, 'conflict').message, /in flight/)
+  })
+
   it('keeps the first answer sealed at rest: a secret shown once is not stored in plain text', async () => {
     const key = `sealed-${uniq()}`
     const res = await w().inject({ method: 'POST', url: '/v1/tokens', headers: keyed(key), payload: mintBody('sealed') })

@@ -124,6 +124,8 @@ export type Tables = {
     status_code: number | null
     body: string | null
     created_at: number
+    /** The node whose request claimed the key ('' for claims older than the column). */
+    node_id: Generated<string>
   }
   usage_intervals: {
     id: string

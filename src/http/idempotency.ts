@@ -29,7 +29,7 @@ const fingerprint = (req: FastifyRequest): string =>
  * Runs before the handler: claims the key for this request, or answers from the first response,
  * or refuses an identical request still in flight. Keys are scoped to the token.
  */
-export function idempotencyPreHandler(store: Store, box: SecretBox) {
+export function idempotencyPreHandler(store: Store, box: SecretBox, nodeId: () => string) {
   return async function claimKey(req: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     const raw = req.headers['idempotency-key']
     if (raw === undefined) return
@@ -43,7 +43,7 @@ export function idempotencyPreHandler(store: Store, box: SecretBox) {
     for (let attempt = 0; attempt < 2; attempt++) {
       const claimed = await store.db
         .insertInto('idempotency_keys')
-        .values({ token_id: tokenId, key, fingerprint: fp, state: 'in_flight', status_code: null, body: null, created_at: now })
+        .values({ token_id: tokenId, key, fingerprint: fp, state: 'in_flight', status_code: null, body: null, created_at: now, node_id: nodeId() })
         .onConflict((oc) => oc.columns(['token_id', 'key']).doNothing())
         .returning('key')
         .executeTakeFirst()
@@ -59,7 +59,7 @@ export function idempotencyPreHandler(store: Store, box: SecretBox) {
         .executeTakeFirst()
       if (!row) continue
       const age = now - Number(row.created_at)
-      if (age > IDEMPOTENCY_TTL_MS || (row.state === 'in_flight' && age > IN_FLIGHT_ABANDONED_MS)) {
+      if (age > IDEMPOTENCY_TTL_MS || (row.state === 'in_flight' && (age > IN_FLIGHT_ABANDONED_MS || (await claimantGone(store, row.node_id))))) {
         await store.db.deleteFrom('idempotency_keys').where('token_id', '=', tokenId).where('key', '=', key).execute()
         continue
       }
@@ -75,6 +75,18 @@ export function idempotencyPreHandler(store: Store, box: SecretBox) {
     }
     throw new ApiError('conflict', `Idempotency-Key "${key}" could not be claimed; retry.`)
   }
+}
+
+/**
+ * Whether the node that claimed a key in flight is gone (stopped, or declared dead): its request
+ * died with it, and a retry acts again at once. What it did before it died is the same unknown a
+ * request cut by any crash leaves (its answer was never recorded), so a retry of a create may
+ * repeat it; waiting minutes would not tell either.
+ */
+async function claimantGone(store: Store, nodeId: string): Promise<boolean> {
+  if (nodeId === '') return false
+  const row = await store.db.selectFrom('nodes').select('stopped_at').where('id', '=', nodeId).executeTakeFirst()
+  return !row || row.stopped_at !== null
 }
 
 /**
