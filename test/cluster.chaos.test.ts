@@ -250,7 +250,8 @@ onPostgres('cluster: chaos', () => {
       }
     })
 
-    const nodeId = async (i: number): Promise<string | null> => (await request(c, i, 'GET', '/v1/health').catch(() => null))?.body?.node?.id ?? null
+    /** The identity node `i` serves under now (asked until it answers: a node just restarted may be slow to). */
+    const nodeId = (i: number): Promise<string> => waitFor(`node ${i} says who it is`, async () => (await request(c, i, 'GET', '/v1/health').catch(() => null))?.body?.node?.id as string | undefined, 60_000)
     // The chaos: one node at a time, kills and pauses in turn, the first kind and every wait from the seed.
     const monkey = (async () => {
       let kind: Chaos['kind'] = rand() < 0.5 ? 'kill' : 'pause'
