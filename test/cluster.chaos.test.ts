@@ -102,7 +102,7 @@ onPostgres('cluster: chaos', () => {
     fake = await startModelServer({ models: ['m1'] })
     c = await startCluster({ nodes: 3, env: { WARREN_NODE_LEASE_MS: String(LEASE_MS) } })
     await connectModel(c, 0, fake)
-  })
+  }, { timeout: 300_000 })
   after(async () => {
     await c?.close()
     await fake?.close()
@@ -114,7 +114,8 @@ onPostgres('cluster: chaos', () => {
     return `node logs: ${path.join(os.tmpdir(), `warren-chaos-${SEED}-node*.log`)}`
   }
 
-  it(`nine sessions under kills and pauses (seed ${SEED}, ${SECONDS} s): every turn completes, nothing is asked, run or recorded twice, and no completed turn's changes are lost`, async () => {
+  // Longer than the suite's limit per test: the run itself lasts SECONDS, then every session settles and is read.
+  it(`nine sessions under kills and pauses (seed ${SEED}, ${SECONDS} s): every turn completes, nothing is asked, run or recorded twice, and no completed turn's changes are lost`, { timeout: SECONDS * 1000 + 480_000 }, async () => {
     try {
       await chaosRun()
     } catch (err) {
