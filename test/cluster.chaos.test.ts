@@ -164,7 +164,9 @@ onPostgres('cluster: chaos', () => {
       const ran = (which: string) => since.some((r) => new RegExp(`_${which}_\\d+$`).test(r.toolCallId) && !CUT.test(r.content))
       if (!ran('a')) return next('a', line('a'))
       if (!ran('b')) return next('b', line('b'))
-      return { text: `done ${t}` }
+      // Named by the calls it rests on: a turn told after its answer that those calls' work is gone
+      // answers again, differently; the same answer recorded twice is a duplicate.
+      return { text: `done ${t} after ${since.map((r) => r.toolCallId).join(',')}` }
     }
 
     /** A call to whichever live node answers, again and again until one gives a final answer. */
@@ -349,8 +351,8 @@ onPostgres('cluster: chaos', () => {
         for (const [id, n] of count(event, field)) if (n > 1) problems.push(`s${k}: ${event} for ${id} recorded ${n} times\n${render(items.filter((i) => JSON.stringify(i.detail).includes(id)))}`)
       }
       const messages = new Map<string, number>()
-      for (const i of items) if (i.detail.event === 'agent.message' && i.turn_id) messages.set(i.turn_id, (messages.get(i.turn_id) ?? 0) + 1)
-      for (const [turnId, n] of messages) if (n > 1) problems.push(`s${k}: turn ${turnId} answered ${n} times`)
+      for (const i of items) if (i.detail.event === 'agent.message' && i.turn_id) messages.set(`${i.turn_id} ${i.detail.text}`, (messages.get(`${i.turn_id} ${i.detail.text}`) ?? 0) + 1)
+      for (const [answer, n] of messages) if (n > 1) problems.push(`s${k}: turn ${answer} recorded ${n} times`)
 
       // Every completed turn's two lines, once each: nothing run twice, nothing lost.
       const expected = sent.filter((t) => t.session === k).sort((a, b) => a.index - b.index).flatMap((t) => [`s${k} t${t.index} a`, `s${k} t${t.index} b`])
