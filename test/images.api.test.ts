@@ -3,12 +3,14 @@
 // provider, records the digest the first start resolved and pins it on every later start, shows
 // the pull as it comes, and turns an image that cannot be had into workspace.recovery_failed. The
 // image part of the provider is a fake (test/fakes/image-provider.ts); the sandbox is real.
-import { before, it } from 'node:test'
+import { after, before, it } from 'node:test'
 import assert from 'node:assert/strict'
 import { loadConfig } from '../src/config.ts'
 import { errorOf, forEachDialect, startWarren, useWarren, type Warren } from './harness.ts'
 import { connectModel, hasEvent, items, waitFor } from './fixtures.ts'
 import { digestOf, IMAGE_KIND, imageFake } from './fakes/image-provider.ts'
+import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
+import { client, newOrg } from './turns.helpers.ts'
 
 const b64 = (s: string) => Buffer.from(s).toString('base64')
 const REGISTRY = '127.0.0.1:5999'
@@ -28,9 +30,12 @@ forEachDialect('environment images', (dialect) => {
     env: { WARREN_SANDBOX_PROVIDER: IMAGE_KIND, WARREN_WORKSPACE_LIFETIME_MS: '1500', WARREN_RATE_SESSIONS_PER_MIN: '1000', WARREN_RATE_GENERAL_PER_MIN: '100000' },
     providers: { [IMAGE_KIND]: fake.kind },
   })
+  let model: FakeModelServer
   before(async () => {
     await connectModel(w())
+    model = await startModelServer({ models: ['m1'] })
   })
+  after(() => model.close())
 
   it('no image anywhere: the host system as before, environment.image null, the provider asked for none', async () => {
     const s = await create(w())
@@ -89,6 +94,19 @@ forEachDialect('environment images', (dialect) => {
     assert.equal(errorOf(use).code, 'invalid_request')
     assert.match(errorOf(use).message, /the registry has no tag "nope"/)
     await del(w(), s.id)
+  })
+
+  it("a turn whose workspace's image cannot be had fails as sandbox_unavailable with the reason, not internal_error", async () => {
+    const c = client(w(), await newOrg(w()))
+    await c.connect(model, 'openai')
+    const sid = await c.session({ environment: { image: `${REGISTRY}/tools/fail:gone` } })
+    await waitFor('the workspace failed', async () => (await c.items(sid)).some((i) => i.detail.event === 'workspace.recovery_failed'))
+    model.script({ toolCalls: [{ name: 'bash', args: { command: 'echo hi' } }] }, { text: 'Done.' })
+    const turn = await c.accept(sid, 'run it')
+    const settled = await c.settled(sid, turn.id, 60_000)
+    assert.equal(settled.status, 'failed')
+    assert.equal(settled.error?.code, 'sandbox_unavailable')
+    assert.match(String(settled.error?.message), /its image 127\.0\.0\.1:5999\/tools\/fail:gone could not be had: the registry has no tag "gone"/)
   })
 
   it('refuses a malformed reference with a 400 naming the field and the fault, storing nothing', async () => {
