@@ -96,6 +96,15 @@ forEachDialect('environment images', (dialect) => {
     await del(w(), s.id)
   })
 
+  it('records at most one progress a second however often the pull reports, and always the last layer', async () => {
+    const ref = `${REGISTRY}/tools/chatty:1`
+    const s = await create(w(), { image: ref })
+    await hasEvent(w(), s.id, 'sandbox.created')
+    const progress = (await items(w(), s.id)).filter((i) => i.detail.event === 'sandbox.image_progress').map((i) => [i.detail.bytes, i.detail.layersLeft])
+    assert.deepEqual(progress, [[1000, 1], [3000, 0]], 'the first report, then none of the hundred within the second, then the last layer')
+    await del(w(), s.id)
+  })
+
   it("a turn whose workspace's image cannot be had fails as sandbox_unavailable with the reason, not internal_error", async () => {
     const c = client(w(), await newOrg(w()))
     await c.connect(model, 'openai')

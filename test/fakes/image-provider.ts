@@ -26,7 +26,8 @@ export type ImageFake = {
 
 /**
  * References with `fail` in them are refused with SandboxImageError; others report two progress
- * steps (one layer of two held, then both) and come up on digestOf(ref), or on the digest pinned.
+ * steps (one layer of two held, then both; with `chatty` in them a hundred more in between, at
+ * once) and come up on digestOf(ref), or on the digest pinned.
  */
 export function imageFake(): ImageFake {
   const creates: ImageFake['creates'] = []
@@ -43,6 +44,8 @@ export function imageFake(): ImageFake {
           if (image.ref.includes('fail')) throw new SandboxImageError(`the registry has no tag "${image.ref.split(':').pop()}" of that name (manifest unknown)`)
           const total = 3000
           onImageProgress?.({ ref: image.ref, bytes: 1000, totalBytes: total, layers: 2, layersLeft: 1 })
+          // A chatty pull: a report per chunk, all at once (within any one second).
+          if (image.ref.includes('chatty')) for (let b = 1001; b < 2000; b += 10) onImageProgress?.({ ref: image.ref, bytes: b, totalBytes: total, layers: 2, layersLeft: 1 })
           const held = holds.get(image.ref)
           if (held) await held.gate
           onImageProgress?.({ ref: image.ref, bytes: total, totalBytes: total, layers: 2, layersLeft: 0 })
