@@ -19,7 +19,7 @@ import * as m011 from './migrations/011-sealed-node-secrets.ts'
 import * as m012 from './migrations/012-token-parents.ts'
 import * as m013 from './migrations/013-owner-epoch.ts'
 import * as m014 from './migrations/014-artifact-blobs.ts'
-import * as m015 from './migrations/015-template-images.ts'
+import * as m016 from './migrations/016-template-images.ts'
 
 export type DialectName = 'sqlite' | 'postgres'
 export type Db = Kysely<Tables>
@@ -135,7 +135,7 @@ const migrations: Record<string, { up(db: Kysely<any>, d: DialectName): Promise<
   '012-token-parents': m012,
   '013-owner-epoch': m013,
   '014-artifact-blobs': m014,
-  '015-template-images': m015,
+  '016-template-images': m016,
 }
 
 async function migrate(store: Store): Promise<void> {
