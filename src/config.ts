@@ -3,6 +3,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { MIB } from './http/limits.ts'
 import { LOOPBACK_AND_PRIVATE } from './shared/address-policy.ts'
+import { ImageReferenceError, parseImageReference } from './images/image-reference.ts'
 
 /**
  * The Warren installation: the folder that holds src/. The default data folder lives here rather
@@ -53,6 +54,8 @@ export type Config = {
   imagePlainHttp: string[]
   /** Most MiB one image layer's download may be. */
   imageMaxLayerMb: number
+  /** The image a session runs on when neither it nor its template names one (WARREN_DEFAULT_IMAGE); undefined: the host's system. */
+  defaultImage: string | undefined
   previewDomain: string
   /** How long a withdrawn preview name stays its organization's; 0: free at once. */
   previewNameHoldMs: number
@@ -218,6 +221,7 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
     imageAllowPrivate: cidrs('WARREN_IMAGE_ALLOW_PRIVATE'),
     imagePlainHttp: list('WARREN_IMAGE_PLAIN_HTTP').map((r) => r.toLowerCase()),
     imageMaxLayerMb: int('WARREN_IMAGE_MAX_LAYER_MB', 4096, 1),
+    defaultImage: env.WARREN_DEFAULT_IMAGE || undefined,
     previewDomain: (env.WARREN_PREVIEW_DOMAIN || `preview.localhost:${port}`).toLowerCase(),
     previewNameHoldMs: int('WARREN_PREVIEW_NAME_HOLD_MS', 86_400_000, 0),
     publicUrl: (env.WARREN_PUBLIC_URL || `http://${reachableHost(env.HOST || '127.0.0.1')}:${port}`).replace(/\/+$/, ''),
@@ -256,6 +260,14 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
   if (config.nodeUrl !== undefined && !/^https?:\/\/[^/]+$/.test(config.nodeUrl)) problems.push('WARREN_NODE_URL must be an http(s) origin other nodes reach this one at (http://10.0.0.5:8080), with no path')
   for (const r of config.imagePlainHttp) {
     if (!/^(\[[0-9a-f:.]+\]|[a-z0-9]([a-z0-9.-]*[a-z0-9])?)(:\d{1,5})?$/.test(r)) problems.push(`WARREN_IMAGE_PLAIN_HTTP must be a comma list of registries as references name them (host[:port]), got "${r}"`)
+  }
+  if (config.defaultImage !== undefined) {
+    try {
+      parseImageReference(config.defaultImage)
+    } catch (err) {
+      if (!(err instanceof ImageReferenceError)) throw err
+      problems.push(`WARREN_DEFAULT_IMAGE must be an image reference (host[:port]/name:tag or …@sha256:digest): ${err.message}`)
+    }
   }
   if (config.artifactTurnBytes > 500 * MIB) problems.push(`WARREN_ARTIFACT_TURN_MB may lower the specification's 500 MiB ceiling, not raise it, got "${env.WARREN_ARTIFACT_TURN_MB}"`)
   if (env.WARREN_METRICS_HOST && config.metricsPort === undefined) problems.push('WARREN_METRICS_HOST needs a metrics listener of their own: WARREN_METRICS_PORT=main serves /metrics on the main listener')

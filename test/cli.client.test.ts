@@ -144,6 +144,22 @@ describe('warren client commands', () => {
     assert.equal((await warren('sessions', 'show', s.id)).code, 1)
   })
 
+  it('sessions create --image names the workspace image; show prints it; a malformed reference is the service refusal', async () => {
+    const ref = '127.0.0.1:5999/tools/go:1.22'
+    const s = await json('sessions', 'create', '--image', ref)
+    assert.deepEqual(s.environment.image, { ref, digest: null })
+    const shown = await warren('sessions', 'show', s.id)
+    assert.equal(shown.code, 0, shown.stderr)
+    assert.match(shown.stdout, new RegExp(`^workspace \\w+  image ${ref.replace(/\./g, '\\.')} \\((digest not resolved yet|sha256:[0-9a-f]{64})\\)$`, 'm'))
+    assert.equal((await json('sessions', 'delete', s.id)).deleted, true)
+    const bad = await warren('sessions', 'create', '--image', 'Not/An:Image!')
+    assert.equal(bad.code, 1)
+    assert.match(bad.stderr, /^warren: invalid_request: environment\.image: image reference "Not\/An:Image!" /)
+    const plain = await json('sessions', 'create')
+    assert.equal(plain.environment.image, null, 'no --image: the host system')
+    await json('sessions', 'delete', plain.id)
+  })
+
   it('send, in a terminal: streams the turn, asks the approval and the question at the prompt, exits 0', async () => {
     const s = await json('sessions', 'create', '--approval-mode', 'ask')
     fake.script(

@@ -155,6 +155,8 @@ describe('the web console', () => {
       assert.equal(s.source, 'console')
       assert.deepEqual(s.metadata, { team: 'core' })
       assert.equal(s.agent.approval_mode, 'ask')
+      assert.equal(s.environment.image, null)
+      await page.locator('[data-testid=workspace-image]', { hasText: "the host's system" }).waitFor()
       await page.locator('.stream-live').waitFor()
     })
 
@@ -373,12 +375,15 @@ describe('the web console', () => {
       await page.locator('input[name=template-name]').fill('web')
       await page.locator('input[name=template-profiles]').fill('staging')
       await page.locator('textarea[name=template-setup]').fill('npm ci')
+      await page.locator('input[name=template-image]').fill('127.0.0.1:5999/web/node:22')
       await page.getByRole('button', { name: 'Save template' }).click()
       await page.getByRole('cell', { name: /^web/ }).waitFor()
+      await page.getByRole('cell', { name: '127.0.0.1:5999/web/node:22' }).waitFor()
       const templates = await w.inject({ method: 'GET', url: '/v1/environment-templates' })
       const web = templates.json().data.find((t: { name: string }) => t.name === 'web')
       assert.equal(web?.setup, 'npm ci', templates.body)
       assert.equal(web?.profiles.length, 1)
+      assert.equal(web?.image, '127.0.0.1:5999/web/node:22')
       await shot('environments')
 
       // Dark mode: the toggle overrides the system's scheme.
@@ -390,6 +395,34 @@ describe('the web console', () => {
       const bg = await page.evaluate(() => getComputedStyle(document.documentElement).backgroundColor)
       assert.equal(bg, 'rgb(21, 23, 27)')
       await shot('session-dark')
+    })
+
+    it('creates a session on an image from the form, and its page shows the image and its digest', async () => {
+      const ref = '127.0.0.1:5999/tools/go:1.22'
+      await page.getByRole('link', { name: 'Sessions' }).click()
+      await page.getByRole('button', { name: 'New session' }).click()
+      await page.locator('input[name=title]').fill('On an image')
+      await page.locator('input[name=image]').fill(ref)
+      await page.getByRole('button', { name: 'Create session' }).click()
+      await page.getByRole('heading', { name: 'On an image' }).waitFor()
+      const id = decodeURIComponent(new URL(page.url()).pathname.split('/').pop()!)
+      const s = (await w.inject({ method: 'GET', url: `/v1/sessions/${id}` })).json()
+      assert.equal(s.environment.image.ref, ref, JSON.stringify(s.environment))
+      await page.locator('[data-testid=workspace-image]', { hasText: ref }).waitFor()
+      // No registry answers at that address: whatever the provider, no digest is ever resolved.
+      await page.getByText('not resolved yet').waitFor()
+      await shot('session-image')
+      // A malformed reference is refused in the form, with the service's reason.
+      await page.getByRole('link', { name: 'Sessions' }).click()
+      await page.getByRole('button', { name: 'New session' }).click()
+      await page.locator('input[name=image]').fill('Not An Image')
+      await page.getByRole('button', { name: 'Create session' }).click()
+      await page.getByRole('alert').filter({ hasText: 'environment.image' }).waitFor()
+      await page.getByRole('button', { name: 'Close' }).click()
+      assert.equal((await w.inject({ method: 'DELETE', url: `/v1/sessions/${id}` })).statusCode, 200)
+      // Back where the tests after this one start: the first session's page.
+      await page.getByRole('link', { name: 'Paint the fence' }).click()
+      await page.getByRole('heading', { name: 'Paint the fence' }).waitFor()
     })
 
     it('goes back to sign-in when the service refuses the kept token (revoked)', async () => {

@@ -172,6 +172,7 @@ forEachDialect('environment templates', (dialect) => {
       repo: { full_name: 'acme/widgets', branch: 'main' },
       setup: 'npm ci',
       profiles: [a.id, b.id],
+      image: null,
       created_at: t.created_at,
       updated_at: t.created_at,
     })
@@ -183,7 +184,7 @@ forEachDialect('environment templates', (dialect) => {
     ])
     assert.deepEqual((await get(w(), `/v1/environment-templates/${t.id}`)).json(), t)
     const record = await getTemplateByName(w().store.db, w().orgId, 'node-app')
-    assert.deepEqual(record, { id: t.id, name: 'node-app', files: t.files, repo: t.repo, setup: 'npm ci', profiles: [a.id, b.id] })
+    assert.deepEqual(record, { id: t.id, name: 'node-app', files: t.files, repo: t.repo, setup: 'npm ci', profiles: [a.id, b.id], image: null })
     assert.equal(await getTemplateByName(w().store.db, w().orgId, 'nope'), null)
 
     const bare = (await post(w(), 'templates', { name: 'bare' })).json()

@@ -35,6 +35,7 @@ const WRITTEN: [AnyEvent, string, string][] = [
   [{ type: 'tool.required', payload: { toolCallId: 'call_5', name: 'lookup', arguments: { id: 7 } } }, 'tool.required', 'function_call'],
   [{ type: 'tool.resolved', payload: { toolCallId: 'call_5', name: 'lookup', success: true } }, 'tool.resolved', 'function_call'],
   [{ type: 'mcp.unavailable', payload: { server: 'docs', reason: 'refused' } }, 'mcp.unavailable', 'mcp_unavailable'],
+  [{ type: 'sandbox.image_progress', payload: { state: 'pending', ref: 'localhost:5000/go:1', bytes: 10, totalBytes: 30, layers: 3, layersLeft: 2 } }, 'sandbox.image_progress', 'sandbox'],
   [{ type: 'sandbox.paused', payload: { state: 'paused' } }, 'sandbox.paused', 'sandbox'],
   [{ type: 'sandbox.resumed', payload: { state: 'running' } }, 'sandbox.resumed', 'sandbox'],
   [{ type: 'preview.ready', payload: { port: 3000, url: 'http://x.preview.localhost' } }, 'preview.ready', 'preview'],

@@ -792,7 +792,7 @@ export interface components {
             };
         };
         /** @description The data: line of a frame; its event: line is the same as type. */
-        Event: components["schemas"]["TurnStartedEvent"] | components["schemas"]["TurnEndedEvent"] | components["schemas"]["AgentTextEvent"] | components["schemas"]["AgentMessageEvent"] | components["schemas"]["AgentThinkingEvent"] | components["schemas"]["AgentToolCallEvent"] | components["schemas"]["AgentToolResultEvent"] | components["schemas"]["AgentCompactionEvent"] | components["schemas"]["AgentErrorEvent"] | components["schemas"]["AgentTodosEvent"] | components["schemas"]["UserMessageEvent"] | components["schemas"]["MessageQueuedEvent"] | components["schemas"]["MessageDequeuedEvent"] | components["schemas"]["FileChangedEvent"] | components["schemas"]["ApprovalRequestedEvent"] | components["schemas"]["ApprovalResolvedEvent"] | components["schemas"]["QuestionAskedEvent"] | components["schemas"]["QuestionAnsweredEvent"] | components["schemas"]["ToolRequiredEvent"] | components["schemas"]["ToolResolvedEvent"] | components["schemas"]["McpUnavailableEvent"] | components["schemas"]["SandboxCreatedEvent"] | components["schemas"]["SandboxPausedEvent"] | components["schemas"]["SandboxResumedEvent"] | components["schemas"]["PreviewReadyEvent"] | components["schemas"]["WorkspaceRecoveryFailedEvent"] | components["schemas"]["ArtifactCreatedEvent"] | components["schemas"]["ServiceReplayTruncatedEvent"];
+        Event: components["schemas"]["TurnStartedEvent"] | components["schemas"]["TurnEndedEvent"] | components["schemas"]["AgentTextEvent"] | components["schemas"]["AgentMessageEvent"] | components["schemas"]["AgentThinkingEvent"] | components["schemas"]["AgentToolCallEvent"] | components["schemas"]["AgentToolResultEvent"] | components["schemas"]["AgentCompactionEvent"] | components["schemas"]["AgentErrorEvent"] | components["schemas"]["AgentTodosEvent"] | components["schemas"]["UserMessageEvent"] | components["schemas"]["MessageQueuedEvent"] | components["schemas"]["MessageDequeuedEvent"] | components["schemas"]["FileChangedEvent"] | components["schemas"]["ApprovalRequestedEvent"] | components["schemas"]["ApprovalResolvedEvent"] | components["schemas"]["QuestionAskedEvent"] | components["schemas"]["QuestionAnsweredEvent"] | components["schemas"]["ToolRequiredEvent"] | components["schemas"]["ToolResolvedEvent"] | components["schemas"]["McpUnavailableEvent"] | components["schemas"]["SandboxCreatedEvent"] | components["schemas"]["SandboxPausedEvent"] | components["schemas"]["SandboxResumedEvent"] | components["schemas"]["SandboxImageProgressEvent"] | components["schemas"]["PreviewReadyEvent"] | components["schemas"]["WorkspaceRecoveryFailedEvent"] | components["schemas"]["ArtifactCreatedEvent"] | components["schemas"]["ServiceReplayTruncatedEvent"];
         /** @description turn.started: A run began. */
         TurnStartedEvent: {
             /** @enum {string} */
@@ -1365,6 +1365,41 @@ export interface components {
             /** @description The workspace state after the change: running or paused. */
             state: string;
         };
+        /** @description sandbox.image_progress: The workspace's image is being pulled: how far. */
+        SandboxImageProgressEvent: {
+            /** @enum {string} */
+            object: "event";
+            /** @enum {string} */
+            type: "sandbox.image_progress";
+            /**
+             * @description The service's own name, for reporting a problem.
+             * @enum {string}
+             */
+            internal_type: "sandbox.image_progress";
+            session_id: string;
+            /** @description Also the frame’s id: line. */
+            seq: number;
+            created_at: number;
+            payload: components["schemas"]["SandboxImageProgressPayload"];
+        };
+        /** @description The workspace's image is being pulled: how far. */
+        SandboxImageProgressPayload: {
+            /**
+             * @description The workspace waits on its image.
+             * @enum {string}
+             */
+            state: "pending";
+            /** @description The image reference being pulled. */
+            ref: string;
+            /** @description Compressed bytes of the image's layers held so far. */
+            bytes: number;
+            /** @description Compressed bytes of all the image's layers. */
+            totalBytes: number;
+            /** @description Layers of the image. */
+            layers: number;
+            /** @description Layers not held yet. */
+            layersLeft: number;
+        };
         /** @description preview.ready: A served port is reachable. */
         PreviewReadyEvent: {
             /** @enum {string} */
@@ -1636,6 +1671,8 @@ export interface components {
                 profiles?: string[];
                 /** @description Name of an environment template to start from. */
                 template?: string;
+                /** @description An OCI image reference, `[host[:port]/]name[:tag]` or `…@sha256:<digest>` (no tag and no digest: `latest`; no registry: Docker Hub). The workspace's root: its layers the read-only base, the session's own writable layer over them. Wins over the template's image and the deployment's default (WARREN_DEFAULT_IMAGE); none anywhere: the host's system. */
+                image?: string;
             };
             metadata?: components["schemas"]["Metadata"];
             title?: string;
@@ -1814,6 +1851,14 @@ export interface components {
             profiles: string[];
             /** @description Name of the template it started from. */
             template: string | null;
+            /** @description The image the workspace runs on; null: the host's system. */
+            image: components["schemas"]["SessionImage"] | null;
+        };
+        SessionImage: {
+            /** @description The reference as named (by the session, its template or the deployment default). */
+            ref: string;
+            /** @description The manifest digest (`sha256:…`) it resolved to when the workspace first came up; null until then. Every later start (a restore, a takeover by another node) runs this very digest, whatever the tag names by then. */
+            digest: string | null;
         };
         SessionPreview: {
             /** @description Address that requires an access token; null when no preview is published. */
@@ -1872,7 +1917,7 @@ export interface components {
             detail: components["schemas"]["ItemDetail"];
         };
         /** @description detail.event is the event name; the rest is that event’s payload. Branch on detail.event. */
-        ItemDetail: components["schemas"]["TurnStartedDetail"] | components["schemas"]["TurnEndedDetail"] | components["schemas"]["AgentMessageDetail"] | components["schemas"]["AgentToolCallDetail"] | components["schemas"]["AgentToolResultDetail"] | components["schemas"]["AgentCompactionDetail"] | components["schemas"]["AgentErrorDetail"] | components["schemas"]["AgentTodosDetail"] | components["schemas"]["UserMessageDetail"] | components["schemas"]["MessageQueuedDetail"] | components["schemas"]["MessageDequeuedDetail"] | components["schemas"]["FileChangedDetail"] | components["schemas"]["ApprovalRequestedDetail"] | components["schemas"]["ApprovalResolvedDetail"] | components["schemas"]["QuestionAskedDetail"] | components["schemas"]["QuestionAnsweredDetail"] | components["schemas"]["ToolRequiredDetail"] | components["schemas"]["ToolResolvedDetail"] | components["schemas"]["McpUnavailableDetail"] | components["schemas"]["SandboxCreatedDetail"] | components["schemas"]["SandboxPausedDetail"] | components["schemas"]["SandboxResumedDetail"] | components["schemas"]["PreviewReadyDetail"] | components["schemas"]["WorkspaceRecoveryFailedDetail"] | components["schemas"]["ArtifactCreatedDetail"];
+        ItemDetail: components["schemas"]["TurnStartedDetail"] | components["schemas"]["TurnEndedDetail"] | components["schemas"]["AgentMessageDetail"] | components["schemas"]["AgentToolCallDetail"] | components["schemas"]["AgentToolResultDetail"] | components["schemas"]["AgentCompactionDetail"] | components["schemas"]["AgentErrorDetail"] | components["schemas"]["AgentTodosDetail"] | components["schemas"]["UserMessageDetail"] | components["schemas"]["MessageQueuedDetail"] | components["schemas"]["MessageDequeuedDetail"] | components["schemas"]["FileChangedDetail"] | components["schemas"]["ApprovalRequestedDetail"] | components["schemas"]["ApprovalResolvedDetail"] | components["schemas"]["QuestionAskedDetail"] | components["schemas"]["QuestionAnsweredDetail"] | components["schemas"]["ToolRequiredDetail"] | components["schemas"]["ToolResolvedDetail"] | components["schemas"]["McpUnavailableDetail"] | components["schemas"]["SandboxCreatedDetail"] | components["schemas"]["SandboxPausedDetail"] | components["schemas"]["SandboxResumedDetail"] | components["schemas"]["SandboxImageProgressDetail"] | components["schemas"]["PreviewReadyDetail"] | components["schemas"]["WorkspaceRecoveryFailedDetail"] | components["schemas"]["ArtifactCreatedDetail"];
         /** @description turn.started: A run began. */
         TurnStartedDetail: {
             /** @enum {string} */
@@ -2057,6 +2102,26 @@ export interface components {
             event: "sandbox.resumed";
             /** @description The workspace state after the change: running or paused. */
             state: string;
+        };
+        /** @description sandbox.image_progress: The workspace's image is being pulled: how far. */
+        SandboxImageProgressDetail: {
+            /** @enum {string} */
+            event: "sandbox.image_progress";
+            /**
+             * @description The workspace waits on its image.
+             * @enum {string}
+             */
+            state: "pending";
+            /** @description The image reference being pulled. */
+            ref: string;
+            /** @description Compressed bytes of the image's layers held so far. */
+            bytes: number;
+            /** @description Compressed bytes of all the image's layers. */
+            totalBytes: number;
+            /** @description Layers of the image. */
+            layers: number;
+            /** @description Layers not held yet. */
+            layersLeft: number;
         };
         /** @description preview.ready: A served port is reachable. */
         PreviewReadyDetail: {
@@ -2389,6 +2454,8 @@ export interface components {
             setup?: string;
             /** @description Environment profile ids or names of the organization; stored as ids. */
             profiles?: string[];
+            /** @description An OCI image reference, `[host[:port]/]name[:tag]` or `…@sha256:<digest>` (no tag and no digest: `latest`; no registry: Docker Hub). Sessions from the template run on it unless they name their own. */
+            image?: string;
         };
         EnvironmentTemplate: {
             /** @enum {string} */
@@ -2411,6 +2478,8 @@ export interface components {
             setup: string | null;
             /** @description Environment profile ids. */
             profiles: string[];
+            /** @description The image reference sessions from it run on (unless they name their own); null: none. */
+            image: string | null;
             /** @description Unix ms */
             created_at: number;
             /** @description Unix ms of the last replacement */

@@ -20,6 +20,7 @@ import * as m012 from './migrations/012-token-parents.ts'
 import * as m013 from './migrations/013-owner-epoch.ts'
 import * as m014 from './migrations/014-artifact-blobs.ts'
 import * as m015 from './migrations/015-idempotency-node.ts'
+import * as m016 from './migrations/016-template-images.ts'
 
 export type DialectName = 'sqlite' | 'postgres'
 export type Db = Kysely<Tables>
@@ -136,6 +137,7 @@ const migrations: Record<string, { up(db: Kysely<any>, d: DialectName): Promise<
   '013-owner-epoch': m013,
   '014-artifact-blobs': m014,
   '015-idempotency-node': m015,
+  '016-template-images': m016,
 }
 
 async function migrate(store: Store): Promise<void> {

@@ -105,6 +105,8 @@ export type Tables = {
     profiles: string
     created_at: number
     updated_at: number
+    /** An OCI image reference as written; null: none. */
+    image: string | null
   }
   events: {
     seq: Generated<number>

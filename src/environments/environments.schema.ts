@@ -1,7 +1,7 @@
 import { Type, type Static } from 'typebox'
 import { FileInputs } from '../files/files.schema.ts'
 import { OrderedListQuery, PlainListQuery } from '../http/pagination.ts'
-import { RepoInput } from '../sessions/sessions.schema.ts'
+import { ImageRef, RepoInput } from '../sessions/sessions.schema.ts'
 
 export const PROFILE_LIMITS = { keys: 100, valueBytes: 32 * 1024 } as const
 export const TEMPLATES_PER_ORG = 25
@@ -47,6 +47,7 @@ export const CreateTemplateBody = Type.Object(
     repo: Type.Optional(RepoInput),
     setup: Type.Optional(Type.String({ maxLength: 65_536, description: 'Shell script run once when the workspace first comes up.' })),
     profiles: Type.Optional(Type.Array(Type.String(), { maxItems: 25, description: 'Environment profile ids or names of the organization; stored as ids.' })),
+    image: Type.Optional(ImageRef('Sessions from the template run on it unless they name their own.')),
   },
   {
     $id: 'PutEnvironmentTemplateRequest',
@@ -77,6 +78,7 @@ export const Template = Type.Object(
     repo: Type.Union([TemplateRepo, Type.Null()]),
     setup: Type.Union([Type.String(), Type.Null()]),
     profiles: Type.Array(Type.String(), { description: 'Environment profile ids.' }),
+    image: Type.Union([Type.String(), Type.Null()], { description: 'The image reference sessions from it run on (unless they name their own); null: none.' }),
     created_at: Type.Integer({ description: 'Unix ms' }),
     updated_at: Type.Integer({ description: 'Unix ms of the last replacement' }),
   },

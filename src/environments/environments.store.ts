@@ -18,6 +18,7 @@ export type TemplateRecord = {
   repo: { full_name: string; branch?: string } | null
   setup: string | null
   profiles: string[]
+  image: string | null
 }
 
 export const toProfile = (r: ProfileRow): Profile => ({
@@ -110,6 +111,7 @@ export function toTemplate(r: TemplateRow): Template {
     repo: fromJson<TemplateRepo | null>(r.repo, null),
     setup: r.setup,
     profiles: fromJson<string[]>(r.profiles, []),
+    image: r.image ?? null,
     created_at: Number(r.created_at),
     updated_at: Number(r.updated_at),
   }
@@ -126,8 +128,8 @@ export async function getTemplateRowByName(db: Db, orgId: string, name: string):
 export async function getTemplateByName(db: Db, orgId: string, name: string): Promise<TemplateRecord | null> {
   const row = await getTemplateRowByName(db, orgId, name)
   if (!row) return null
-  const { id, files, repo, setup, profiles } = toTemplate(row)
-  return { id, name: row.name, files, repo, setup, profiles }
+  const { id, files, repo, setup, profiles, image } = toTemplate(row)
+  return { id, name: row.name, files, repo, setup, profiles, image }
 }
 
 export function listTemplateRows(db: Db, orgId: string) {

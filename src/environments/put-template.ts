@@ -4,6 +4,7 @@ import { ApiError } from '../errors.ts'
 import { decodeFiles } from '../files/decode-files.ts'
 import { putSeedFiles } from '../files/seed-files.store.ts'
 import { newId } from '../shared/ids.ts'
+import { checkImageRef } from '../shared/image-ref.ts'
 import { toJson } from '../shared/json.ts'
 import { TEMPLATES_PER_ORG, type CreateTemplateBody } from './environments.schema.ts'
 import { countTemplates, getTemplateRowByName, resolveProfiles, saveTemplateRow, type TemplateRow } from './environments.store.ts'
@@ -18,6 +19,7 @@ export async function putTemplate(store: Store, orgId: string, body: CreateTempl
     throw new ApiError('invalid_request', `repo.full_name "${body.repo.full_name}" must be owner/name.`)
   }
   const files = decodeFiles(body.files ?? [], 'files')
+  const image = body.image === undefined ? null : checkImageRef(body.image, 'image')
   return store.db.transaction().execute(async (trx) => {
     // Serializes the organization's template writes so that the count and the name check hold.
     await lockKey(trx, store.dialect, `environment-templates:${orgId}`)
@@ -38,6 +40,7 @@ export async function putTemplate(store: Store, orgId: string, body: CreateTempl
       repo: body.repo ? toJson(body.repo.branch === undefined ? { full_name: body.repo.full_name } : body.repo) : null,
       setup: body.setup ?? null,
       profiles: toJson(profiles.map((p) => p.id)),
+      image,
       created_at: existing ? Number(existing.created_at) : now,
       updated_at: now,
     }

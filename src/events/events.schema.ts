@@ -159,6 +159,22 @@ export const EVENTS = {
   'sandbox.created': { item: 'sandbox', payload: SandboxState('The workspace came up.') },
   'sandbox.paused': { item: 'sandbox', payload: SandboxState('The workspace paused.') },
   'sandbox.resumed': { item: 'sandbox', payload: SandboxState('The workspace resumed.') },
+  // Beyond the specification (an addition, design/decisions.md §5): the image of a workspace that
+  // is coming up, as it comes; at most one a second, and one when the last layer is held.
+  'sandbox.image_progress': {
+    item: 'sandbox',
+    payload: Type.Object(
+      {
+        state: Type.Literal('pending', { description: 'The workspace waits on its image.' }),
+        ref: Type.String({ description: 'The image reference being pulled.' }),
+        bytes: Type.Integer({ description: "Compressed bytes of the image's layers held so far." }),
+        totalBytes: Type.Integer({ description: "Compressed bytes of all the image's layers." }),
+        layers: Type.Integer({ description: 'Layers of the image.' }),
+        layersLeft: Type.Integer({ description: 'Layers not held yet.' }),
+      },
+      { additionalProperties: false, description: "The workspace's image is being pulled: how far." },
+    ),
+  },
   'preview.ready': {
     item: 'preview',
     payload: Type.Object({ port: Type.Integer(), url: Type.String() }, { additionalProperties: false, description: 'A served port is reachable.' }),

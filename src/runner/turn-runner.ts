@@ -10,7 +10,7 @@ import { EarlyWindow } from './early-window.ts'
 import { expiredApprovals, resolvePendingCall } from '../turns/pending-calls.store.ts'
 import { undeliveredSteers } from '../turns/steers.store.ts'
 import { requestCancel, workingTurns, type TurnRow } from '../turns/turns.store.ts'
-import { SandboxPathError, SandboxUnavailableError } from '../sandbox/sandbox.ts'
+import { SandboxImageError, SandboxPathError, SandboxUnavailableError } from '../sandbox/sandbox.ts'
 import { isStoreUnreachable } from '../db/database.ts'
 import { agentStep, TurnFailure } from './agent-step.ts'
 import { openToolCalls } from './open-calls.ts'
@@ -99,6 +99,9 @@ export function turnRunner(runnerDeps: RunnerDeps): TurnRunner {
     if (err instanceof ApiError && (err.code === 'sandbox_unavailable' || err.code === 'workspace_recovery_failed' || err.code === 'sandbox_error')) {
       return { status: 'failed', error: { code: err.code, message: err.message } }
     }
+    // The workspace's image could not be had: its bring-up answered a 400 (the session's to change)
+    // and recorded workspace.recovery_failed; the turn fails as one whose workspace is unavailable.
+    if (err instanceof ApiError && err.cause instanceof SandboxImageError) return { status: 'failed', error: { code: 'sandbox_unavailable', message: err.message } }
     if (err instanceof SandboxUnavailableError || err instanceof SandboxPathError) return { status: 'failed', error: { code: 'sandbox_error', message: err.message } }
     runnerDeps.log.error({ err, component: 'runner' }, 'a turn failed on an unexpected error')
     return { status: 'failed', error: { code: 'internal_error', message: 'The turn failed on an unexpected error; quote the turn id when reporting it.' } }

@@ -6,6 +6,7 @@ import { decodeFiles, type DecodedFile } from '../files/decode-files.ts'
 import { listSeedFiles, putSeedFiles } from '../files/seed-files.store.ts'
 import { getTemplateByName, resolveProfiles } from '../environments/environments.store.ts'
 import { newId } from '../shared/ids.ts'
+import { checkImageRef } from '../shared/image-ref.ts'
 import { nodeIsLive } from '../nodes/nodes.store.ts'
 import type { Auth } from '../http/context.ts'
 import { resolveAgent } from './resolve-agent.ts'
@@ -38,6 +39,9 @@ export async function createSession(deps: Pick<Deps, 'store' | 'bus' | 'config' 
   const files = [...byPath.values()]
 
   const repo = env.repo ?? template?.repo ?? null
+  // The session's own image wins over its template's, which wins over the deployment's default
+  // (checked at start); none anywhere: the host's system, as before images.
+  const image = env.image !== undefined ? checkImageRef(env.image, 'environment.image') : (template?.image ?? config.defaultImage ?? null)
   const environment: StoredEnvironment = {
     type: 'sandbox',
     state: 'pending',
@@ -45,6 +49,7 @@ export async function createSession(deps: Pick<Deps, 'store' | 'bus' | 'config' 
     repo: repo ? { full_name: repo.full_name, branch: repo.branch ?? null, clone_error: null } : null,
     profiles: profiles.map((p) => p.id),
     template: template?.name ?? null,
+    image: image === null ? null : { ref: image, digest: null },
     template_id: template?.id ?? null,
     setup: template?.setup ?? null,
     files: files.map((f) => ({ path: f.path, size_bytes: f.content.length, mode: f.mode })),

@@ -57,12 +57,23 @@ export const RepoInput = Type.Object(
   { additionalProperties: false },
 )
 
+/** An OCI image reference as a caller writes one, `what` saying what it is for; its syntax is checked by images/image-reference.ts (400 naming what is wrong). */
+export const ImageRef = (what: string) =>
+  Type.String({
+    minLength: 1,
+    maxLength: 512,
+    description: `An OCI image reference, \`[host[:port]/]name[:tag]\` or \`…@sha256:<digest>\` (no tag and no digest: \`latest\`; no registry: Docker Hub). ${what}`,
+  })
+
 export const EnvironmentInput = Type.Object(
   {
     files: Type.Optional(FileInputs),
     repo: Type.Optional(RepoInput),
     profiles: Type.Optional(Type.Array(Type.String(), { maxItems: 25, description: 'Environment profile ids or names.' })),
     template: Type.Optional(Type.String({ description: 'Name of an environment template to start from.' })),
+    image: Type.Optional(
+      ImageRef("The workspace's root: its layers the read-only base, the session's own writable layer over them. Wins over the template's image and the deployment's default (WARREN_DEFAULT_IMAGE); none anywhere: the host's system."),
+    ),
   },
   { additionalProperties: false },
 )
@@ -109,6 +120,17 @@ export const SessionAgent = Type.Object(
 )
 export type SessionAgent = Static<typeof SessionAgent>
 
+export const SessionImage = Type.Object(
+  {
+    ref: Type.String({ description: 'The reference as named (by the session, its template or the deployment default).' }),
+    digest: Type.Union([Type.String(), Type.Null()], {
+      description: 'The manifest digest (`sha256:…`) it resolved to when the workspace first came up; null until then. Every later start (a restore, a takeover by another node) runs this very digest, whatever the tag names by then.',
+    }),
+  },
+  { $id: 'SessionImage', additionalProperties: false },
+)
+export type SessionImage = Static<typeof SessionImage>
+
 export const SessionEnvironment = Type.Object(
   {
     type: Type.Literal('sandbox'),
@@ -127,6 +149,7 @@ export const SessionEnvironment = Type.Object(
     ]),
     profiles: Type.Array(Type.String(), { description: 'Ids of the environment profiles applied.' }),
     template: Type.Union([Type.String(), Type.Null()], { description: 'Name of the template it started from.' }),
+    image: Type.Union([SessionImage, Type.Null()], { description: "The image the workspace runs on; null: the host's system." }),
   },
   { $id: 'SessionEnvironment', additionalProperties: false },
 )

@@ -163,6 +163,8 @@ export function toSession(row: SessionRow, defaultTools: ToolEntry[], requiredAc
       repo: env.repo,
       profiles: env.profiles,
       template: env.template,
+      // Sessions stored before images have no field: the host's system.
+      image: env.image ?? null,
     },
     preview: fromJson<SessionPreview>(row.preview, NO_PREVIEW),
     title: row.title,

@@ -3,11 +3,12 @@ import type { Deps } from '../deps.ts'
 import { ApiError } from '../errors.ts'
 import { withEvents } from '../events/record-event.ts'
 import { getProfileEnv } from '../environments/environments.store.ts'
-import type { Sandbox, SandboxProvider, WorkspaceReader } from '../sandbox/sandbox.ts'
+import { SandboxImageError, type Sandbox, type SandboxProvider, type WorkspaceReader } from '../sandbox/sandbox.ts'
 import { limiter } from '../shared/limiter.ts'
 import type { Log } from '../shared/log.ts'
 import { insertSteer } from '../turns/steers.store.ts'
 import { workingTurns } from '../turns/turns.store.ts'
+import { imageProgressRecorder } from './image-progress.ts'
 import { networkPolicyFor } from './network-policy.ts'
 import type { WorkspaceSnapshots } from './workspace-snapshots.ts'
 import { seedWorkspace } from './seed-workspace.ts'
@@ -169,6 +170,9 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
       // creation state rather than fail as a lost workspace.
       const rebuilding = restoring && ws.env.initialized && !restored && e.takenOver && (await nothingToRestore(id))
       const seeding = !ws.env.initialized || rebuilding
+      const image = ws.env.image ?? null
+      // What the image's pull has got to, recorded as it comes (the workspace is pending meanwhile).
+      const progress = image ? imageProgressRecorder({ store, bus, log: deps.log, sessionId: id, orgId: ws.orgId, pending: ws.env.state === 'pending' }) : null
       const sandbox = await starting(
         () =>
           provider.create({
@@ -178,15 +182,23 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
             env,
             network: networkPolicyFor(config, ws.agent.permission_rules ?? []),
             limits: { memoryBytes: config.sandboxMemoryMb * 1024 * 1024, pids: config.sandboxPids, cpus: config.sandboxCpus },
+            // Pinned once recorded: a restore or a takeover starts the very image the first start ran.
+            ...(image ? { image: image.digest ? { ref: image.ref, digest: image.digest } : { ref: image.ref }, onImageProgress: progress!.report } : {}),
           }),
         e.gone.signal,
-      )
+      ).finally(async () => {
+        // Whatever was reported is recorded before what follows (sandbox.created, or the failure).
+        progress?.close()
+        await progress?.settled()
+      })
       e.sandbox = sandbox
       e.takenOver = false
       e.runningSince = Date.now()
       e.usedMs = restoring ? 0 : (ws.env.used_ms ?? 0)
       e.lastActivity = Date.now()
-      await setState(id, ws.orgId, 'running', 'sandbox.created', { used_ms: e.usedMs }, 'open')
+      // The digest the image resolved to is the session's from its first start on.
+      const resolved = image && !image.digest && sandbox.image?.digest ? { image: { ref: image.ref, digest: sandbox.image.digest } } : {}
+      await setState(id, ws.orgId, 'running', 'sandbox.created', { used_ms: e.usedMs, ...resolved }, 'open')
       e.snapshotAt = Date.now()
       if (restored) await tellTakenOver(id, ws.orgId, `restored to its state at ${new Date(restored.takenAt).toISOString()} (its last snapshot)`, restored.takenAt)
       if (seeding) {
@@ -206,11 +218,13 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
       if (e.sandbox) await e.sandbox.destroy().catch((err) => deps.log?.warn({ err, component: 'workspaces', session_id: id }, 'destroying the sandbox of a failed start failed'))
       e.sandbox = null
       e.runningSince = null
-      const message = restoring
-        ? `The workspace could not be restored: ${(err as Error).message}`
-        : `The workspace could not be started: ${(err as Error).message}`
+      const imageFailed = err instanceof SandboxImageError
+      const reason = imageFailed ? `its image ${ws.env.image?.ref ?? ''} could not be had: ${(err as Error).message}` : (err as Error).message
+      const message = restoring ? `The workspace could not be restored: ${reason}` : `The workspace could not be started: ${reason}`
       await setState(id, ws.orgId, 'failed', 'workspace.recovery_failed', { message }, started ? 'close' : undefined)
-      throw new ApiError(restoring ? 'workspace_recovery_failed' : 'sandbox_unavailable', message, { cause: err })
+      // An image that cannot be had is the session's to change (another reference, a registry
+      // reachable again), not the service failing: a 400, never a 5xx.
+      throw new ApiError(imageFailed ? 'invalid_request' : restoring ? 'workspace_recovery_failed' : 'sandbox_unavailable', message, { cause: err })
     }
   }
 

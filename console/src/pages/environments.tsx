@@ -14,6 +14,7 @@ export function EnvironmentsPage() {
   const [variables, setVariables] = useState('')
   const [templateName, setTemplateName] = useState('')
   const [templateProfiles, setTemplateProfiles] = useState('')
+  const [templateImage, setTemplateImage] = useState('')
   const [setup, setSetup] = useState('')
   return (
     <section>
@@ -56,15 +57,17 @@ export function EnvironmentsPage() {
         e.preventDefault()
         void action.run(async () => {
           const names = templateProfiles.split(',').map((p) => p.trim()).filter(Boolean)
-          await ok(sdk.api.POST('/v1/environment-templates', { body: { name: templateName, ...(names.length ? { profiles: names } : {}), ...(setup ? { setup } : {}) } }))
+          await ok(sdk.api.POST('/v1/environment-templates', { body: { name: templateName, ...(names.length ? { profiles: names } : {}), ...(setup ? { setup } : {}), ...(templateImage.trim() ? { image: templateImage.trim() } : {}) } }))
           setTemplateName('')
           setTemplateProfiles('')
+          setTemplateImage('')
           setSetup('')
           templates.reload()
         })
       }}>
         <label>Name (an existing name is replaced)<input name="template-name" value={templateName} onInput={(e) => setTemplateName(e.currentTarget.value)} required /></label>
         <label>Profiles (names or ids, comma-separated)<input name="template-profiles" value={templateProfiles} onInput={(e) => setTemplateProfiles(e.currentTarget.value)} /></label>
+        <label class="wide">Image (an OCI reference, e.g. registry.example.com/team/go:1.22; empty: the host's system)<input name="template-image" value={templateImage} onInput={(e) => setTemplateImage(e.currentTarget.value)} placeholder="127.0.0.1:5000/tools/go:1.22" /></label>
         <label class="wide">Setup script (run once when a workspace first comes up)<textarea name="template-setup" rows={3} value={setup} onInput={(e) => setSetup(e.currentTarget.value)} /></label>
         <div class="wide"><button type="submit" class="primary" disabled={action.busy}>Save template</button></div>
       </form>
@@ -72,11 +75,12 @@ export function EnvironmentsPage() {
       {templates.data?.data.length === 0 && <Empty>No template.</Empty>}
       {!!templates.data?.data.length && (
         <table class="list">
-          <thead><tr><th>Name</th><th>Repository</th><th>Files</th><th>Profiles</th><th>Updated</th><th /></tr></thead>
+          <thead><tr><th>Name</th><th>Image</th><th>Repository</th><th>Files</th><th>Profiles</th><th>Updated</th><th /></tr></thead>
           <tbody>
             {templates.data.data.map((t) => (
               <tr key={t.id}>
                 <td>{t.name}{t.setup && <div class="muted small mono clip">{t.setup}</div>}</td>
+                <td class="mono small">{t.image ?? '—'}</td>
                 <td class="mono small">{t.repo ? `${t.repo.full_name}@${t.repo.branch}` : '—'}</td>
                 <td>{t.files.length}</td>
                 <td>{t.profiles.map((p) => <span key={p} class="chip">{p}</span>)}</td>

@@ -19,6 +19,8 @@ export function SessionPage({ id }: { id: string }) {
   const [version, setVersion] = useState(0)
   const bump = () => setVersion((n) => n + 1)
   const session = useLoad(() => getSession(sdk, id), [id, version])
+  // The last word on the image's pull, while the workspace waits on it.
+  const [pull, setPull] = useState<ImagePull | null>(null)
 
   useEffect(() => {
     const abort = new AbortController()
@@ -28,6 +30,7 @@ export function SessionPage({ id }: { id: string }) {
       const events = sdk.events({ sessionId: id, after: 0, signal: abort.signal, onOpen: () => setStream('live'), onReconnect: () => setStream('reconnecting') })
       for await (const e of events) {
         dispatch(e)
+        if (e.type === 'sandbox.image_progress') setPull(e.payload)
         if (REFRESH_ON.test(e.type)) {
           clearTimeout(timer)
           timer = setTimeout(bump, 150)
@@ -62,6 +65,7 @@ export function SessionPage({ id }: { id: string }) {
         </div>
         <aside class="side-column">
           {s && <Waiting transcript={transcript} session={s} />}
+          {s && <Workspace session={s} pull={pull} />}
           <Turns sessionId={id} version={version} />
           <Todos transcript={transcript} />
           <Artifacts sessionId={id} version={version} />
@@ -223,6 +227,33 @@ function Artifacts({ sessionId, version }: { sessionId: string; version: number 
           saveBlob(blob as Blob, `${sessionId}.tar`)
         })}>Download all (tar)</button>
       )}
+    </div>
+  )
+}
+
+type ImagePull = { ref: string; bytes: number; totalBytes: number; layers: number; layersLeft: number }
+
+/** Where the agent works: the workspace's state and the image it runs on (with its pull while it comes). */
+function Workspace({ session, pull }: { session: Session; pull: ImagePull | null }) {
+  const env = session.environment
+  return (
+    <div class="panel">
+      <h2>Workspace</h2>
+      <dl class="facts">
+        <dt>State</dt><dd>{env.state}</dd>
+        <dt>Image</dt>
+        <dd class="mono small" data-testid="workspace-image">{env.image ? env.image.ref : "the host's system"}</dd>
+        {env.image && (
+          <>
+            <dt>Digest</dt><dd class="mono small clip" title={env.image.digest ?? ''}>{env.image.digest ?? 'not resolved yet'}</dd>
+          </>
+        )}
+        {env.state === 'pending' && pull && (
+          <>
+            <dt>Pulling</dt><dd>{formatBytes(pull.bytes)} of {formatBytes(pull.totalBytes)}, {pull.layersLeft} of {pull.layers} layers left</dd>
+          </>
+        )}
+      </dl>
     </div>
   )
 }

@@ -85,6 +85,7 @@ function NewSession() {
   const [mode, setMode] = useState<'auto' | 'ask' | 'read_only'>('ask')
   const [metadata, setMetadata] = useState('')
   const [input, setInput] = useState('')
+  const [image, setImage] = useState('')
   const action = useAction()
   return (
     <form
@@ -95,7 +96,7 @@ function NewSession() {
         void action.run(async () => {
           const meta = parsePairs(metadata, '=')
           const s = await ok(sdk.api.POST('/v1/sessions', {
-            body: { ...(title ? { title } : {}), agent: { approval_mode: mode }, ...(Object.keys(meta).length ? { metadata: meta } : {}), ...(input ? { input } : {}) },
+            body: { ...(title ? { title } : {}), agent: { approval_mode: mode }, ...(Object.keys(meta).length ? { metadata: meta } : {}), ...(input ? { input } : {}), ...(image.trim() ? { environment: { image: image.trim() } } : {}) },
           }))
           id = s.id
         }).then((done) => done && navigate(href({ page: 'session', id })))
@@ -111,6 +112,7 @@ function NewSession() {
         </select>
       </label>
       <label>Metadata<input name="metadata" value={metadata} onInput={(e) => setMetadata(e.currentTarget.value)} placeholder="team=core, ticket=42" /></label>
+      <label class="wide">Image (optional: an OCI reference the workspace runs on; empty: the template's or the deployment's default, else the host's system)<input name="image" value={image} onInput={(e) => setImage(e.currentTarget.value)} placeholder="127.0.0.1:5000/tools/go:1.22" /></label>
       <label class="wide">First message (optional)<textarea name="input" rows={2} value={input} onInput={(e) => setInput(e.currentTarget.value)} /></label>
       <ErrorLine error={action.error} />
       <div class="wide"><button type="submit" class="primary" disabled={action.busy}>Create session</button></div>
