@@ -373,6 +373,9 @@ export function serviceNode(deps: NodeDeps): ServiceNode {
         for (const s of await ownerlessSessions(store.db)) if (await claimSession(store.db, store.dialect, s, id, leaseMs)) await takeUp(s, true)
       }
       await round()
+      // What the first round took up (a predecessor's sessions) is up before the start is done:
+      // what a stop left pending is published by then. Later rounds do not wait for theirs.
+      await Promise.allSettled(adopting.values())
       schedule()
     },
     async leave() {
