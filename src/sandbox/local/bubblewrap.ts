@@ -79,6 +79,12 @@ export type InitOptions = {
   stageDir: string | null
   netnsName: string | null
   hostname: string
+  /**
+   * An image as the root (see image-root.ts): overlayfs's mount options. The overlay is mounted on
+   * stageDir (then required) in the init's private mount namespace, the workspace bound into it,
+   * and that tree becomes the sandbox's `/`; the host's system is not bound at all.
+   */
+  overlay?: string
 }
 
 /**
@@ -96,6 +102,7 @@ export type InitOptions = {
  */
 export function initArgv(o: InitOptions): { before: string[] | null; argv: string[] } {
   const { tools: t } = o
+  if (o.overlay !== undefined) return imageInitArgv(o, o.overlay)
   const bwrap = [
     t.bwrap,
     '--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts',
@@ -141,6 +148,41 @@ export type ExecOptions = {
 const SHELL_OWN = new Set(['IFS', 'ENV', 'PS1', 'PS2', 'PS4', 'OPTIND', 'PPID', 'PWD', 'OLDPWD'])
 /** A name the shell can assign (others, with a dot, go through env(1)). */
 const SHELL_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
+
+/**
+ * The init of a sandbox on an image: the same walls (namespaces, --disable-userns, the filter, no
+ * capabilities, no_new_privs, the uid), a different root. The service's, not the image's: /proc,
+ * /dev, a private /tmp, /etc/resolv.conf (the host's resolver, reached through the network
+ * namespace as today) and the workspace. The image has no `sleep` to count on, so the init's shell
+ * waits on fd 4, a pipe the service holds open and never writes (see startInit).
+ */
+function imageInitArgv(o: InitOptions, overlay: string): { before: string[]; argv: string[] } {
+  const { tools: t } = o
+  if (!o.stageDir) throw new Error('a sandbox on an image needs a stage folder (/mnt, /media or /srv)')
+  const bwrap = [
+    t.bwrap,
+    '--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts',
+    ...(o.netnsName ? [] : ['--unshare-net']),
+    '--disable-userns', '--seccomp', '6',
+    '--cap-drop', 'ALL', '--new-session', '--die-with-parent',
+    '--hostname', o.hostname,
+    '--bind', o.stageDir, '/',
+    '--ro-bind-try', '/etc/resolv.conf', '/etc/resolv.conf',
+    '--tmpfs', '/tmp',
+    '--proc', '/proc',
+    '--dev', '/dev',
+    '--chdir', o.workspaceMount,
+    '--info-fd', '3',
+    '--clearenv', '--setenv', 'PATH', SANDBOX_PATH,
+    '--', '/bin/sh', '-c', 'printf R >&7 && exec 7>&- && while read -r _ <&4; do :; done',
+  ]
+  const drop = [t.setpriv, '--reuid', String(o.uid), '--regid', String(o.uid), '--clear-groups', '--no-new-privs', '--']
+  const net = o.netnsName && t.ip ? [t.ip, 'netns', 'exec', o.netnsName] : []
+  // Root on the host, in the init's own mount namespace: gone with the sandbox, never on the host.
+  const mount = 'm=$1; shift; "$m" -n -t overlay overlay -o "$1" "$2" && "$m" -n --bind "$3" "$2$4"'
+  const before = [t.sh, '-c', mount, 'sh', t.mount, overlay, o.stageDir, o.workspaceDir, o.workspaceMount]
+  return { before, argv: [...net, ...drop, ...bwrap] }
+}
 
 /**
  * One command inside a running sandbox, run by a parked root shell (no supplementary groups)

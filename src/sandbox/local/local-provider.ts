@@ -4,11 +4,12 @@ import path from 'node:path'
 import type { Readable } from 'node:stream'
 import { DEFAULT_WORKSPACE_MAX_WATCHES } from './local-settings.ts'
 import type { HostClaim, HostReport, Sandbox, SandboxProvider, SandboxSpec, WorkspaceReader } from '../sandbox.ts'
-import { SandboxUnavailableError } from '../sandbox.ts'
+import { SandboxImageError, SandboxUnavailableError } from '../sandbox.ts'
+import { overlayOptions, prepareLayer, resolveImage, type ImageRoot, type ImageSource } from './image-root.ts'
 import { checkMount } from './bubblewrap.ts'
 import { listGroups, SandboxCgroup } from './cgroups.ts'
 import { pickStageDir, probeHost, type HostProbe } from './host-check.ts'
-import { LocalSandbox, type AttachedNetwork } from './local-sandbox.ts'
+import { LocalSandbox, type AttachedNetwork, type LocalSandboxContext } from './local-sandbox.ts'
 import { dropSlot, makeSlot, WarmPool, type WarmSlot } from './warm-pool.ts'
 import { workspaceReader } from './workspace-files.ts'
 import { packFolder } from './workspace-pack.ts'
@@ -74,6 +75,11 @@ export type LocalProviderOptions = {
    * (createLocalProvider gives them). Default: the cgroup prefix and no subnet (no network).
    */
   claim?: Pick<HostClaim, 'prefix' | 'subnet'>
+  /**
+   * The node's image cache (src/images/image-puller.ts), for sandboxes on an image (spec.image);
+   * without it such a create is refused with SandboxUnavailableError.
+   */
+  images?: ImageSource
 }
 
 /**
@@ -86,6 +92,7 @@ export class LocalSandboxProvider implements SandboxProvider {
   private disks: WorkspaceDisks
   private opts: { workspaceRoot: string; uidBase: number; uidCount: number; cgroupParent: string; prefix: string; stageDir: string | null; bwrap?: string; cgroups?: boolean; maxWatches: number; diskBytes: number }
   private network: NetworkHook | null
+  private images: ImageSource | null
   private log: Log
   private probed: HostProbe | null = null
   private live = new Map<string, LocalSandbox>()
@@ -98,6 +105,7 @@ export class LocalSandboxProvider implements SandboxProvider {
 
   constructor(options: LocalProviderOptions) {
     this.network = options.network ?? null
+    this.images = options.images ?? null
     this.log = options.log ?? silentLog
     if (!path.isAbsolute(options.workspaceRoot)) throw new TypeError('workspaceRoot must be an absolute host path')
     const opts = {
@@ -157,6 +165,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     await this.live.get(id)?.destroy()
     await this.disks.unmount(safeName(id), true)
     await fs.promises.rm(this.workspaceDir(id), { recursive: true, force: true })
+    await fs.promises.rm(this.layerDir(id), { recursive: true, force: true })
   }
 
   async packWorkspace(id: string): Promise<Readable | null> {
@@ -190,8 +199,8 @@ export class LocalSandboxProvider implements SandboxProvider {
   }
 
   async create(spec: SandboxSpec): Promise<Sandbox> {
-    // Not yet (issue 26): a workspace here is the host's system, and another root is not it.
-    if (spec.image) throw new SandboxUnavailableError(`the local provider runs workspaces on the host's own system and cannot start them on an image yet (asked for ${spec.image.ref})`)
+    if (spec.image && !this.images) throw new SandboxUnavailableError(`this node has no image cache to start a sandbox on ${spec.image.ref}`)
+    if (spec.image && !this.opts.stageDir) throw new SandboxUnavailableError('a sandbox on an image needs one of /mnt, /media, /srv to mount its root on')
     const probe = this.probe()
     if (probe.fatal.length || !probe.tools) throw new SandboxUnavailableError(probe.fatal.join(' '))
     checkSpec(spec)
@@ -200,10 +209,14 @@ export class LocalSandboxProvider implements SandboxProvider {
     const dir = this.workspaceDir(spec.id)
     if (spec.existing && !fs.existsSync(dir)) throw new SandboxUnavailableError(`the workspace of ${spec.id} is gone`)
     this.held.add(name)
+    // The image first: a pull may take a while, and nothing of the sandbox is made until it is had.
+    let image: Omit<ImageRoot, 'upper' | 'work'> | null = null
     try {
+      if (spec.image) image = await resolveImage(this.images!, spec)
       await this.disks.mount(safeName(spec.id))
     } catch (err) {
       this.held.delete(name)
+      if (err instanceof SandboxImageError) throw err
       throw new SandboxUnavailableError(`the workspace's file system could not be mounted: ${(err as Error).message.split('\n')[0]}`, { cause: err })
     }
     const uid = this.allocate(dir)
@@ -215,7 +228,13 @@ export class LocalSandboxProvider implements SandboxProvider {
     }
     try {
       await prepareWorkspace(dir, uid, probe.tools.chown)
-      const stageDir = reachableBy(dir, uid) ? null : this.opts.stageDir
+      let root: LocalSandboxContext['image'] = null
+      if (image) {
+        // The sandbox's own layer, kept beside its workspace (not in it: the agent would see it at its mount).
+        const layer = prepareLayer(this.layerDir(spec.id), uid, [spec.workspaceMount, '/proc', '/dev', '/tmp'], ['/etc/resolv.conf'])
+        root = { ...image, ...layer, overlay: overlayOptions({ layers: image.layers, ...layer }) }
+      }
+      const stageDir = root || !reachableBy(dir, uid) ? this.opts.stageDir : null
       if (stageDir === null && !reachableBy(dir, uid)) {
         throw new SandboxUnavailableError(`the sandbox user cannot reach ${dir} and none of /mnt, /media, /srv exists to stage it on: make its parent folders searchable (chmod o+x)`)
       }
@@ -234,7 +253,8 @@ export class LocalSandboxProvider implements SandboxProvider {
         setTimeout(() => void this.network?.warmUp?.().catch(logFailure(this.log, 'building sandbox network namespaces ahead failed', { component: 'sandbox' })), 100).unref()
       }
       const sandbox: LocalSandbox = new LocalSandbox({
-        spec: structuredClone(spec),
+        // Without the progress callback: it is not the sandbox's to keep (nor cloneable).
+        spec: structuredClone({ ...spec, onImageProgress: undefined }),
         workspaceDir: dir,
         maxWatches: this.opts.maxWatches,
         uid,
@@ -242,6 +262,7 @@ export class LocalSandboxProvider implements SandboxProvider {
         cgroup: slot.cgroup,
         stageDir,
         network: net,
+        image: root,
         initShell: slot.init,
         spare: { parked: slot.exec, exec: slot.execGroup, nsPid: null },
         detachNetwork: async () => {
@@ -261,7 +282,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       if (slot) await dropSlot(slot).catch(logFailure(this.log, 'dropping the cgroup and shells of a failed create failed', { component: 'sandbox', sandbox: spec.id }))
       if (attached) await this.network!.detach(spec.id).catch(logFailure(this.log, 'detaching the network of a failed create failed', { component: 'sandbox', sandbox: spec.id }))
       release()
-      if (err instanceof SandboxUnavailableError) throw err
+      if (err instanceof SandboxUnavailableError || err instanceof SandboxImageError) throw err
       throw new SandboxUnavailableError(`the sandbox could not be created: ${(err as Error).message}`, { cause: err })
     }
   }
@@ -317,6 +338,11 @@ export class LocalSandboxProvider implements SandboxProvider {
   /** The host folder of a workspace: kept across sandboxes and restarts, so named by the id alone. */
   private workspaceDir(id: string): string {
     return path.join(this.opts.workspaceRoot, safeName(id))
+  }
+
+  /** The sandbox's own writable layer over its image (upper and work folders), kept as long as its workspace. */
+  private layerDir(id: string): string {
+    return path.join(this.opts.workspaceRoot, '.layers', safeName(id))
   }
 
   /**

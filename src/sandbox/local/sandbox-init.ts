@@ -37,8 +37,14 @@ export async function startInit(o: InitOptions, parked: Parked): Promise<InitHan
   const fds = child.stdio as unknown as Array<Readable & Writable>
   const info = fds[3]!
   const ready = fds[parked.ctlFd]!
-  fds[4]!.end(passwdFile(o.uid, o.workspaceMount))
-  fds[5]!.end(groupFile(o.uid))
+  if (o.overlay === undefined) {
+    fds[4]!.end(passwdFile(o.uid, o.workspaceMount))
+    fds[5]!.end(groupFile(o.uid))
+  } else {
+    // On an image its own /etc/passwd stands; fd 4 is the pipe the init waits on (see imageInitArgv),
+    // held open by the child's stdio for as long as the init lives, and never written.
+    fds[5]!.end()
+  }
   fds[6]!.end(seccompFilter())
   let stderr = ''
   child.stderr!.setEncoding('utf8')

@@ -1,0 +1,182 @@
+import { after, before, describe, it } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { SandboxImageError, type ImageProgress, type Sandbox, type SandboxSpec } from '../src/sandbox/sandbox.ts'
+import { LocalSandboxProvider } from '../src/sandbox/local/local-provider.ts'
+import { imagePuller } from '../src/images/image-puller.ts'
+import { minimalImageLayout, pushImage, pushMinimalImage, sha256, startRegistry, type BuiltLayer, type Registry } from './registry.ts'
+
+/**
+ * Sandboxes of the local provider on an image, through the provider itself: a real registry on
+ * loopback, the minimal busybox image built by mmdebstrap, real overlayfs and bubblewrap.
+ */
+
+const skip = process.getuid?.() !== 0 ? 'needs root' : spawnSync('sh', ['-c', 'command -v bwrap && command -v docker-registry && command -v skopeo']).status !== 0 ? 'needs bubblewrap, docker-registry and skopeo' : false
+const run = randomBytes(3).toString('hex')
+const MiB = 1024 * 1024
+
+const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-image-sandbox-test-'))
+fs.chmodSync(dataDir, 0o700)
+const workspaceRoot = path.join(dataDir, 'workspaces')
+after(() => fs.rmSync(dataDir, { recursive: true, force: true }))
+
+const field = (status: string, name: string) => status.match(new RegExp(`^${name}:\\s*(\\S+)`, 'm'))?.[1]
+
+/** The minimal image's layers as the layout holds them, to push again under another config. */
+async function minimalLayers(): Promise<BuiltLayer[]> {
+  const layout = await minimalImageLayout()
+  const blob = (digest: string) => fs.readFileSync(path.join(layout, 'blobs', 'sha256', digest.slice(7)))
+  const index = JSON.parse(fs.readFileSync(path.join(layout, 'index.json'), 'utf8'))
+  const manifest = JSON.parse(blob(index.manifests[0].digest).toString())
+  const config = JSON.parse(blob(manifest.config.digest).toString())
+  return manifest.layers.map((l: { digest: string; mediaType: string }, i: number) => ({ tar: Buffer.alloc(0), blob: blob(l.digest), digest: l.digest, diffId: config.rootfs.diff_ids[i], mediaType: l.mediaType }))
+}
+
+describe('sandboxes on an image', { skip }, () => {
+  let registry: Registry
+  let minimal: string
+  let minimalDigest: string
+  let configured: string
+  let provider: LocalSandboxProvider
+  const live: Sandbox[] = []
+  const spec = (id: string, image: SandboxSpec['image'], extra: Partial<SandboxSpec> = {}): SandboxSpec => ({
+    id,
+    workspaceMount: '/workspace',
+    env: {},
+    network: { allow: [] },
+    limits: { memoryBytes: 256 * MiB, pids: 128, cpus: 1 },
+    ...(image ? { image } : {}),
+    ...extra,
+  })
+  const create = async (s: SandboxSpec) => {
+    const sb = await provider.create(s)
+    live.push(sb)
+    return sb
+  }
+  const sh = async (sb: Sandbox, command: string, cwd?: string) => {
+    const r = await sb.exec({ command, ...(cwd ? { cwd } : {}) })
+    return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() }
+  }
+
+  before(async () => {
+    registry = await startRegistry()
+    await pushMinimalImage(registry, 'warren/minimal', '1')
+    minimal = `${registry.host}/warren/minimal:1`
+    const res = await fetch(`${registry.url}/v2/warren/minimal/manifests/1`, { headers: { accept: 'application/vnd.oci.image.manifest.v1+json' } })
+    minimalDigest = sha256(Buffer.from(await res.arrayBuffer()))
+    // The same layers with an Env and a WorkingDir of their own.
+    await pushImage(registry, 'warren/configured', '1', await minimalLayers(), {
+      config: { Env: ['PATH=/usr/bin:/bin', 'FROM_IMAGE=image value', 'BOTH=the image'], WorkingDir: '/srv' },
+    })
+    configured = `${registry.host}/warren/configured:1`
+    provider = new LocalSandboxProvider({
+      cgroupParent: 'warren-test',
+      workspaceRoot,
+      prefix: `t${run}-img-`,
+      uidBase: 300_000 + (randomBytes(2).readUInt16BE() % 600) * 100,
+      uidCount: 20,
+      images: imagePuller({ dir: path.join(dataDir, 'images'), registry: { allowPrivate: ['127.0.0.1/32'] } }),
+    })
+  })
+
+  after(async () => {
+    for (const sb of live) await sb.destroy()
+    await provider?.close()
+    await registry?.stop()
+  })
+
+  it("runs on the image's root, with progress and the digest it resolved to", async () => {
+    const progress: ImageProgress[] = []
+    const sb = await create(spec('root', { ref: minimal }, { onImageProgress: (p) => progress.push(p) }))
+    assert.deepEqual(sb.image, { ref: minimal, digest: minimalDigest })
+    assert.ok(progress.length > 0, 'progress was reported')
+    assert.equal(progress.at(-1)!.layers, 2)
+    assert.equal(progress.at(-1)!.layersLeft, 0)
+    // The upper layer's file, and its opaque folder hiding the lower one's files.
+    const r = await sh(sb, 'busybox cat /srv/hello /etc/apt/only-this; busybox ls /etc/apt')
+    assert.equal(r.code, 0, r.err)
+    assert.equal(r.out, 'hello from the image\nthe lower etc/apt is hidden\nonly-this\n')
+    // Nothing of the host's system: its perl, node and service data are not there.
+    for (const p of ['/usr/bin/perl', process.execPath, dataDir, '/etc/ssl']) {
+      assert.ok(fs.existsSync(p), `${p} exists on the host`)
+      const gone = await sh(sb, `[ ! -e '${p}' ]`)
+      assert.equal(gone.code, 0, `${p} is seen inside`)
+    }
+  })
+
+  it('pins a digest, and reports what it runs on', async () => {
+    const sb = await create(spec('pinned', { ref: minimal, digest: minimalDigest }))
+    assert.deepEqual(sb.image, { ref: minimal, digest: minimalDigest })
+    await assert.rejects(provider.create(spec('pinned-wrong', { ref: configured, digest: minimalDigest })), SandboxImageError)
+  })
+
+  it('keeps /workspace the workspace, with the service its own /tmp, /proc and resolv.conf', async () => {
+    const sb = await create(spec('ws', { ref: minimal }))
+    await sb.writeFile('from-service.txt', Buffer.from('hi\n'))
+    const r = await sh(sb, 'busybox cat /workspace/from-service.txt && echo made > /workspace/from-sandbox.txt && busybox pwd')
+    assert.equal(r.code, 0, r.err)
+    assert.equal(r.out, 'hi\n/workspace\n')
+    assert.equal((await provider.workspace('ws').readFile('from-sandbox.txt'))?.toString(), 'made\n')
+    const mounts = await sh(sb, 'busybox cat /proc/self/mountinfo')
+    assert.match(mounts.out, / \/ [^\n]* - overlay /, 'the root is an overlay')
+    assert.match(mounts.out, / \/tmp [^\n]* - tmpfs /)
+    assert.match(mounts.out, / \/etc\/resolv.conf /)
+    // Mounted in the sandbox's own mount namespace: the host never sees the overlay.
+    assert.ok(!fs.readFileSync('/proc/self/mountinfo', 'utf8').includes(path.join(workspaceRoot, '.layers', 'ws')), 'the overlay is not mounted on the host')
+  })
+
+  it('keeps writes to / in its own layer: another sandbox on the image does not see them, its next run does', async () => {
+    const a = await create(spec('layer-a', { ref: minimal }))
+    const b = await create(spec('layer-b', { ref: minimal }))
+    const w = await sh(a, 'busybox mkdir -p /opt/mine && echo mine > /opt/mine/f && busybox cat /opt/mine/f')
+    assert.equal(w.code, 0, w.err)
+    assert.equal(w.out, 'mine\n')
+    const seen = await sh(b, 'busybox cat /srv/hello; [ ! -e /opt/mine ] && echo absent')
+    assert.equal(seen.out, 'hello from the image\nabsent\n')
+    // The shared layer in the cache is untouched; the write is in a's upper folder.
+    const cached = fs.readdirSync(path.join(dataDir, 'images', 'layers')).map((d) => path.join(dataDir, 'images', 'layers', d, 'srv', 'hello')).filter((f) => fs.existsSync(f))
+    assert.deepEqual(cached.map((f) => fs.readFileSync(f, 'utf8')), ['hello from the image\n'])
+    assert.equal(fs.readFileSync(path.join(workspaceRoot, '.layers', 'layer-a', 'upper', 'opt', 'mine', 'f'), 'utf8'), 'mine\n')
+    // Reclaimed and brought back: its layer is still its own.
+    await a.destroy()
+    const again = await create(spec('layer-a', { ref: minimal, digest: a.image!.digest }, { existing: true }))
+    assert.equal((await sh(again, 'busybox cat /opt/mine/f')).out, 'mine\n')
+    await provider.deleteWorkspace('layer-a')
+    assert.ok(!fs.existsSync(path.join(workspaceRoot, '.layers', 'layer-a')), 'deleting the workspace removes its layer')
+  })
+
+  it("applies the image's Env under the service's, and its WorkingDir", async () => {
+    const sb = await create(spec('cfg', { ref: configured }, { env: { BOTH: 'the service' } }))
+    const r = await sh(sb, 'echo "$FROM_IMAGE|$BOTH|$PATH"; busybox pwd')
+    assert.equal(r.code, 0, r.err)
+    assert.equal(r.out, 'image value|the service|/usr/bin:/bin\n/srv\n')
+    // A folder named is still the workspace's.
+    assert.equal((await sh(sb, 'busybox pwd', '.')).out, '/workspace\n')
+  })
+
+  it('holds the walls: no_new_privs, the syscall filter, no user namespace of its own', async () => {
+    const sb = await create(spec('walls', { ref: minimal }))
+    const status = (await sh(sb, 'busybox cat /proc/self/status')).out
+    assert.equal(field(status, 'NoNewPrivs'), '1')
+    assert.equal(field(status, 'Seccomp'), '2')
+    assert.equal(field(status, 'CapEff'), '0000000000000000')
+    const userns = await sh(sb, 'busybox unshare -U -r true')
+    assert.notEqual(userns.code, 0, 'a user namespace of its own was made')
+  })
+
+  it('refuses an unknown tag with SandboxImageError, and can create after', async () => {
+    const err = await provider.create(spec('unknown', { ref: `${registry.host}/warren/minimal:no-such-tag` })).then(
+      () => assert.fail('created'),
+      (e: unknown) => e,
+    )
+    assert.ok(err instanceof SandboxImageError, String(err))
+    assert.match(err.message, /no-such-tag/)
+    assert.ok(!fs.existsSync(path.join(workspaceRoot, 'unknown')), 'no workspace was made for it')
+    const sb = await create(spec('unknown', { ref: minimal }))
+    assert.equal((await sh(sb, 'true')).code, 0)
+  })
+})
