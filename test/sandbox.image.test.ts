@@ -180,3 +180,108 @@ describe('sandboxes on an image', { skip }, () => {
     assert.equal((await sh(sb, 'true')).code, 0)
   })
 })
+
+describe('sandboxes on an image, root inside their own walls', { skip }, () => {
+  let registry: Registry
+  let minimal: string
+  let provider: LocalSandboxProvider
+  const uidBase = 300_000 + (randomBytes(2).readUInt16BE() % 600) * 100
+  const live: Sandbox[] = []
+  const create = async (id: string) => {
+    const sb = await provider.create({ id, workspaceMount: '/workspace', env: {}, network: { allow: [] }, limits: { memoryBytes: 256 * MiB, pids: 128, cpus: 1 }, image: { ref: minimal } })
+    live.push(sb)
+    return sb
+  }
+  const sh = async (sb: Sandbox, command: string) => {
+    const r = await sb.exec({ command })
+    return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() }
+  }
+
+  before(async () => {
+    registry = await startRegistry()
+    await pushMinimalImage(registry, 'warren/minimal', '1')
+    minimal = `${registry.host}/warren/minimal:1`
+    provider = new LocalSandboxProvider({
+      cgroupParent: 'warren-test',
+      workspaceRoot: path.join(dataDir, 'root-workspaces'),
+      prefix: `t${run}-root-`,
+      uidBase,
+      uidCount: 20,
+      rootRanges: 3,
+      images: imagePuller({ dir: path.join(dataDir, 'root-images'), registry: { allowPrivate: ['127.0.0.1/32'] } }),
+    })
+  })
+
+  after(async () => {
+    for (const sb of live) await sb.destroy()
+    await provider?.close()
+    await registry?.stop()
+  })
+
+  it('claims a range of host uids per sandbox beyond its own uids', () => {
+    assert.equal(provider.claim.uidBase, uidBase)
+    assert.equal(provider.claim.uidCount, 20 + 3 * 65_536)
+  })
+
+  it("is uid 0 owning the image's files, and its writes land in its layer as an unprivileged host uid", async () => {
+    const sb = await create('rootA')
+    const base = uidBase + 20
+    const id = await sh(sb, 'busybox id -u; busybox id -g; busybox stat -c "%u:%g" /srv/hello /srv/owned/file')
+    assert.equal(id.code, 0, id.err)
+    assert.equal(id.out, '0\n0\n0:0\n1234:2345\n')
+    const w = await sh(sb, 'echo changed > /srv/hello && echo mine > /opt-f && busybox chown 1000:1001 /opt-f && busybox stat -c "%u:%g" /opt-f && busybox chown 0:0 /srv/owned/file && busybox cat /srv/owned/file')
+    assert.equal(w.code, 0, w.err)
+    assert.equal(w.out, '1000:1001\nowned\n')
+    const upper = path.join(dataDir, 'root-workspaces', '.layers', 'rootA', 'upper')
+    const st = fs.statSync(path.join(upper, 'opt-f'))
+    assert.deepEqual([st.uid, st.gid], [base + 1000, base + 1001], 'the host sees a uid of its range')
+    assert.equal(fs.statSync(path.join(upper, 'srv', 'hello')).uid, base)
+    // The shared cache is as pulled.
+    const cached = fs.readdirSync(path.join(dataDir, 'root-images', 'layers')).map((d) => path.join(dataDir, 'root-images', 'layers', d, 'srv')).filter((f) => fs.existsSync(f))
+    assert.equal(fs.readFileSync(path.join(cached[0]!, 'hello'), 'utf8'), 'hello from the image\n')
+    assert.equal(fs.statSync(path.join(cached[0]!, 'owned', 'file')).uid, 1234)
+    // Its processes inside its user namespace, seen from the host, run as the range's first uid
+    // (bubblewrap's own pid 1 as the sandbox's uid): no host root. (The cgroup also holds the
+    // service's shells parked to enter it, which are outside it until they do.)
+    const hostNs = fs.readlinkSync('/proc/self/ns/user')
+    const uids = (sb as unknown as { pids(): number[] }).pids().flatMap((pid) => {
+      try {
+        if (fs.readlinkSync(`/proc/${pid}/ns/user`) === hostNs) return []
+        return [Number(fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(/^Uid:\s+(\d+)/m)?.[1])]
+      } catch {
+        return [] // exited meanwhile
+      }
+    })
+    assert.ok(uids.includes(base), `the sandbox's root is host uid ${base}: ${uids.join(' ')}`)
+    assert.deepEqual(uids.filter((u) => u !== base && u !== (sb as unknown as { uid: number }).uid), [], 'no other host uid runs inside')
+  })
+
+  it("owns /workspace inside, while the workspace stays its uid's on the host", async () => {
+    const sb = await create('rootW')
+    await sb.writeFile('given.txt', Buffer.from('given\n'))
+    const r = await sh(sb, 'busybox stat -c %u /workspace /workspace/given.txt && echo made > /workspace/made.txt && busybox stat -c %u /workspace/made.txt')
+    assert.equal(r.code, 0, r.err)
+    assert.equal(r.out, '0\n0\n0\n')
+    const owner = (sb as unknown as { uid: number }).uid
+    assert.equal(fs.statSync(path.join(dataDir, 'root-workspaces', 'rootW', 'made.txt')).uid, owner)
+    assert.equal((await provider.workspace('rootW').readFile('made.txt'))?.toString(), 'made\n')
+  })
+
+  it('keeps the walls: no_new_privs, the filter, no user namespace or mount, at most the listed capabilities', async () => {
+    const sb = await create('rootWalls')
+    const status = (await sh(sb, 'busybox cat /proc/self/status')).out
+    assert.equal(field(status, 'NoNewPrivs'), '1')
+    assert.equal(field(status, 'Seccomp'), '2')
+    // CHOWN 0, DAC_OVERRIDE 1, FOWNER 3, FSETID 4, KILL 5, SETGID 6, SETUID 7, SETPCAP 8, NET_BIND_SERVICE 10, SYS_CHROOT 18, SETFCAP 31.
+    const want = [0, 1, 3, 4, 5, 6, 7, 8, 10, 18, 31].reduce((m, b) => m | (1n << BigInt(b)), 0n)
+    assert.equal(BigInt(`0x${field(status, 'CapEff')}`), want, 'effective capabilities')
+    assert.equal(BigInt(`0x${field(status, 'CapBnd')}`), want, 'bounding set')
+    assert.notEqual((await sh(sb, 'busybox unshare -U -r true')).code, 0, 'a user namespace of its own was made')
+    // Beside the filter: its user namespace may hold none (what bubblewrap's --disable-userns does).
+    assert.equal((await sh(sb, 'busybox cat /proc/sys/user/max_user_namespaces')).out, '0\n')
+    assert.notEqual((await sh(sb, 'busybox mount -t tmpfs none /mnt')).code, 0, 'mounted a file system')
+    const hostPath = await sh(sb, `[ ! -e '${process.execPath}' ] && [ ! -e '${dataDir}' ]`)
+    assert.equal(hostPath.code, 0, 'a host path is seen inside')
+  })
+})
+

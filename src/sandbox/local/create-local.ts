@@ -33,6 +33,8 @@ export type LocalStackOptions = {
   log?: Log
   /** The node's image cache, for sandboxes on an image (LocalProviderOptions.images). */
   images?: ImageSource
+  /** See LocalProviderOptions.rootRanges (WARREN_SANDBOX_ROOT_RANGES). */
+  rootRanges?: number
 }
 
 /**
@@ -55,6 +57,7 @@ export async function createLocalProvider(opts: LocalStackOptions): Promise<Sand
     network,
     ...(opts.log ? { log: opts.log } : {}),
     ...(opts.images ? { images: opts.images } : {}),
+    ...(opts.rootRanges !== undefined ? { rootRanges: opts.rootRanges } : {}),
     prefix: cgroupPrefix(prefix),
     uidBase: opts.uidBase ?? DEFAULT_SANDBOX_UID_BASE,
     uidCount: opts.uidCount ?? SANDBOX_UID_COUNT,

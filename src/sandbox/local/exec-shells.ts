@@ -40,6 +40,7 @@ export class ExecShells {
   private uid: number
   /** The shell a spare runs once inside the sandbox (see park). */
   private insideSh: string
+  private rootInside: boolean
   private spares: Spare[]
   /** Shells being parked, oldest first (so sooner ready). */
   private refilling: Array<Promise<Spare | null>> = []
@@ -47,7 +48,7 @@ export class ExecShells {
   private lingering = new Set<string>()
   private reaping: Promise<void> | null = null
 
-  constructor(o: { tools: Tools; cgroup: SandboxCgroup; spare: Spare | null; state: () => 'running' | 'paused' | 'destroyed'; init: () => number | null; uid: number; insideSh?: string }) {
+  constructor(o: { tools: Tools; cgroup: SandboxCgroup; spare: Spare | null; state: () => 'running' | 'paused' | 'destroyed'; init: () => number | null; uid: number; insideSh?: string; rootInside?: boolean }) {
     this.tools = o.tools
     this.cgroup = o.cgroup
     this.spares = o.spare ? [o.spare] : []
@@ -55,6 +56,7 @@ export class ExecShells {
     this.init = o.init
     this.uid = o.uid
     this.insideSh = o.insideSh ?? o.tools.sh
+    this.rootInside = o.rootInside ?? false
   }
 
   /**
@@ -194,7 +196,7 @@ export class ExecShells {
   private async park(enter: boolean): Promise<Spare> {
     const exec = this.cgroup.newExec()
     const nsPid = enter ? this.init() : null
-    const into = nsPid === null ? [] : enterArgv(this.tools, nsPid, this.uid)
+    const into = nsPid === null ? [] : enterArgv(this.tools, nsPid, this.uid, this.rootInside)
     const spare = { parked: parkExec(this.tools, this.cgroup.procsFiles(exec), into, this.insideSh), exec, nsPid }
     try {
       await spare.parked.ready

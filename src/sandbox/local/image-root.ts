@@ -78,23 +78,27 @@ export async function resolveImage(source: ImageSource, spec: SandboxSpec): Prom
  * walked with lstat and nothing is followed; a link or other entry in the way is removed (from the
  * sandbox's own layer only).
  */
-export function prepareLayer(dir: string, uid: number, mounts: string[], files: string[]): { upper: string; work: string } {
+export function prepareLayer(dir: string, o: { owner: number; root: number; mounts: string[]; files: string[]; lowers: number }): { upper: string; work: string; lowers: string[] } {
   const upper = path.join(dir, 'upper')
   const work = path.join(dir, 'work')
+  const lowerDir = path.join(dir, 'lower')
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
-  for (const d of [upper, work]) {
+  for (const d of [upper, work, lowerDir]) {
     const st = fs.lstatSync(d, { throwIfNoEntry: false })
     if (st && !st.isDirectory()) fs.rmSync(d, { force: true })
     if (!st?.isDirectory()) fs.mkdirSync(d, { mode: 0o700 })
   }
   fs.chmodSync(upper, 0o755)
-  fs.chownSync(upper, uid, uid)
-  for (const m of mounts) ensure(upper, m, 'dir')
-  for (const f of files) ensure(upper, f, 'file')
-  return { upper, work }
+  fs.chownSync(upper, o.owner, o.owner)
+  for (const m of o.mounts) ensure(upper, m, 'dir', o.root)
+  for (const f of o.files) ensure(upper, f, 'file', o.root)
+  // Mount points of the idmapped binds of the image's layers, in the init's namespace only.
+  const lowers = Array.from({ length: o.lowers }, (_, i) => path.join(lowerDir, String(i)))
+  for (const l of lowers) fs.mkdirSync(l, { recursive: true, mode: 0o700 })
+  return { upper, work, lowers }
 }
 
-function ensure(root: string, target: string, kind: 'dir' | 'file'): void {
+function ensure(root: string, target: string, kind: 'dir' | 'file', owner: number): void {
   const parts = target.split('/').filter(Boolean)
   let at = root
   parts.forEach((part, i) => {
@@ -105,6 +109,8 @@ function ensure(root: string, target: string, kind: 'dir' | 'file'): void {
     if (st) fs.rmSync(at, { recursive: true, force: true })
     if (want === 'dir') fs.mkdirSync(at, { mode: 0o755 })
     else fs.writeFileSync(at, '', { mode: 0o644, flag: 'wx' })
+    // The sandbox's root owns them (host uid 0 when it has none: an unprivileged sandbox).
+    fs.lchownSync(at, owner, owner)
   })
 }
 

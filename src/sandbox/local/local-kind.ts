@@ -27,6 +27,7 @@ export function localKind(fixed: LocalFixed = {}): ProviderKind {
           maxWatches: settings.maxWatches,
           diskBytes: settings.diskMb * 1024 * 1024,
           images: configuredImagePuller(config),
+          rootRanges: settings.rootRanges,
           log,
           ...fixed,
         })

@@ -5,6 +5,7 @@ import type { Readable } from 'node:stream'
 import { DEFAULT_WORKSPACE_MAX_WATCHES } from './local-settings.ts'
 import type { HostClaim, HostReport, Sandbox, SandboxProvider, SandboxSpec, WorkspaceReader } from '../sandbox.ts'
 import { SandboxImageError, SandboxUnavailableError } from '../sandbox.ts'
+import { ROOT_RANGE_SIZE } from './idmap-root.ts'
 import { overlayOptions, prepareLayer, resolveImage, type ImageRoot, type ImageSource } from './image-root.ts'
 import { checkMount } from './bubblewrap.ts'
 import { listGroups, SandboxCgroup } from './cgroups.ts'
@@ -80,6 +81,12 @@ export type LocalProviderOptions = {
    * without it such a create is refused with SandboxUnavailableError.
    */
   images?: ImageSource
+  /**
+   * How many sandboxes on an image may run as root inside at once: each holds a range of
+   * ROOT_RANGE_SIZE host uids of its own, from uidBase + uidCount on, and the claim grows by them
+   * (see idmap-root.ts). 0 (the default): sandboxes on an image run as their unprivileged uid.
+   */
+  rootRanges?: number
 }
 
 /**
@@ -90,7 +97,7 @@ export class LocalSandboxProvider implements SandboxProvider {
   readonly name = 'local'
   readonly claim: HostClaim
   private disks: WorkspaceDisks
-  private opts: { workspaceRoot: string; uidBase: number; uidCount: number; cgroupParent: string; prefix: string; stageDir: string | null; bwrap?: string; cgroups?: boolean; maxWatches: number; diskBytes: number }
+  private opts: { workspaceRoot: string; uidBase: number; uidCount: number; rootRanges: number; cgroupParent: string; prefix: string; stageDir: string | null; bwrap?: string; cgroups?: boolean; maxWatches: number; diskBytes: number }
   private network: NetworkHook | null
   private images: ImageSource | null
   private log: Log
@@ -99,6 +106,8 @@ export class LocalSandboxProvider implements SandboxProvider {
   /** Group names of sandboxes being created or alive: never orphans. */
   private held = new Set<string>()
   private uids = new Set<number>()
+  /** First host uids of the root ranges held by live sandboxes. */
+  private ranges = new Set<number>()
   private pool: WarmPool
   private networkWarm = false
   private prepared: Promise<void> | null = null
@@ -112,6 +121,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       workspaceRoot: options.workspaceRoot,
       uidBase: options.uidBase ?? 200_000,
       uidCount: options.uidCount ?? 10_000,
+      rootRanges: options.rootRanges ?? 0,
       cgroupParent: options.cgroupParent ?? 'warren',
       prefix: options.prefix ?? 'warren-',
       stageDir: pickStageDir(options.stageDir),
@@ -121,10 +131,13 @@ export class LocalSandboxProvider implements SandboxProvider {
       diskBytes: options.diskBytes ?? 0,
     }
     this.opts = opts
-    this.claim = { prefix: options.claim?.prefix ?? opts.prefix, subnet: options.claim?.subnet ?? null, uidBase: opts.uidBase, uidCount: opts.uidCount }
+    this.claim = { prefix: options.claim?.prefix ?? opts.prefix, subnet: options.claim?.subnet ?? null, uidBase: opts.uidBase, uidCount: opts.uidCount + opts.rootRanges * ROOT_RANGE_SIZE }
     this.disks = new WorkspaceDisks(opts.workspaceRoot, opts.diskBytes, options.log)
     if (!Number.isInteger(opts.uidBase) || opts.uidBase < 1000 || !Number.isInteger(opts.uidCount) || opts.uidCount < 1) {
       throw new RangeError('uidBase must be an integer ≥ 1000 and uidCount ≥ 1')
+    }
+    if (!Number.isInteger(opts.rootRanges) || opts.rootRanges < 0 || this.claim.uidBase + this.claim.uidCount > 2 ** 32 - 1) {
+      throw new RangeError(`rootRanges must be an integer ≥ 0 whose ranges of ${ROOT_RANGE_SIZE} uids end below 4294967295`)
     }
     const parts = opts.cgroupParent.split('/')
     if (parts.some((p) => !/^[A-Za-z0-9_.-]+$/.test(p) || p === '.' || p === '..')) throw new TypeError(`invalid cgroup parent ${opts.cgroupParent}`)
@@ -222,17 +235,33 @@ export class LocalSandboxProvider implements SandboxProvider {
     const uid = this.allocate(dir)
     let slot: WarmSlot | null = null
     let attached = false
+    let base: number | null = null
     const release = () => {
       this.held.delete(name)
       this.uids.delete(uid)
+      if (base !== null) this.ranges.delete(base)
     }
     try {
       await prepareWorkspace(dir, uid, probe.tools.chown)
       let root: LocalSandboxContext['image'] = null
       if (image) {
         // The sandbox's own layer, kept beside its workspace (not in it: the agent would see it at its mount).
-        const layer = prepareLayer(this.layerDir(spec.id), uid, [spec.workspaceMount, '/proc', '/dev', '/tmp'], ['/etc/resolv.conf'])
-        root = { ...image, ...layer, overlay: overlayOptions({ layers: image.layers, ...layer }) }
+        if (this.opts.rootRanges > 0) base = this.allocateRange(path.join(this.layerDir(spec.id), 'upper'))
+        const layer = prepareLayer(this.layerDir(spec.id), {
+          owner: base ?? uid,
+          root: base ?? 0,
+          mounts: [spec.workspaceMount, '/proc', '/dev', '/tmp'],
+          files: ['/etc/resolv.conf'],
+          lowers: base === null ? 0 : image.layers.length,
+        })
+        // Root inside: the overlay is made of the layers' idmapped binds, not the cache's folders.
+        const lowers = base === null ? image.layers : layer.lowers
+        root = {
+          ...image,
+          ...layer,
+          overlay: overlayOptions({ layers: lowers, ...layer }),
+          root: base === null ? null : { base, lowers: image.layers.map((src, i) => ({ src, dst: layer.lowers[i]! })) },
+        }
       }
       const stageDir = root || !reachableBy(dir, uid) ? this.opts.stageDir : null
       if (stageDir === null && !reachableBy(dir, uid)) {
@@ -343,6 +372,21 @@ export class LocalSandboxProvider implements SandboxProvider {
   /** The sandbox's own writable layer over its image (upper and work folders), kept as long as its workspace. */
   private layerDir(id: string): string {
     return path.join(this.opts.workspaceRoot, '.layers', safeName(id))
+  }
+
+  /**
+   * A root range for a sandbox on an image: the one its layer's files are owned from when it is
+   * free (a workspace brought back keeps its owners), else the lowest free one.
+   */
+  private allocateRange(upper: string): number {
+    const first = this.opts.uidBase + this.opts.uidCount
+    const bases = Array.from({ length: this.opts.rootRanges }, (_, i) => first + i * ROOT_RANGE_SIZE)
+    const owner = ownerOf(upper)
+    const own = bases.find((b) => owner === b && !this.ranges.has(b))
+    const base = own ?? bases.find((b) => !this.ranges.has(b))
+    if (base === undefined) throw new SandboxUnavailableError(`all ${this.opts.rootRanges} root uid ranges are in use`)
+    this.ranges.add(base)
+    return base
   }
 
   /**

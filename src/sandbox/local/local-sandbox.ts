@@ -33,7 +33,7 @@ export type LocalSandboxContext = {
   /** Tells the provider the sandbox is gone (frees its uid, forgets its id). */
   released: () => Promise<void>
   /** The image it runs on (see image-root.ts) with overlayfs's options; null on the host's system. */
-  image: (ImageRoot & { overlay: string }) | null
+  image: (ImageRoot & { overlay: string; root: { base: number; lowers: Array<{ src: string; dst: string }> } | null }) | null
   /** Shells parked ahead in this sandbox's cgroups (from the provider's warm pool), if any. */
   initShell: Parked | null
   spare: Spare | null
@@ -69,7 +69,7 @@ export class LocalSandbox implements Sandbox {
       state: () => this.current,
       init: () => (this.init && !this.init.exited ? this.init.nsPid : null),
       uid: this.uid,
-      ...(ctx.image ? { insideSh: '/bin/sh' } : {}),
+      ...(ctx.image ? { insideSh: '/bin/sh', rootInside: ctx.image.root !== null } : {}),
     })
   }
 
@@ -111,6 +111,7 @@ export class LocalSandbox implements Sandbox {
       netnsName: this.ctx.network?.netnsName ?? null,
       hostname: 'workspace',
       ...(this.ctx.image ? { overlay: this.ctx.image.overlay } : {}),
+      ...(this.ctx.image?.root ? { root: { ...this.ctx.image.root, owner: this.uid } } : {}),
     }, shell).then(
       (h) => {
         this.init = h
@@ -138,7 +139,7 @@ export class LocalSandbox implements Sandbox {
     const { parked, exec: execGroup, nsPid } = await this.shells.take(init.nsPid)
     try {
       const entered = nsPid === init.nsPid
-      const { argv, fd9, prelude } = execArgv({ tools: this.ctx.tools, uid: this.uid, nsPid: init.nsPid, cwd, env, command: req.command, entered })
+      const { argv, fd9, prelude } = execArgv({ tools: this.ctx.tools, uid: this.uid, nsPid: init.nsPid, cwd, env, command: req.command, entered, rootInside: !!this.ctx.image?.root })
       parked.start(argv, { fd9, prelude })
       return await runCommand({
         child: parked.child,
@@ -178,7 +179,7 @@ export class LocalSandbox implements Sandbox {
       void this.shells.discard({ parked, exec: group, nsPid: null })
       throw new SandboxUnavailableError(`the process could not join the sandbox's cgroups: ${(err as Error).message}`)
     }
-    const { argv, fd9 } = execArgv({ tools: this.ctx.tools, uid: this.uid, nsPid: init.nsPid, cwd, env, command: req.command })
+    const { argv, fd9 } = execArgv({ tools: this.ctx.tools, uid: this.uid, nsPid: init.nsPid, cwd, env, command: req.command, rootInside: !!this.ctx.image?.root })
     parked.start(argv, { fd9, stdinFd: 3, passFds: extraFds })
     const child = parked.child
     const exited = new Promise<number | null>((resolve) => {
