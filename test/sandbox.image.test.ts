@@ -276,6 +276,17 @@ describe('sandboxes on an image, root inside their own walls', { skip }, () => {
     const want = [0, 1, 3, 4, 5, 6, 7, 8, 10, 18, 31].reduce((m, b) => m | (1n << BigInt(b)), 0n)
     assert.equal(BigInt(`0x${field(status, 'CapEff')}`), want, 'effective capabilities')
     assert.equal(BigInt(`0x${field(status, 'CapBnd')}`), want, 'bounding set')
+    // A spawned process (an MCP server, the browser) enters the same way.
+    const proc = await sb.spawn({ command: 'busybox id -u; busybox grep -E "^(CapEff|NoNewPrivs|Seccomp)" /proc/self/status' })
+    let out = ''
+    proc.stdout.on('data', (b: Buffer) => (out += b.toString()))
+    proc.stderr.resume()
+    proc.stdin.end()
+    assert.equal(await proc.exited, 0)
+    assert.equal(out.split('\n')[0], '0')
+    assert.equal(BigInt(`0x${field(out, 'CapEff')}`), want, 'a spawned process holds no more')
+    assert.equal(field(out, 'NoNewPrivs'), '1')
+    assert.equal(field(out, 'Seccomp'), '2')
     assert.notEqual((await sh(sb, 'busybox unshare -U -r true')).code, 0, 'a user namespace of its own was made')
     // Beside the filter: its user namespace may hold none (what bubblewrap's --disable-userns does).
     assert.equal((await sh(sb, 'busybox cat /proc/sys/user/max_user_namespaces')).out, '0\n')
