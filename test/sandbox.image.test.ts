@@ -149,6 +149,29 @@ describe('sandboxes on an image', { skip }, () => {
     assert.ok(!fs.existsSync(path.join(workspaceRoot, '.layers', 'layer-a')), 'deleting the workspace removes its layer')
   })
 
+  it('follows no link its own layer holds where its mounts go, when it comes back', async () => {
+    const sb = await create(spec('planted', { ref: minimal }))
+    await sb.destroy()
+    // What a run could leave in its layer (or anyone with the layer's folder): links out to the host.
+    const upper = path.join(workspaceRoot, '.layers', 'planted', 'upper')
+    const decoy = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-decoy-'))
+    fs.rmSync(path.join(upper, 'etc'), { recursive: true, force: true })
+    fs.symlinkSync(decoy, path.join(upper, 'etc'))
+    fs.rmSync(path.join(upper, 'workspace'), { recursive: true, force: true })
+    fs.symlinkSync(decoy, path.join(upper, 'workspace'))
+    try {
+      const again = await create(spec('planted', { ref: minimal }, { existing: true }))
+      assert.deepEqual(fs.readdirSync(decoy), [], 'nothing was made through the links')
+      assert.ok(fs.lstatSync(path.join(upper, 'etc')).isDirectory())
+      const r = await sh(again, 'busybox cat /etc/apt/only-this && echo in > /workspace/w && busybox pwd')
+      assert.equal(r.code, 0, r.err)
+      assert.equal(r.out, 'the lower etc/apt is hidden\n/workspace\n')
+      assert.equal((await provider.workspace('planted').readFile('w'))?.toString(), 'in\n')
+    } finally {
+      fs.rmSync(decoy, { recursive: true, force: true })
+    }
+  })
+
   it("applies the image's Env under the service's, and its WorkingDir", async () => {
     const sb = await create(spec('cfg', { ref: configured }, { env: { BOTH: 'the service' } }))
     const r = await sh(sb, 'echo "$FROM_IMAGE|$BOTH|$PATH"; busybox pwd')
