@@ -277,6 +277,11 @@ describe('sandboxes on an image, root inside their own walls', { skip }, () => {
     })
     assert.ok(uids.includes(base), `the sandbox's root is host uid ${base}: ${uids.join(' ')}`)
     assert.deepEqual(uids.filter((u) => u !== base && u !== (sb as unknown as { uid: number }).uid), [], 'no other host uid runs inside')
+    // Brought back, it takes the range its layer is owned from: its files keep their owners inside.
+    await sb.destroy()
+    const again = await provider.create({ id: 'rootA', existing: true, workspaceMount: '/workspace', env: {}, network: { allow: [] }, limits: { memoryBytes: 256 * MiB, pids: 128, cpus: 1 }, image: { ref: minimal } })
+    live.push(again)
+    assert.equal((await sh(again, 'busybox stat -c "%u:%g" /opt-f; busybox cat /srv/hello')).out, '1000:1001\nchanged\n')
   })
 
   it("owns /workspace inside, while the workspace stays its uid's on the host", async () => {
