@@ -1,6 +1,6 @@
 import { after, before, describe, it } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
@@ -321,6 +321,43 @@ describe('sandboxes on an image, root inside their own walls', { skip }, () => {
     assert.notEqual((await sh(sb, 'busybox mount -t tmpfs none /mnt')).code, 0, 'mounted a file system')
     const hostPath = await sh(sb, `[ ! -e '${process.execPath}' ] && [ ! -e '${dataDir}' ]`)
     assert.equal(hostPath.code, 0, 'a host path is seen inside')
+  })
+})
+
+describe('root ranges on a host without cgroups', { skip }, () => {
+  it("start-up clean-up kills what runs as a range's uids but a live sandbox's", async () => {
+    const registry = await startRegistry()
+    const uidBase = 300_000 + (randomBytes(2).readUInt16BE() % 600) * 100
+    const provider = new LocalSandboxProvider({
+      cgroups: false,
+      workspaceRoot: path.join(dataDir, 'nocg-workspaces'),
+      prefix: `t${run}-nocg-`,
+      uidBase,
+      uidCount: 4,
+      rootRanges: 2,
+      images: imagePuller({ dir: path.join(dataDir, 'nocg-images'), registry: { allowPrivate: ['127.0.0.1/32'] } }),
+    })
+    const strays: ReturnType<typeof spawn>[] = []
+    try {
+      await pushMinimalImage(registry, 'warren/minimal', '1')
+      const sb = await provider.create({ id: 'nocg', workspaceMount: '/workspace', env: {}, network: { allow: [] }, limits: { memoryBytes: 256 * MiB, pids: 128, cpus: 1 }, image: { ref: `${registry.host}/warren/minimal:1` } })
+      const bg = await sb.exec({ command: 'busybox sleep 1000 >/dev/null 2>&1 & echo $!' })
+      assert.equal(bg.exitCode, 0, bg.stderr.toString())
+      // A leftover of a crashed run: a process as a uid of the other range.
+      const stray = spawn('sleep', ['1000'], { uid: uidBase + 4 + 65_536 + 7, gid: uidBase + 4 + 65_536 + 7, stdio: 'ignore' })
+      strays.push(stray)
+      const gone = new Promise<boolean>((r) => stray.once('exit', () => r(true)))
+      await provider.cleanupOrphans()
+      // Killed by the clean-up itself, before it resolved: its exit is on its way, not a matter of time.
+      const waited = await Promise.race([gone, new Promise<boolean>((r) => setTimeout(() => r(false), 10_000).unref())])
+      assert.ok(waited, 'the stray of a root range was left running')
+      assert.equal((await sb.exec({ command: `busybox kill -0 ${bg.stdout.toString().trim()} && echo alive` })).stdout.toString(), 'alive\n', "the live sandbox's process was kept")
+      await sb.destroy()
+    } finally {
+      for (const s of strays) s.kill('SIGKILL')
+      await provider.close()
+      await registry.stop()
+    }
   })
 })
 

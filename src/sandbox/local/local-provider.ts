@@ -322,7 +322,9 @@ export class LocalSandboxProvider implements SandboxProvider {
       if (this.held.has(name) || this.pool.names.has(name)) continue
       await new SandboxCgroup(probe.cgroups, this.opts.cgroupParent, name).destroy()
     }
-    if (probe.cgroups.version === null) killStrays(this.opts.uidBase, this.opts.uidCount, this.uids)
+    // The root ranges too: a process of a live sandbox's range is its root's (or one of its users').
+    const live = (uid: number) => this.uids.has(uid) || [...this.ranges].some((b) => uid >= b && uid < b + ROOT_RANGE_SIZE)
+    if (probe.cgroups.version === null) killStrays(this.claim.uidBase, this.claim.uidCount, live)
     await this.network?.cleanupOrphans()
     removeLeftFences(this.opts.prefix, (name) => this.held.has(name))
     this.disks.adopt()
