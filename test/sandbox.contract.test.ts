@@ -85,10 +85,10 @@ describe('local sandbox provider on this host', { skip }, () => {
     assert.match(p.report().missing.join(' '), /bubblewrap/)
   })
 
-  it('refuses a sandbox on an image, saying so, and makes nothing for it', async () => {
+  it('refuses a sandbox on an image when it has no image cache, saying so, and makes nothing for it', async () => {
     const p = provider('local')
     const image = { ref: '127.0.0.1:5000/tool:1', digest: `sha256:${'a'.repeat(64)}` }
-    await assert.rejects(p.create(spec('onimage', { image })), (e) => e instanceof SandboxUnavailableError && /cannot start them on an image yet \(asked for 127\.0\.0\.1:5000\/tool:1\)/.test(e.message))
+    await assert.rejects(p.create(spec('onimage', { image })), (e) => e instanceof SandboxUnavailableError && /no image cache to start a sandbox on 127\.0\.0\.1:5000\/tool:1/.test(e.message))
     assert.equal(p.get('onimage'), null)
     assert.equal(await p.packWorkspace('onimage'), null, 'no workspace was made')
     // Control: the same spec without the image starts.

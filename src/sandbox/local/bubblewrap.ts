@@ -1,6 +1,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import { quote } from '../../shared/sh-quote.ts'
+import { enterRootArgv, idmapRootArgv, ROOT_CAPS } from './idmap-root.ts'
 
 /** Absolute paths of the host programs the local provider runs (found by host-check). */
 export type Tools = {
@@ -79,6 +80,18 @@ export type InitOptions = {
   stageDir: string | null
   netnsName: string | null
   hostname: string
+  /**
+   * An image as the root (see image-root.ts): overlayfs's mount options. The overlay is mounted on
+   * stageDir (then required) in the init's private mount namespace, the workspace bound into it,
+   * and that tree becomes the sandbox's `/`; the host's system is not bound at all.
+   */
+  overlay?: string
+  /**
+   * Root inside (with overlay): uid 0 of the sandbox is host uid `base` of its own range (see
+   * idmap-root.ts); `owner` is the workspace folder's host owner, `lowers` the image's layers and
+   * the folders their idmapped binds go on (the overlay's lower folders).
+   */
+  root?: { base: number; owner: number; lowers: Array<{ src: string; dst: string }> }
 }
 
 /**
@@ -96,6 +109,7 @@ export type InitOptions = {
  */
 export function initArgv(o: InitOptions): { before: string[] | null; argv: string[] } {
   const { tools: t } = o
+  if (o.overlay !== undefined) return imageInitArgv(o, o.overlay)
   const bwrap = [
     t.bwrap,
     '--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts',
@@ -135,12 +149,56 @@ export type ExecOptions = {
   command: string
   /** The parked shell waits inside the sandbox already, as its user (see parkExec): no nsenter. */
   entered?: boolean
+  /** The sandbox's root is root inside its user namespace (an image with a uid range): enter as uid 0 with ROOT_CAPS. */
+  rootInside?: boolean
 }
 
 /** Names a shell takes as its own rather than from its environment (dash resets IFS, say). */
 const SHELL_OWN = new Set(['IFS', 'ENV', 'PS1', 'PS2', 'PS4', 'OPTIND', 'PPID', 'PWD', 'OLDPWD'])
 /** A name the shell can assign (others, with a dot, go through env(1)). */
 const SHELL_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
+
+/**
+ * The init of a sandbox on an image: the same walls (namespaces, --disable-userns, the filter, no
+ * capabilities, no_new_privs, the uid), a different root. The service's, not the image's: /proc,
+ * /dev, a private /tmp, /etc/resolv.conf (the host's resolver, reached through the network
+ * namespace as today) and the workspace. The image has no `sleep` to count on, so the init's shell
+ * waits on fd 4, a pipe the service holds open and never writes (see startInit).
+ */
+function imageInitArgv(o: InitOptions, overlay: string): { before: string[]; argv: string[] } {
+  const { tools: t } = o
+  if (!o.stageDir) throw new Error('a sandbox on an image needs a stage folder (/mnt, /media or /srv)')
+  const bwrap = [
+    t.bwrap,
+    '--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts',
+    ...(o.netnsName ? [] : ['--unshare-net']),
+    // Root inside: bubblewrap refuses --disable-userns beside --userns-block-fd; startInit sets the
+    // namespace's user.max_user_namespaces to 0 instead, which is what --disable-userns comes to.
+    ...(o.root ? [] : ['--disable-userns']), '--seccomp', '6',
+    '--cap-drop', 'ALL', '--new-session', '--die-with-parent',
+    // Root inside: the service writes the user namespace's maps (a range, which bubblewrap alone
+    // cannot) while bubblewrap waits on fd 5 (see startInit).
+    ...(o.root ? ['--uid', '0', '--gid', '0', '--userns-block-fd', '5', ...ROOT_CAPS.flatMap((c) => ['--cap-add', `CAP_${c}`])] : []),
+    '--hostname', o.hostname,
+    '--bind', o.stageDir, '/',
+    '--ro-bind-try', '/etc/resolv.conf', '/etc/resolv.conf',
+    '--tmpfs', '/tmp',
+    '--proc', '/proc',
+    '--dev', '/dev',
+    '--chdir', o.workspaceMount,
+    '--info-fd', '3',
+    '--clearenv', '--setenv', 'PATH', SANDBOX_PATH,
+    '--', '/bin/sh', '-c', 'printf R >&7 && exec 7>&- && while read -r _ <&4; do :; done',
+  ]
+  const drop = [t.setpriv, '--reuid', String(o.uid), '--regid', String(o.uid), '--clear-groups', '--no-new-privs', '--']
+  const net = o.netnsName && t.ip ? [t.ip, 'netns', 'exec', o.netnsName] : []
+  // Root on the host, in the init's own mount namespace: gone with the sandbox, never on the host.
+  const mount = 'm=$1; shift; "$m" -n -t overlay overlay -o "$1" "$2" && "$m" -n --bind "$3" "$2$4"'
+  const before = o.root
+    ? idmapRootArgv({ perl: t.perl, mount: t.mount, ...o.root, overlay, stage: o.stageDir, workspaceDir: o.workspaceDir, workspaceMount: o.workspaceMount })
+    : [t.sh, '-c', mount, 'sh', t.mount, overlay, o.stageDir, o.workspaceDir, o.workspaceMount]
+  return { before, argv: [...net, ...drop, ...bwrap] }
+}
 
 /**
  * One command inside a running sandbox, run by a parked root shell (no supplementary groups)
@@ -193,12 +251,13 @@ export function execArgv(o: ExecOptions): { argv: string[]; fd9: string | null; 
   const run = direct
     ? ['/bin/sh', '-c', `${enter}; ${o.command}`, '/bin/sh', '\n']
     : ['/bin/sh', '-c', `${enter}; exec "$@" /bin/sh -c "$0"`, o.command, '\n', ...(others.length > 0 ? [t.env, ...others] : [])]
-  return { argv: o.entered ? run : [...enterArgv(t, o.nsPid, o.uid), ...run], fd9, prelude: '' }
+  return { argv: o.entered ? run : [...enterArgv(t, o.nsPid, o.uid, o.rootInside), ...run], fd9, prelude: '' }
 }
 
 /** The prefix that runs the rest of a command line inside the sandbox of init `nsPid`, as `uid`. */
-export function enterArgv(t: Tools, nsPid: number, uid: number): string[] {
-  return [t.nsenter, '-t', String(nsPid), '-U', '-m', '-p', '-i', '-u', '-n', '-r', '-S', String(uid), '-G', String(uid), '--']
+export function enterArgv(t: Tools, nsPid: number, uid: number, rootInside = false): string[] {
+  if (!rootInside) return [t.nsenter, '-t', String(nsPid), '-U', '-m', '-p', '-i', '-u', '-n', '-r', '-S', String(uid), '-G', String(uid), '--']
+  return enterRootArgv(t.perl, nsPid)
 }
 
 /** Environment of sandbox processes, lowest precedence first; refuses names env(1) would misread. */

@@ -3,6 +3,7 @@ import type { SandboxProvider } from '../sandbox.ts'
 import type { Log } from '../../shared/log.ts'
 import { startEgressProxy } from './egress-proxy.ts'
 import { LocalSandboxProvider } from './local-provider.ts'
+import type { ImageSource } from './image-root.ts'
 import { localNetwork, type SandboxNetwork } from './network.ts'
 
 export type LocalStackOptions = {
@@ -30,6 +31,10 @@ export type LocalStackOptions = {
   diskBytes?: number
   /** The service's log: the egress proxy's refusals, the provider's failed clean-ups. */
   log?: Log
+  /** The node's image cache, for sandboxes on an image (LocalProviderOptions.images). */
+  images?: ImageSource
+  /** See LocalProviderOptions.rootRanges (WARREN_SANDBOX_ROOT_RANGES). */
+  rootRanges?: number
 }
 
 /**
@@ -51,6 +56,8 @@ export async function createLocalProvider(opts: LocalStackOptions): Promise<Sand
     claim: { prefix, subnet },
     network,
     ...(opts.log ? { log: opts.log } : {}),
+    ...(opts.images ? { images: opts.images } : {}),
+    ...(opts.rootRanges !== undefined ? { rootRanges: opts.rootRanges } : {}),
     prefix: cgroupPrefix(prefix),
     uidBase: opts.uidBase ?? DEFAULT_SANDBOX_UID_BASE,
     uidCount: opts.uidCount ?? SANDBOX_UID_COUNT,

@@ -38,6 +38,9 @@ export class ExecShells {
   /** The running init's host pid, which shells parked now enter; null while there is none. */
   private init: () => number | null
   private uid: number
+  /** The shell a spare runs once inside the sandbox (see park). */
+  private insideSh: string
+  private rootInside: boolean
   private spares: Spare[]
   /** Shells being parked, oldest first (so sooner ready). */
   private refilling: Array<Promise<Spare | null>> = []
@@ -45,13 +48,15 @@ export class ExecShells {
   private lingering = new Set<string>()
   private reaping: Promise<void> | null = null
 
-  constructor(o: { tools: Tools; cgroup: SandboxCgroup; spare: Spare | null; state: () => 'running' | 'paused' | 'destroyed'; init: () => number | null; uid: number }) {
+  constructor(o: { tools: Tools; cgroup: SandboxCgroup; spare: Spare | null; state: () => 'running' | 'paused' | 'destroyed'; init: () => number | null; uid: number; insideSh?: string; rootInside?: boolean }) {
     this.tools = o.tools
     this.cgroup = o.cgroup
     this.spares = o.spare ? [o.spare] : []
     this.state = o.state
     this.init = o.init
     this.uid = o.uid
+    this.insideSh = o.insideSh ?? o.tools.sh
+    this.rootInside = o.rootInside ?? false
   }
 
   /**
@@ -191,8 +196,8 @@ export class ExecShells {
   private async park(enter: boolean): Promise<Spare> {
     const exec = this.cgroup.newExec()
     const nsPid = enter ? this.init() : null
-    const into = nsPid === null ? [] : enterArgv(this.tools, nsPid, this.uid)
-    const spare = { parked: parkExec(this.tools, this.cgroup.procsFiles(exec), into), exec, nsPid }
+    const into = nsPid === null ? [] : enterArgv(this.tools, nsPid, this.uid, this.rootInside)
+    const spare = { parked: parkExec(this.tools, this.cgroup.procsFiles(exec), into, this.insideSh), exec, nsPid }
     try {
       await spare.parked.ready
     } catch (err) {

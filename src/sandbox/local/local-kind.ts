@@ -1,4 +1,5 @@
 import path from 'node:path'
+import { configuredImagePuller } from '../../images/image-puller.ts'
 import type { ProviderKind } from '../providers.ts'
 import { createLocalProvider, type LocalStackOptions } from './create-local.ts'
 import { localSettings } from './local-settings.ts'
@@ -25,6 +26,8 @@ export function localKind(fixed: LocalFixed = {}): ProviderKind {
           allowPrivate: settings.allowPrivate,
           maxWatches: settings.maxWatches,
           diskBytes: settings.diskMb * 1024 * 1024,
+          images: configuredImagePuller(config),
+          rootRanges: settings.rootRanges,
           log,
           ...fixed,
         })

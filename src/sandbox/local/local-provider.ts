@@ -4,11 +4,13 @@ import path from 'node:path'
 import type { Readable } from 'node:stream'
 import { DEFAULT_WORKSPACE_MAX_WATCHES } from './local-settings.ts'
 import type { HostClaim, HostReport, Sandbox, SandboxProvider, SandboxSpec, WorkspaceReader } from '../sandbox.ts'
-import { SandboxUnavailableError } from '../sandbox.ts'
+import { SandboxImageError, SandboxUnavailableError } from '../sandbox.ts'
+import { ROOT_RANGE_SIZE } from './idmap-root.ts'
+import { overlayOptions, prepareLayer, resolveImage, type ImageRoot, type ImageSource } from './image-root.ts'
 import { checkMount } from './bubblewrap.ts'
 import { listGroups, SandboxCgroup } from './cgroups.ts'
 import { pickStageDir, probeHost, type HostProbe } from './host-check.ts'
-import { LocalSandbox, type AttachedNetwork } from './local-sandbox.ts'
+import { LocalSandbox, type AttachedNetwork, type LocalSandboxContext } from './local-sandbox.ts'
 import { dropSlot, makeSlot, WarmPool, type WarmSlot } from './warm-pool.ts'
 import { workspaceReader } from './workspace-files.ts'
 import { packFolder } from './workspace-pack.ts'
@@ -74,6 +76,17 @@ export type LocalProviderOptions = {
    * (createLocalProvider gives them). Default: the cgroup prefix and no subnet (no network).
    */
   claim?: Pick<HostClaim, 'prefix' | 'subnet'>
+  /**
+   * The node's image cache (src/images/image-puller.ts), for sandboxes on an image (spec.image);
+   * without it such a create is refused with SandboxUnavailableError.
+   */
+  images?: ImageSource
+  /**
+   * How many sandboxes on an image may run as root inside at once: each holds a range of
+   * ROOT_RANGE_SIZE host uids of its own, from uidBase + uidCount on, and the claim grows by them
+   * (see idmap-root.ts). 0 (the default): sandboxes on an image run as their unprivileged uid.
+   */
+  rootRanges?: number
 }
 
 /**
@@ -84,26 +97,31 @@ export class LocalSandboxProvider implements SandboxProvider {
   readonly name = 'local'
   readonly claim: HostClaim
   private disks: WorkspaceDisks
-  private opts: { workspaceRoot: string; uidBase: number; uidCount: number; cgroupParent: string; prefix: string; stageDir: string | null; bwrap?: string; cgroups?: boolean; maxWatches: number; diskBytes: number }
+  private opts: { workspaceRoot: string; uidBase: number; uidCount: number; rootRanges: number; cgroupParent: string; prefix: string; stageDir: string | null; bwrap?: string; cgroups?: boolean; maxWatches: number; diskBytes: number }
   private network: NetworkHook | null
+  private images: ImageSource | null
   private log: Log
   private probed: HostProbe | null = null
   private live = new Map<string, LocalSandbox>()
   /** Group names of sandboxes being created or alive: never orphans. */
   private held = new Set<string>()
   private uids = new Set<number>()
+  /** First host uids of the root ranges held by live sandboxes. */
+  private ranges = new Set<number>()
   private pool: WarmPool
   private networkWarm = false
   private prepared: Promise<void> | null = null
 
   constructor(options: LocalProviderOptions) {
     this.network = options.network ?? null
+    this.images = options.images ?? null
     this.log = options.log ?? silentLog
     if (!path.isAbsolute(options.workspaceRoot)) throw new TypeError('workspaceRoot must be an absolute host path')
     const opts = {
       workspaceRoot: options.workspaceRoot,
       uidBase: options.uidBase ?? 200_000,
       uidCount: options.uidCount ?? 10_000,
+      rootRanges: options.rootRanges ?? 0,
       cgroupParent: options.cgroupParent ?? 'warren',
       prefix: options.prefix ?? 'warren-',
       stageDir: pickStageDir(options.stageDir),
@@ -113,10 +131,13 @@ export class LocalSandboxProvider implements SandboxProvider {
       diskBytes: options.diskBytes ?? 0,
     }
     this.opts = opts
-    this.claim = { prefix: options.claim?.prefix ?? opts.prefix, subnet: options.claim?.subnet ?? null, uidBase: opts.uidBase, uidCount: opts.uidCount }
+    this.claim = { prefix: options.claim?.prefix ?? opts.prefix, subnet: options.claim?.subnet ?? null, uidBase: opts.uidBase, uidCount: opts.uidCount + opts.rootRanges * ROOT_RANGE_SIZE }
     this.disks = new WorkspaceDisks(opts.workspaceRoot, opts.diskBytes, options.log)
     if (!Number.isInteger(opts.uidBase) || opts.uidBase < 1000 || !Number.isInteger(opts.uidCount) || opts.uidCount < 1) {
       throw new RangeError('uidBase must be an integer ≥ 1000 and uidCount ≥ 1')
+    }
+    if (!Number.isInteger(opts.rootRanges) || opts.rootRanges < 0 || this.claim.uidBase + this.claim.uidCount > 2 ** 32 - 1) {
+      throw new RangeError(`rootRanges must be an integer ≥ 0 whose ranges of ${ROOT_RANGE_SIZE} uids end below 4294967295`)
     }
     const parts = opts.cgroupParent.split('/')
     if (parts.some((p) => !/^[A-Za-z0-9_.-]+$/.test(p) || p === '.' || p === '..')) throw new TypeError(`invalid cgroup parent ${opts.cgroupParent}`)
@@ -157,6 +178,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     await this.live.get(id)?.destroy()
     await this.disks.unmount(safeName(id), true)
     await fs.promises.rm(this.workspaceDir(id), { recursive: true, force: true })
+    await fs.promises.rm(this.layerDir(id), { recursive: true, force: true })
   }
 
   async packWorkspace(id: string): Promise<Readable | null> {
@@ -190,8 +212,8 @@ export class LocalSandboxProvider implements SandboxProvider {
   }
 
   async create(spec: SandboxSpec): Promise<Sandbox> {
-    // Not yet (issue 26): a workspace here is the host's system, and another root is not it.
-    if (spec.image) throw new SandboxUnavailableError(`the local provider runs workspaces on the host's own system and cannot start them on an image yet (asked for ${spec.image.ref})`)
+    if (spec.image && !this.images) throw new SandboxUnavailableError(`this node has no image cache to start a sandbox on ${spec.image.ref}`)
+    if (spec.image && !this.opts.stageDir) throw new SandboxUnavailableError('a sandbox on an image needs one of /mnt, /media, /srv to mount its root on')
     const probe = this.probe()
     if (probe.fatal.length || !probe.tools) throw new SandboxUnavailableError(probe.fatal.join(' '))
     checkSpec(spec)
@@ -200,22 +222,48 @@ export class LocalSandboxProvider implements SandboxProvider {
     const dir = this.workspaceDir(spec.id)
     if (spec.existing && !fs.existsSync(dir)) throw new SandboxUnavailableError(`the workspace of ${spec.id} is gone`)
     this.held.add(name)
+    // The image first: a pull may take a while, and nothing of the sandbox is made until it is had.
+    let image: Omit<ImageRoot, 'upper' | 'work'> | null = null
     try {
+      if (spec.image) image = await resolveImage(this.images!, spec)
       await this.disks.mount(safeName(spec.id))
     } catch (err) {
       this.held.delete(name)
+      if (err instanceof SandboxImageError) throw err
       throw new SandboxUnavailableError(`the workspace's file system could not be mounted: ${(err as Error).message.split('\n')[0]}`, { cause: err })
     }
     const uid = this.allocate(dir)
     let slot: WarmSlot | null = null
     let attached = false
+    let base: number | null = null
     const release = () => {
       this.held.delete(name)
       this.uids.delete(uid)
+      if (base !== null) this.ranges.delete(base)
     }
     try {
       await prepareWorkspace(dir, uid, probe.tools.chown)
-      const stageDir = reachableBy(dir, uid) ? null : this.opts.stageDir
+      let root: LocalSandboxContext['image'] = null
+      if (image) {
+        // The sandbox's own layer, kept beside its workspace (not in it: the agent would see it at its mount).
+        if (this.opts.rootRanges > 0) base = this.allocateRange(path.join(this.layerDir(spec.id), 'upper'))
+        const layer = prepareLayer(this.layerDir(spec.id), {
+          owner: base ?? uid,
+          root: base ?? 0,
+          mounts: [spec.workspaceMount, '/proc', '/dev', '/tmp'],
+          files: ['/etc/resolv.conf'],
+          lowers: base === null ? 0 : image.layers.length,
+        })
+        // Root inside: the overlay is made of the layers' idmapped binds, not the cache's folders.
+        const lowers = base === null ? image.layers : layer.lowers
+        root = {
+          ...image,
+          ...layer,
+          overlay: overlayOptions({ layers: lowers, ...layer }),
+          root: base === null ? null : { base, lowers: image.layers.map((src, i) => ({ src, dst: layer.lowers[i]! })) },
+        }
+      }
+      const stageDir = root || !reachableBy(dir, uid) ? this.opts.stageDir : null
       if (stageDir === null && !reachableBy(dir, uid)) {
         throw new SandboxUnavailableError(`the sandbox user cannot reach ${dir} and none of /mnt, /media, /srv exists to stage it on: make its parent folders searchable (chmod o+x)`)
       }
@@ -234,7 +282,8 @@ export class LocalSandboxProvider implements SandboxProvider {
         setTimeout(() => void this.network?.warmUp?.().catch(logFailure(this.log, 'building sandbox network namespaces ahead failed', { component: 'sandbox' })), 100).unref()
       }
       const sandbox: LocalSandbox = new LocalSandbox({
-        spec: structuredClone(spec),
+        // Without the progress callback: it is not the sandbox's to keep (nor cloneable).
+        spec: structuredClone({ ...spec, onImageProgress: undefined }),
         workspaceDir: dir,
         maxWatches: this.opts.maxWatches,
         uid,
@@ -242,6 +291,7 @@ export class LocalSandboxProvider implements SandboxProvider {
         cgroup: slot.cgroup,
         stageDir,
         network: net,
+        image: root,
         initShell: slot.init,
         spare: { parked: slot.exec, exec: slot.execGroup, nsPid: null },
         detachNetwork: async () => {
@@ -261,7 +311,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       if (slot) await dropSlot(slot).catch(logFailure(this.log, 'dropping the cgroup and shells of a failed create failed', { component: 'sandbox', sandbox: spec.id }))
       if (attached) await this.network!.detach(spec.id).catch(logFailure(this.log, 'detaching the network of a failed create failed', { component: 'sandbox', sandbox: spec.id }))
       release()
-      if (err instanceof SandboxUnavailableError) throw err
+      if (err instanceof SandboxUnavailableError || err instanceof SandboxImageError) throw err
       throw new SandboxUnavailableError(`the sandbox could not be created: ${(err as Error).message}`, { cause: err })
     }
   }
@@ -272,7 +322,9 @@ export class LocalSandboxProvider implements SandboxProvider {
       if (this.held.has(name) || this.pool.names.has(name)) continue
       await new SandboxCgroup(probe.cgroups, this.opts.cgroupParent, name).destroy()
     }
-    if (probe.cgroups.version === null) killStrays(this.opts.uidBase, this.opts.uidCount, this.uids)
+    // The root ranges too: a process of a live sandbox's range is its root's (or one of its users').
+    const live = (uid: number) => this.uids.has(uid) || [...this.ranges].some((b) => uid >= b && uid < b + ROOT_RANGE_SIZE)
+    if (probe.cgroups.version === null) killStrays(this.claim.uidBase, this.claim.uidCount, live)
     await this.network?.cleanupOrphans()
     removeLeftFences(this.opts.prefix, (name) => this.held.has(name))
     this.disks.adopt()
@@ -317,6 +369,26 @@ export class LocalSandboxProvider implements SandboxProvider {
   /** The host folder of a workspace: kept across sandboxes and restarts, so named by the id alone. */
   private workspaceDir(id: string): string {
     return path.join(this.opts.workspaceRoot, safeName(id))
+  }
+
+  /** The sandbox's own writable layer over its image (upper and work folders), kept as long as its workspace. */
+  private layerDir(id: string): string {
+    return path.join(this.opts.workspaceRoot, '.layers', safeName(id))
+  }
+
+  /**
+   * A root range for a sandbox on an image: the one its layer's files are owned from when it is
+   * free (a workspace brought back keeps its owners), else the lowest free one.
+   */
+  private allocateRange(upper: string): number {
+    const first = this.opts.uidBase + this.opts.uidCount
+    const bases = Array.from({ length: this.opts.rootRanges }, (_, i) => first + i * ROOT_RANGE_SIZE)
+    const owner = ownerOf(upper)
+    const own = bases.find((b) => owner === b && !this.ranges.has(b))
+    const base = own ?? bases.find((b) => !this.ranges.has(b))
+    if (base === undefined) throw new SandboxUnavailableError(`all ${this.opts.rootRanges} root uid ranges are in use`)
+    this.ranges.add(base)
+    return base
   }
 
   /**

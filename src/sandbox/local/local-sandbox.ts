@@ -12,6 +12,7 @@ import { parkInit, startInit, type InitHandle } from './sandbox-init.ts'
 import { ChangeTracker } from './change-tracker.ts'
 import { cloneInto } from './clone-repo.ts'
 import { workspaceReader, writeWorkspaceFile } from './workspace-files.ts'
+import type { ImageRoot } from './image-root.ts'
 
 /** The network hook a local sandbox was given (see LocalProviderOptions.network). */
 export type AttachedNetwork = { netnsName: string | null; env: Record<string, string>; previewHost: string }
@@ -31,6 +32,8 @@ export type LocalSandboxContext = {
   detachNetwork: () => Promise<void>
   /** Tells the provider the sandbox is gone (frees its uid, forgets its id). */
   released: () => Promise<void>
+  /** The image it runs on (see image-root.ts) with overlayfs's options; null on the host's system. */
+  image: (ImageRoot & { overlay: string; root: { base: number; lowers: Array<{ src: string; dst: string }> } | null }) | null
   /** Shells parked ahead in this sandbox's cgroups (from the provider's warm pool), if any. */
   initShell: Parked | null
   spare: Spare | null
@@ -66,7 +69,13 @@ export class LocalSandbox implements Sandbox {
       state: () => this.current,
       init: () => (this.init && !this.init.exited ? this.init.nsPid : null),
       uid: this.uid,
+      ...(ctx.image ? { insideSh: '/bin/sh', rootInside: ctx.image.root !== null } : {}),
     })
+  }
+
+  get image(): { ref: string; digest: string } | undefined {
+    const i = this.ctx.image
+    return i ? { ref: i.ref, digest: i.digest } : undefined
   }
 
   get state(): SandboxState {
@@ -101,6 +110,8 @@ export class LocalSandbox implements Sandbox {
       stageDir: this.ctx.stageDir,
       netnsName: this.ctx.network?.netnsName ?? null,
       hostname: 'workspace',
+      ...(this.ctx.image ? { overlay: this.ctx.image.overlay } : {}),
+      ...(this.ctx.image?.root ? { root: { ...this.ctx.image.root, owner: this.uid } } : {}),
     }, shell).then(
       (h) => {
         this.init = h
@@ -118,8 +129,9 @@ export class LocalSandbox implements Sandbox {
   async exec(req: ExecRequest, signal?: AbortSignal): Promise<ExecResult> {
     this.usable()
     const { spec } = this.ctx
-    const env = sandboxEnv(spec.workspaceMount, this.ctx.network?.env, spec.env, req.env)
-    const cwd = req.cwd ? path.posix.resolve(spec.workspaceMount, req.cwd) : spec.workspaceMount
+    // An image's Env under everything the service sets; its WorkingDir where a command naming no folder starts.
+    const env = sandboxEnv(spec.workspaceMount, this.ctx.image?.env, this.ctx.network?.env, spec.env, req.env)
+    const cwd = req.cwd ? path.posix.resolve(spec.workspaceMount, req.cwd) : (this.ctx.image?.workingDir ?? spec.workspaceMount)
     if (req.command.includes('\0') || cwd.includes('\0')) throw new TypeError('the command or its cwd holds a NUL byte')
     if (signal?.aborted) return abortedResult()
     const init = await this.ensureInit()
@@ -127,7 +139,7 @@ export class LocalSandbox implements Sandbox {
     const { parked, exec: execGroup, nsPid } = await this.shells.take(init.nsPid)
     try {
       const entered = nsPid === init.nsPid
-      const { argv, fd9, prelude } = execArgv({ tools: this.ctx.tools, uid: this.uid, nsPid: init.nsPid, cwd, env, command: req.command, entered })
+      const { argv, fd9, prelude } = execArgv({ tools: this.ctx.tools, uid: this.uid, nsPid: init.nsPid, cwd, env, command: req.command, entered, rootInside: !!this.ctx.image?.root })
       parked.start(argv, { fd9, prelude })
       return await runCommand({
         child: parked.child,
@@ -150,8 +162,9 @@ export class LocalSandbox implements Sandbox {
   async spawn(req: SpawnRequest): Promise<SandboxProcess> {
     this.usable()
     const { spec } = this.ctx
-    const env = sandboxEnv(spec.workspaceMount, this.ctx.network?.env, spec.env, req.env)
-    const cwd = req.cwd ? path.posix.resolve(spec.workspaceMount, req.cwd) : spec.workspaceMount
+    // An image's Env under everything the service sets; its WorkingDir where a command naming no folder starts.
+    const env = sandboxEnv(spec.workspaceMount, this.ctx.image?.env, this.ctx.network?.env, spec.env, req.env)
+    const cwd = req.cwd ? path.posix.resolve(spec.workspaceMount, req.cwd) : (this.ctx.image?.workingDir ?? spec.workspaceMount)
     if (req.command.includes('\0') || cwd.includes('\0')) throw new TypeError('the command or its cwd holds a NUL byte')
     const init = await this.ensureInit()
     this.usable()
@@ -166,7 +179,7 @@ export class LocalSandbox implements Sandbox {
       void this.shells.discard({ parked, exec: group, nsPid: null })
       throw new SandboxUnavailableError(`the process could not join the sandbox's cgroups: ${(err as Error).message}`)
     }
-    const { argv, fd9 } = execArgv({ tools: this.ctx.tools, uid: this.uid, nsPid: init.nsPid, cwd, env, command: req.command })
+    const { argv, fd9 } = execArgv({ tools: this.ctx.tools, uid: this.uid, nsPid: init.nsPid, cwd, env, command: req.command, rootInside: !!this.ctx.image?.root })
     parked.start(argv, { fd9, stdinFd: 3, passFds: extraFds })
     const child = parked.child
     const exited = new Promise<number | null>((resolve) => {

@@ -50,6 +50,15 @@ test('local settings: WARREN_SANDBOX_UID_BASE is an integer of at least 1000 tha
   assert.equal(localSettings({ WARREN_SANDBOX_UID_BASE: String(2 ** 32 - 1 - SANDBOX_UID_COUNT) }).uidBase, 2 ** 32 - 1 - SANDBOX_UID_COUNT)
 })
 
+test('local settings: WARREN_SANDBOX_ROOT_RANGES widens the uids a node takes, within the uid space', () => {
+  assert.equal(localSettings({}).rootRanges, 0)
+  assert.equal(localSettings({ WARREN_SANDBOX_ROOT_RANGES: '16' }).rootRanges, 16)
+  assert.match(refusal({ WARREN_SANDBOX_ROOT_RANGES: '-1' }), /WARREN_SANDBOX_ROOT_RANGES must be an integer of at least 0/)
+  const base = 2 ** 32 - 1 - SANDBOX_UID_COUNT - 65_536
+  assert.equal(localSettings({ WARREN_SANDBOX_UID_BASE: String(base), WARREN_SANDBOX_ROOT_RANGES: '1' }).rootRanges, 1)
+  assert.match(refusal({ WARREN_SANDBOX_UID_BASE: String(base), WARREN_SANDBOX_ROOT_RANGES: '2' }), /leaves no room for 141072 uids below 4294967295 \(2 WARREN_SANDBOX_ROOT_RANGES of 65536\)/)
+})
+
 test('local settings: one error lists every bad variable, the new ones among the others', () => {
   const message = refusal({ WARREN_SANDBOX_SUBNET: '10.1.2.3/16', WARREN_SANDBOX_UID_BASE: '12', WARREN_SANDBOX_PREFIX: 'NO' })
   assert.match(message, /^Invalid configuration:/)

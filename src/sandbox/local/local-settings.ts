@@ -29,6 +29,12 @@ export type LocalSettings = {
   maxWatches: number
   /** Each workspace's disk quota in MiB (a file system of its own); 0: plain folders on the data folder's disk (WARREN_WORKSPACE_DISK_MB). */
   diskMb: number
+  /**
+   * How many workspaces on an image may run as root inside at once, each on a range of 65536 host
+   * uids of its own after the node's SANDBOX_UID_COUNT (WARREN_SANDBOX_ROOT_RANGES); 0: they run as
+   * their unprivileged uid.
+   */
+  rootRanges: number
 }
 
 /** Reads the local provider's settings from the environment; throws one error that lists every bad variable. */
@@ -42,13 +48,15 @@ export function localSettings(env: Env): LocalSettings {
     allowPrivate: list('WARREN_SANDBOX_ALLOW_PRIVATE'),
     maxWatches: int('WARREN_WORKSPACE_MAX_WATCHES', DEFAULT_WORKSPACE_MAX_WATCHES, 0),
     diskMb: int('WARREN_WORKSPACE_DISK_MB', 10_240, 0),
+    rootRanges: int('WARREN_SANDBOX_ROOT_RANGES', 0, 0),
   }
   for (const cidr of settings.allowPrivate) if (!validCidr(cidr)) problems.push(`WARREN_SANDBOX_ALLOW_PRIVATE must be a comma list of CIDRs (10.1.0.0/16), got "${cidr}"`)
   if (!/^[a-z][a-z0-9]{0,5}$/.test(settings.prefix)) problems.push('WARREN_SANDBOX_PREFIX must be 1 to 6 lowercase letters and digits, starting with a letter')
   const subnetProblem = ipv4NetworkProblem(settings.subnet, SUBNET_BITS.min, SUBNET_BITS.max)
   if (subnetProblem) problems.push(`WARREN_SANDBOX_SUBNET ${subnetProblem}, got "${settings.subnet}"`)
   // The last uid of the range must still be a uid (2^32 - 1 is the kernel's "no uid").
-  if (settings.uidBase + SANDBOX_UID_COUNT > 2 ** 32 - 1) problems.push(`WARREN_SANDBOX_UID_BASE leaves no room for ${SANDBOX_UID_COUNT} uids below 4294967295, got "${settings.uidBase}"`)
+  const uids = SANDBOX_UID_COUNT + settings.rootRanges * 65_536
+  if (settings.uidBase + uids > 2 ** 32 - 1) problems.push(`WARREN_SANDBOX_UID_BASE leaves no room for ${uids} uids below 4294967295${settings.rootRanges ? ` (${settings.rootRanges} WARREN_SANDBOX_ROOT_RANGES of 65536)` : ''}, got "${settings.uidBase}"`)
   if (settings.diskMb > 0 && settings.diskMb < 16) problems.push(`WARREN_WORKSPACE_DISK_MB must be 0 (no quota) or at least 16, got "${env.WARREN_WORKSPACE_DISK_MB}"`)
   if (problems.length > 0) throw new Error(`Invalid configuration:\n  - ${problems.join('\n  - ')}`)
   return settings

@@ -45,11 +45,12 @@ const PARK =
  * execs it (unshare, say); it must not fork, or its child would start outside the cgroups.
  * `under`: what the spawner that starts it runs under (see SpawnOptions), which the shell inherits.
  */
-export function park(sh: string, procsFiles: string[], extraFds: number, wrap: string[] = [], under?: string[], enter: string[] = []): Parked {
+export function park(sh: string, procsFiles: string[], extraFds: number, wrap: string[] = [], under?: string[], enter: string[] = [], insideSh = sh): Parked {
   const pipes = 3 + Math.max(1, extraFds)
   const ctlFd = pipes - 1
-  // Entering, the same script runs again inside with no groups to join (it starts at the `--`).
-  const inside = enter.length > 0 ? [...enter, sh, '-c', PARK, String(ctlFd), '--'] : []
+  // Entering, the same script runs again inside with no groups to join (it starts at the `--`),
+  // by the sandbox's own shell (an image's root has /bin/sh, not necessarily the host's path of it).
+  const inside = enter.length > 0 ? [...enter, insideSh, '-c', PARK, String(ctlFd), '--'] : []
   const argv = [...wrap, sh, '-c', PARK, String(ctlFd), ...procsFiles, '--', ...inside]
   // Detached: its own session, no terminal to reach, one process group to kill. Root without the
   // service's supplementary groups (libuv calls setgroups(0) for a uid given).
@@ -151,6 +152,6 @@ export function parkSpawn(tools: Tools, procsFiles: string[], extraFds = 0): Par
  * that spawner starts, instead of by a perl run for every shell parked. Given `enter` (the
  * sandbox's init runs), it waits inside the sandbox already; its command then needs no nsenter.
  */
-export function parkExec(tools: Tools, procsFiles: string[], enter: string[] = []): Parked {
-  return park(tools.sh, procsFiles, 1, [], filterWrap(tools.perl), enter)
+export function parkExec(tools: Tools, procsFiles: string[], enter: string[] = [], insideSh = tools.sh): Parked {
+  return park(tools.sh, procsFiles, 1, [], filterWrap(tools.perl), enter, insideSh)
 }

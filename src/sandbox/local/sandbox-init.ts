@@ -1,7 +1,10 @@
+import { execFile } from 'node:child_process'
+import fs from 'node:fs'
 import type { SpawnedProcess } from './spawner.ts'
+import { rootMap } from './idmap-root.ts'
 import type { Readable, Writable } from 'node:stream'
 import { SandboxUnavailableError } from '../sandbox.ts'
-import { groupFile, initArgv, passwdFile, type InitOptions, type Tools } from './bubblewrap.ts'
+import { groupFile, initArgv, passwdFile, WRAPPER_ENV, type InitOptions, type Tools } from './bubblewrap.ts'
 import { park, type Parked } from './parked.ts'
 import { seccompFilter } from './seccomp.ts'
 
@@ -37,8 +40,14 @@ export async function startInit(o: InitOptions, parked: Parked): Promise<InitHan
   const fds = child.stdio as unknown as Array<Readable & Writable>
   const info = fds[3]!
   const ready = fds[parked.ctlFd]!
-  fds[4]!.end(passwdFile(o.uid, o.workspaceMount))
-  fds[5]!.end(groupFile(o.uid))
+  if (o.overlay === undefined) {
+    fds[4]!.end(passwdFile(o.uid, o.workspaceMount))
+    fds[5]!.end(groupFile(o.uid))
+  } else {
+    // On an image its own /etc/passwd stands; fd 4 is the pipe the init waits on (see imageInitArgv),
+    // held open by the child's stdio for as long as the init lives, and never written.
+    if (!o.root) fds[5]!.end()
+  }
   fds[6]!.end(seccompFilter())
   let stderr = ''
   child.stderr!.setEncoding('utf8')
@@ -88,6 +97,23 @@ export async function startInit(o: InitOptions, parked: Parked): Promise<InitHan
       handle.nsPid = parsed['child-pid'] ?? 0
       handle.pidns = `pid:[${parsed['pid-namespace'] ?? 0}]`
       if (!handle.nsPid) return fail(`bubblewrap gave no sandbox pid: ${text}`)
+      if (o.root) {
+        // bubblewrap waits on fd 5 for the maps of its user namespace: root inside is host uid base.
+        // Its --disable-userns cannot be had with a map written from outside (bubblewrap refuses the
+        // pair), so the same is done here: the namespace's own limit of user namespaces set to 0
+        // (by a process joined to it, which holds CAP_SYS_RESOURCE there), before anything runs in it.
+        const pid = handle.nsPid
+        try {
+          for (const f of ['uid_map', 'gid_map']) fs.writeFileSync(`/proc/${pid}/${f}`, rootMap(o.root.base, o.uid))
+        } catch (err) {
+          return fail(`the user namespace's uid range could not be mapped: ${(err as Error).message}`)
+        }
+        execFile(o.tools.nsenter, ['-t', String(pid), '-U', '-S', '0', '-G', '0', '--', o.tools.sh, '-c', 'echo 0 > /proc/sys/user/max_user_namespaces'], { env: WRAPPER_ENV }, (err, _out, errText) => {
+          if (err) return fail(`the user namespace's own user namespaces could not be disabled: ${errText.trim() || err.message}`)
+          fds[5]!.end('1')
+        })
+        return
+      }
       maybeDone()
     })
     ready.on('data', (b: Buffer) => {

@@ -40,13 +40,13 @@ export function ownerOf(dir: string): number {
 }
 
 /** Without cgroups the uid range is what marks a sandbox process: kills those of no live sandbox. */
-export function killStrays(base: number, count: number, keep: Set<number>): void {
+export function killStrays(base: number, count: number, keep: (uid: number) => boolean): void {
   for (const name of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue
     try {
       const m = /^Uid:\s+(\d+)/m.exec(fs.readFileSync(`/proc/${name}/status`, 'utf8'))
       const uid = m ? Number(m[1]) : -1
-      if (uid >= base && uid < base + count && !keep.has(uid)) process.kill(Number(name), 'SIGKILL')
+      if (uid >= base && uid < base + count && !keep(uid)) process.kill(Number(name), 'SIGKILL')
     } catch {
       /* exited */
     }

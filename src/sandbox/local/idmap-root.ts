@@ -1,0 +1,142 @@
+import { filterArch } from './seccomp.ts'
+import { syscallTable } from './syscall-table.ts'
+
+/**
+ * Root inside a sandbox on an image: uid 0 of its user namespace is host uid `base` of a range of
+ * ROOT_RANGE_SIZE uids that belong to that sandbox alone (see the provider's root ranges).
+ *
+ * The image's layers are the node's, owned by host uids 0…65535, and shared: they are not
+ * chowned. Each is bound, in the init's private mount namespace, through an idmapped mount that
+ * shows host uid n as `base + n`, so that the sandbox's root owns the image's root-owned files
+ * (and its `_apt` its files) while the cache on disk stays as pulled; the overlay is made of those
+ * binds. The workspace is bound the same way showing its owner (the workspace's own host uid, as on
+ * the host's system) as `base`: the agent's root owns the workspace inside, and what it writes there
+ * lands on disk owned by the workspace's uid, as every reader of the workspace expects. The
+ * sandbox's own layer (upper) is not idmapped: what the agent makes there is owned on the host by
+ * `base + n`, an unprivileged uid of its range.
+ *
+ * An idmapped mount takes its mapping from a user namespace; the helper makes two that live only
+ * while it runs (a child unshares, the helper, root on the host, writes the maps, keeps the
+ * namespace's file open, lets the child exit).
+ */
+
+export const ROOT_RANGE_SIZE = 65_536
+
+/**
+ * Capabilities of the sandbox's root, each over its own namespaces only (the user namespace owns
+ * nothing outside them). Docker's default set without MKNOD (a device node made in a user
+ * namespace cannot be opened: its mounts are nodev), NET_RAW (raw sockets past the egress proxy's
+ * walls would only reach the namespace's own veth, and nothing needs them to install packages) and
+ * AUDIT_WRITE (no audit in a user namespace). What they are for: CHOWN, FOWNER, FSETID and
+ * DAC_OVERRIDE for package managers writing and owning files across the image's users; SETUID and
+ * SETGID for tools that drop to their own user (apt's `_apt`, su); SETPCAP to drop capabilities
+ * from children; SETFCAP to install binaries with file capabilities (in the namespace only: v3
+ * file capabilities name the namespace's root); KILL for signals across the sandbox's own users;
+ * NET_BIND_SERVICE for servers on low ports in its own network namespace; SYS_CHROOT for build
+ * tools that chroot into a folder of the sandbox.
+ */
+export const ROOT_CAPS = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'SETUID', 'SETGID', 'SETPCAP', 'SETFCAP', 'KILL', 'NET_BIND_SERVICE', 'SYS_CHROOT']
+
+/**
+ * `uid_map`/`gid_map` text of a sandbox whose root is host uid `base`; `own`, the sandbox's own host
+ * uid that bubblewrap runs as (it sets the sandbox up as that uid before it becomes root inside, and
+ * an unmapped uid may create nothing), is mapped just past the range.
+ */
+export const rootMap = (base: number, own: number) => `0 ${base} ${ROOT_RANGE_SIZE}\n${ROOT_RANGE_SIZE} ${own} 1\n`
+
+const SCRIPT = String.raw`
+use strict; use POSIX ();
+my ($NR_unshare, $NR_open_tree, $NR_mount_setattr, $NR_move_mount, $mount, $base, $size, $owner, $overlay, $stage, $wsDir, $wsMount, @lowers) = @ARGV;
+sub userns {
+  my ($map) = @_;
+  pipe(my $r, my $w) or die "pipe: $!"; pipe(my $r2, my $w2) or die "pipe: $!";
+  my $pid = fork(); die "fork: $!" unless defined $pid;
+  if ($pid == 0) { close $r; close $w2; syscall($NR_unshare + 0, 0x10000000) == 0 or POSIX::_exit(1); syswrite($w, 'u'); sysread($r2, my $b, 1); POSIX::_exit(0); }
+  close $w; close $r2;
+  sysread($r, my $b, 1) == 1 or die "no user namespace for an idmapped mount";
+  for my $f ('uid_map', 'gid_map') { open(my $m, '>', "/proc/$pid/$f") or die "$f: $!"; syswrite($m, $map) or die "$f: $!"; close($m) or die "$f: $!"; }
+  open(my $ns, '<', "/proc/$pid/ns/user") or die "user namespace: $!";
+  close $w2; waitpid($pid, 0);
+  return $ns;
+}
+sub bind_idmapped {
+  my ($ns, $src, $dst) = @_;
+  my $fd = syscall($NR_open_tree + 0, -100, $src, 1 | 0x80000);
+  die "open_tree $src: $!" if $fd < 0;
+  my $attr = pack('QQQQ', 0x00100000, 0, 0, fileno($ns)); my $e = '';
+  syscall($NR_mount_setattr + 0, $fd, $e, 0x1000, $attr, length $attr) == 0 or die "idmapping $src: $!";
+  my $e2 = '';
+  syscall($NR_move_mount + 0, $fd, $e2, -100, $dst, 4) == 0 or die "binding $src: $!";
+  POSIX::close($fd);
+}
+my $image = userns("0 $base $size\n");
+while (@lowers) { my ($src, $dst) = splice(@lowers, 0, 2); bind_idmapped($image, $src, $dst); }
+system($mount, '-n', '-t', 'overlay', 'overlay', '-o', $overlay, $stage) == 0 or die "mounting the overlay failed";
+bind_idmapped(userns("$owner $base 1\n"), $wsDir, "$stage$wsMount");
+`
+
+/**
+ * The command the init's parked shell runs (as root, in its private mount namespace) before
+ * bubblewrap: the image's layers idmapped onto `lowers[i].dst`, the overlay of those on `stage`,
+ * the workspace idmapped into it at `workspaceMount`.
+ */
+export function idmapRootArgv(o: {
+  perl: string
+  mount: string
+  base: number
+  /** The workspace folder's host owner (its uid and gid). */
+  owner: number
+  overlay: string
+  stage: string
+  workspaceDir: string
+  workspaceMount: string
+  lowers: Array<{ src: string; dst: string }>
+}): string[] {
+  const arch = filterArch()
+  if (!arch) throw new Error(`no syscall table for ${process.arch}`)
+  const table = syscallTable(arch)
+  const nr = ['unshare', 'open_tree', 'mount_setattr', 'move_mount'].map((n) => String(table.indexOf(n)))
+  return [o.perl, '-e', SCRIPT, ...nr, o.mount, String(o.base), String(ROOT_RANGE_SIZE), String(o.owner), o.overlay, o.stage, o.workspaceDir, o.workspaceMount, ...o.lowers.flatMap((l) => [l.src, l.dst])]
+}
+
+/** Capability numbers (linux/capability.h) of ROOT_CAPS. */
+const CAP_NUMBERS: Record<string, number> = { CHOWN: 0, DAC_OVERRIDE: 1, FOWNER: 3, FSETID: 4, KILL: 5, SETGID: 6, SETUID: 7, SETPCAP: 8, NET_BIND_SERVICE: 10, SYS_CHROOT: 18, SETFCAP: 31 }
+
+const ENTER = String.raw`
+use strict; use POSIX ();
+my ($pid, $NR_setns, $NR_prctl, $NR_setgroups, $keep, @cmd) = @ARGV;
+my %keep = map { $_ => 1 } split(/,/, $keep);
+my @order = (['net', 0x40000000], ['user', 0x10000000], ['mnt', 0x00020000], ['pid', 0x20000000], ['ipc', 0x08000000], ['uts', 0x04000000]);
+my %fh;
+for my $ns (@order) { open($fh{$ns->[0]}, '<', "/proc/$pid/ns/$ns->[0]") or die "nsenter: $ns->[0]: $!\n"; }
+opendir(my $root, "/proc/$pid/root") or die "nsenter: root: $!\n";
+for my $ns (@order) { syscall($NR_setns + 0, fileno($fh{$ns->[0]}), $ns->[1]) == 0 or die "nsenter: setns $ns->[0]: $!\n"; }
+chdir($root) or die "nsenter: root: $!\n"; chroot('.') or die "nsenter: chroot: $!\n"; chdir('/');
+syscall($NR_setgroups + 0, 0, 0) == 0 or die "nsenter: setgroups: $!\n";
+POSIX::setgid(0) or die "nsenter: setgid: $!\n"; POSIX::setuid(0) or die "nsenter: setuid: $!\n";
+for my $cap (0 .. 63) { next if $keep{$cap}; last if syscall($NR_prctl + 0, 24, $cap, 0, 0, 0) != 0 && $!{EINVAL}; }
+close($_) for values %fh; closedir($root);
+my $child = fork(); die "nsenter: fork: $!\n" unless defined $child;
+if ($child == 0) { exec { $cmd[0] } @cmd; print STDERR "nsenter: $cmd[0]: $!\n"; POSIX::_exit(127); }
+$SIG{$_} = 'IGNORE' for qw(INT TERM HUP QUIT);
+waitpid($child, 0);
+if ($? & 127) { $SIG{$_} = 'DEFAULT' for qw(INT TERM HUP QUIT); kill($? & 127, $$); }
+POSIX::_exit($? >> 8);
+`
+
+/**
+ * The prefix that runs the rest of a command line inside a root-inside sandbox of init `nsPid`, as
+ * its root with ROOT_CAPS at most. Not nsenter: joining a user namespace gives every capability in
+ * it and a full bounding set, which uid 0 keeps across exec, and the image need not have anything
+ * to drop them with. This does what nsenter does (the namespaces, the network's first: it is the
+ * host's; the init's root; uid and gid 0, no groups), then cuts the bounding set to ROOT_CAPS
+ * before it starts the command, in the sandbox's pid namespace, and passes on its exit.
+ */
+export function enterRootArgv(perl: string, nsPid: number): string[] {
+  const arch = filterArch()
+  if (!arch) throw new Error(`no syscall table for ${process.arch}`)
+  const table = syscallTable(arch)
+  const nr = ['setns', 'prctl', 'setgroups'].map((n) => String(table.indexOf(n)))
+  return [perl, '-e', ENTER, String(nsPid), ...nr, ROOT_CAPS.map((c) => CAP_NUMBERS[c]).join(',')]
+}
+

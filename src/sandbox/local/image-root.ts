@@ -1,0 +1,126 @@
+import fs from 'node:fs'
+import path from 'node:path'
+import { SandboxImageError, type ImageProgress, type SandboxSpec } from '../sandbox.ts'
+
+/**
+ * An image as the local provider's sandbox root: the node's pulled layers (shared, read-only) as
+ * the lower folders of an overlay, the sandbox's own writable layer as its upper folder.
+ *
+ * The overlay is mounted by the service (root on the host) inside the mount namespace of the
+ * sandbox's init, never on the host: it lives exactly as long as the sandbox, so a crashed run
+ * leaves no overlay mounted anywhere (nothing for cleanupOrphans to unmount), and the kernel
+ * takes it down with the last process of the sandbox on destroy and reclaim.
+ */
+
+/** What the provider needs of the node's image cache (src/images/image-puller.ts is one). */
+export type ImageSource = {
+  pull(ref: string, opts?: { onProgress?: (p: ImageProgress) => void }): Promise<{
+    ref: string
+    digest: string
+    /** The image's config; its `config` holds what a container runs with. */
+    config: { config: { Env?: string[]; WorkingDir?: string; User?: string } }
+    /** Lowest first, each an unpacked folder in the form overlayfs takes as a lower folder. */
+    layers: Array<{ dir: string }>
+  }>
+}
+
+/** An image resolved for one sandbox: what it mounts and what its processes get. */
+export type ImageRoot = {
+  ref: string
+  digest: string
+  /** Lowest first. */
+  layers: string[]
+  /** The sandbox's own writable layer and overlayfs's work folder (same file system). */
+  upper: string
+  work: string
+  /** The image's Env, lowest precedence of what the sandbox's processes get. */
+  env: Record<string, string>
+  /** The image's WorkingDir when it names one other than `/`: where commands start when they name no folder. */
+  workingDir: string | null
+}
+
+/**
+ * Pulls the image of `spec` (the digest pins it: `ref@digest`), reporting progress; any failure
+ * of the image becomes a SandboxImageError with the puller's message (which names no credential).
+ */
+export async function resolveImage(source: ImageSource, spec: SandboxSpec): Promise<Omit<ImageRoot, 'upper' | 'work'>> {
+  const image = spec.image!
+  const digest = image.digest
+  if (digest !== undefined && !/^sha256:[0-9a-f]{64}$/.test(digest)) throw new SandboxImageError(`the image digest ${JSON.stringify(digest)} is not a sha256 digest`)
+  // A reference that already names a digest is pinned by it; a digest given beside a tag pins over the tag.
+  const ref = digest === undefined || image.ref.includes('@') ? image.ref : `${image.ref}@${digest}`
+  let pulled: Awaited<ReturnType<ImageSource['pull']>>
+  try {
+    pulled = await source.pull(ref, spec.onImageProgress ? { onProgress: spec.onImageProgress } : {})
+  } catch (err) {
+    throw new SandboxImageError(`the image ${image.ref} could not be pulled: ${(err as Error).message}`, { cause: err })
+  }
+  if (digest !== undefined && pulled.digest !== digest) throw new SandboxImageError(`the image ${image.ref} resolved to ${pulled.digest}, not the pinned ${digest}`)
+  if (pulled.layers.length === 0) throw new SandboxImageError(`the image ${image.ref} has no layers`)
+  const env: Record<string, string> = {}
+  // The config is the registry's word: a malformed entry is skipped, never a reason to fail the sandbox.
+  for (const entry of pulled.config.config.Env ?? []) {
+    const eq = entry.indexOf('=')
+    const name = entry.slice(0, eq)
+    if (eq > 0 && /^[A-Za-z_][A-Za-z0-9_.]*$/.test(name) && !entry.includes('\0')) env[name] = entry.slice(eq + 1)
+  }
+  const wd = pulled.config.config.WorkingDir
+  const workingDir = wd && path.posix.isAbsolute(wd) && !wd.includes('\0') && path.posix.normalize(wd) !== '/' ? path.posix.normalize(wd) : null
+  return { ref: image.ref, digest: pulled.digest, layers: pulled.layers.map((l) => l.dir), env, workingDir }
+}
+
+/**
+ * Readies the sandbox's own layer under `dir` (kept with the workspace, across reclaims, until the
+ * workspace is deleted): `upper/` owned by the sandbox uid (so its `/` is its own to write in
+ * while it runs unprivileged) and `work/`, and in the upper layer the folders and file the
+ * sandbox's own mounts go on (bubblewrap, unprivileged, cannot make them in folders of the
+ * image's root). The upper layer is what earlier runs of the sandbox wrote: hostile. Every path is
+ * walked with lstat and nothing is followed; a link or other entry in the way is removed (from the
+ * sandbox's own layer only).
+ */
+export function prepareLayer(dir: string, o: { owner: number; root: number; mounts: string[]; files: string[]; lowers: number }): { upper: string; work: string; lowers: string[] } {
+  const upper = path.join(dir, 'upper')
+  const work = path.join(dir, 'work')
+  const lowerDir = path.join(dir, 'lower')
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
+  for (const d of [upper, work, lowerDir]) {
+    const st = fs.lstatSync(d, { throwIfNoEntry: false })
+    if (st && !st.isDirectory()) fs.rmSync(d, { force: true })
+    if (!st?.isDirectory()) fs.mkdirSync(d, { mode: 0o700 })
+  }
+  fs.chmodSync(upper, 0o755)
+  fs.chownSync(upper, o.owner, o.owner)
+  for (const m of o.mounts) ensure(upper, m, 'dir', o.root)
+  for (const f of o.files) ensure(upper, f, 'file', o.root)
+  // Mount points of the idmapped binds of the image's layers, in the init's namespace only.
+  const lowers = Array.from({ length: o.lowers }, (_, i) => path.join(lowerDir, String(i)))
+  for (const l of lowers) fs.mkdirSync(l, { recursive: true, mode: 0o700 })
+  return { upper, work, lowers }
+}
+
+function ensure(root: string, target: string, kind: 'dir' | 'file', owner: number): void {
+  const parts = target.split('/').filter(Boolean)
+  let at = root
+  parts.forEach((part, i) => {
+    at = path.join(at, part)
+    const want = i === parts.length - 1 ? kind : 'dir'
+    const st = fs.lstatSync(at, { throwIfNoEntry: false })
+    if (st && (want === 'dir' ? st.isDirectory() : st.isFile())) return
+    if (st) fs.rmSync(at, { recursive: true, force: true })
+    if (want === 'dir') fs.mkdirSync(at, { mode: 0o755 })
+    else fs.writeFileSync(at, '', { mode: 0o644, flag: 'wx' })
+    // The sandbox's root owns them (host uid 0 when it has none: an unprivileged sandbox).
+    fs.lchownSync(at, owner, owner)
+  })
+}
+
+/**
+ * overlayfs's mount options: the lower folders top first. A comma or colon would be read as a
+ * separator, so a path holding one is refused (the cache and workspace folders are the service's own).
+ */
+export function overlayOptions(root: Pick<ImageRoot, 'layers' | 'upper' | 'work'>): string {
+  const all = [...root.layers, root.upper, root.work]
+  const bad = all.find((p) => /[,:\n\\]/.test(p))
+  if (bad) throw new SandboxImageError(`the folder ${bad} holds a character overlayfs cannot take in a path`)
+  return `lowerdir=${[...root.layers].reverse().join(':')},upperdir=${root.upper},workdir=${root.work}`
+}
