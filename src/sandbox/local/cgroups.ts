@@ -5,6 +5,9 @@ import { readText, safeReaddir, sleep, type CgroupHost, type Controller } from '
 
 export { detectCgroups, listGroups, type CgroupHost } from './cgroup-host.ts'
 
+/** Emptied exec groups a sandbox keeps for its next commands (parked shells and spawns at once). */
+const KEPT_EXECS = 4
+
 /**
  * The host resources of one sandbox: a group per v1 hierarchy (or one v2 group) named
  * `<parent>/<name>`, holding every process of the sandbox. Exec calls get child groups in the
@@ -17,6 +20,14 @@ export class SandboxCgroup {
   name: string
   private dirOf = new Map<Controller, string>()
   private execSeq = 0
+  /**
+   * Exec groups emptied by the commands that used them, for the next ones: a cgroup's rmdir (it
+   * waits on the kernel's teardown, on the event loop) and mkdir measured most of a millisecond a
+   * command here, reading one empty cgroup.procs a few microseconds. Only an empty group is kept,
+   * and nothing joins it but a shell the service parks in it, so none of a command's processes
+   * can be in the group the next command gets.
+   */
+  private emptyExecs = new Set<string>()
 
   constructor(host: CgroupHost, parent: string, name: string) {
     this.host = host
@@ -108,6 +119,10 @@ export class SandboxCgroup {
    */
   newExec(): string | null {
     if (!this.trackDir) return null
+    for (const name of this.emptyExecs) {
+      this.emptyExecs.delete(name)
+      return name
+    }
     const name = `exec-${++this.execSeq}`
     fs.mkdirSync(path.join(this.trackDir, name))
     return name
@@ -146,10 +161,23 @@ export class SandboxCgroup {
     await killTree(this.host, dir, this.freezeDir ? dir : null)
   }
 
-  /** Removes an exec group once its processes are gone; false while background processes live on. */
+  /**
+   * Releases an exec group once its processes are gone (kept for a next command, or removed);
+   * false while background processes live on.
+   */
   removeExec(exec: string): boolean {
     const track = this.trackDir
     if (!track) return true
+    if (this.emptyExecs.has(exec)) return true
+    if (this.emptyExecs.size < KEPT_EXECS) {
+      const procs = readText(path.join(track, exec, 'cgroup.procs'))
+      if (procs === '') {
+        this.emptyExecs.add(exec)
+        return true
+      }
+      if (procs === null) return true // gone already (the sandbox's groups were removed)
+      return false
+    }
     try {
       fs.rmdirSync(path.join(track, exec))
       return true
@@ -161,6 +189,7 @@ export class SandboxCgroup {
   /** Kills everything and removes every group of the sandbox. */
   async destroy(): Promise<void> {
     if (this.host.version === null) return
+    this.emptyExecs.clear()
     // Every process sits in every hierarchy: killing through the freezing one is enough; the
     // other passes only catch a process that was between two cgroup.procs writes.
     const order = [this.trackDir!, ...this.dirs.filter((d) => d !== this.trackDir)]
