@@ -14,7 +14,14 @@ export function diffable(buf: Buffer): boolean {
   return buf.length <= MAX_DIFF_SOURCE && !looksBinary(buf)
 }
 
-export const plural = (n: number, one: string, many = `${one}s`) => `${n.toLocaleString('en-US')} ${n === 1 ? one : many}`
+/**
+ * Numbers as `toLocaleString('en-US')` writes them (1,234), through one formatter: toLocaleString
+ * builds a formatter on every call, which every bash call's summary paid.
+ */
+const EN_US = new Intl.NumberFormat('en-US')
+export const count = (n: number) => EN_US.format(n)
+
+export const plural = (n: number, one: string, many = `${one}s`) => `${count(n)} ${n === 1 ? one : many}`
 
 /**
  * Keeps the first and last `half` characters of a stream of text without holding all of it: a
@@ -60,6 +67,6 @@ export class HeadTail {
     if (this.total <= 2 * this.half) return this.head + tail
     tail = tail.slice(tail.length - this.half)
     const cut = this.total - this.head.length - tail.length
-    return `${this.head}\n\n[… ${cut.toLocaleString('en-US')} characters cut from the middle of the output …]\n\n${tail}`
+    return `${this.head}\n\n[… ${count(cut)} characters cut from the middle of the output …]\n\n${tail}`
   }
 }
