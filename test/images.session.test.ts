@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
+import path from 'node:path'
 import { forEachDialect, startWarren, useWarren, type Warren } from './harness.ts'
 import { waitFor } from './fixtures.ts'
 import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
@@ -47,6 +48,12 @@ async function runBash(c: ReturnType<typeof client>, model: FakeModelServer, sid
 }
 
 const events = (items: ItemJson[]) => items.map((i) => i.detail.event)
+
+/** The sandboxes' own writable layers kept under the data folder (the local provider's `.layers`). */
+const layersUnder = (dataDir: string): string[] => {
+  const dir = path.join(dataDir, 'workspaces', '.layers')
+  return fs.existsSync(dir) ? fs.readdirSync(dir) : []
+}
 
 forEachDialect('image workspaces through the service', (dialect) => {
   describe('on the minimal image', { skip }, () => {
@@ -118,14 +125,26 @@ forEachDialect('image workspaces through the service', (dialect) => {
       const upload = await c.call('POST', `/v1/sessions/${sid}/files`, { files: [{ path: 'x.txt', content: Buffer.from('x').toString('base64') }] })
       assert.equal(upload.statusCode, 400, upload.body)
     })
+
+    it('deleting the sessions removes their own layers', async () => {
+      const kept = layersUnder(w().dataDir)
+      assert.ok(kept.length >= 2, `the two image workspaces' layers are kept under the data folder: ${kept.join(', ')}`)
+      const list = (await c.call('GET', '/v1/sessions?limit=100')).json().data as { id: string }[]
+      for (const s of list) assert.ok((await c.call('DELETE', `/v1/sessions/${s.id}`)).statusCode < 300)
+      await waitFor('no layer left under the data folder', async () => layersUnder(w().dataDir).length === 0, 60_000)
+    })
   })
 
   describe('with WARREN_SANDBOX_ROOT_RANGES=1', { skip }, () => {
     let w: Warren | undefined
     let model: FakeModelServer
+    let c: ReturnType<typeof client>
+    let rooted: string
     before(async () => {
       w = await startWarren(dialect, { env: { ...IMAGE_ENV, WARREN_SANDBOX_ROOT_RANGES: '1' } })
       model = await startModelServer({ models: ['m1'] })
+      c = client(w, await newOrg(w))
+      await c.connect(model, 'openai')
     })
     after(async () => {
       await model?.close()
@@ -133,12 +152,21 @@ forEachDialect('image workspaces through the service', (dialect) => {
     })
 
     it('the agent is root inside its own user namespace, and can write the image root', async () => {
-      const c = client(w!, await newOrg(w!))
-      await c.connect(model, 'openai')
-      const sid = await c.session({ environment: { image: minimal } })
-      const { turn, output } = await runBash(c, model, sid, 'echo "uid=$(busybox id -u)"; echo root-wrote > /etc/by-root && busybox cat /etc/by-root')
+      rooted = await c.session({ environment: { image: minimal } })
+      const { turn, output } = await runBash(c, model, rooted, 'echo "uid=$(busybox id -u)"; echo root-wrote > /etc/by-root && busybox cat /etc/by-root')
       assert.equal(turn.status, 'completed', JSON.stringify(turn.error))
       assert.match(output, /uid=0\nroot-wrote\n/)
+    })
+
+    it("a template's setup script runs as root inside the image workspace", async () => {
+      // The one root range is the first session's while it lives; deleting it gives the range back.
+      assert.ok((await c.call('DELETE', `/v1/sessions/${rooted}`)).statusCode < 300)
+      const tpl = await c.call('POST', '/v1/environment-templates', { name: 'rooted', image: minimal, setup: 'busybox id -u > /etc/setup-uid && echo ran > /workspace/setup-ran' })
+      assert.equal(tpl.statusCode, 201, tpl.body)
+      const sid = await c.session({ environment: { template: 'rooted' } })
+      const { turn, output } = await runBash(c, model, sid, 'busybox cat /etc/setup-uid /workspace/setup-ran')
+      assert.equal(turn.status, 'completed', JSON.stringify(turn.error))
+      assert.match(output, /^0\nran\n/)
     })
   })
 })
