@@ -12,7 +12,7 @@ import { forEachDialect, startWarren, useWarren, type Warren } from './harness.t
 import { waitFor } from './fixtures.ts'
 import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
 import { client, newOrg, NO_RATE_LIMITS, type ItemJson } from './turns.helpers.ts'
-import { pushMinimalImage, sha256, startRegistry, type Registry } from './registry.ts'
+import { gzipLayer, pushImage, pushMinimalImage, sha256, startRegistry, tarOf, type Registry } from './registry.ts'
 
 const skip = process.getuid?.() !== 0 ? 'needs root' : spawnSync('sh', ['-c', 'command -v bwrap && command -v docker-registry && command -v skopeo']).status !== 0 ? 'needs bubblewrap, docker-registry and skopeo' : false
 
@@ -132,6 +132,36 @@ forEachDialect('image workspaces through the service', (dialect) => {
       const list = (await c.call('GET', '/v1/sessions?limit=100')).json().data as { id: string }[]
       for (const s of list) assert.ok((await c.call('DELETE', `/v1/sessions/${s.id}`)).statusCode < 300)
       await waitFor('no layer left under the data folder', async () => layersUnder(w().dataDir).length === 0, 60_000)
+    })
+  })
+
+  describe('reclaimed and restored', { skip }, () => {
+    // A short lifetime: the workspace is reclaimed soon after it comes up, and the next turn restores it.
+    const w = useWarren(dialect, { env: { ...IMAGE_ENV, WARREN_WORKSPACE_LIFETIME_MS: '1500' } })
+    let model: FakeModelServer
+    before(async () => {
+      model = await startModelServer({ models: ['m1'] })
+    })
+    after(() => model?.close())
+
+    it('comes back on the digest it first ran, with its own layer and its /workspace', async () => {
+      const c = client(w(), await newOrg(w()))
+      await c.connect(model, 'openai')
+      // A tag of its own, moved while the workspace is away.
+      await pushMinimalImage(registry, 'warren/minimal', 'moving')
+      const ref = `${registry.host}/warren/minimal:moving`
+      const sid = await c.session({ environment: { image: ref } })
+      const first = await runBash(c, model, sid, 'echo kept > /srv/sticky/kept.txt && echo ws > /workspace/ws.txt')
+      assert.equal(first.turn.status, 'completed', JSON.stringify(first.turn.error))
+      assert.deepEqual((await c.getSession(sid)).environment.image, { ref, digest: minimalDigest })
+      await waitFor('reclaimed', async () => (await c.getSession(sid)).environment.state === 'reclaimed', 60_000)
+      // The tag now names an image without busybox: a restore that followed it could run nothing.
+      const moved = await pushImage(registry, 'warren/minimal', 'moving', [gzipLayer(tarOf([{ path: 'srv/', type: 'Directory' }, { path: 'srv/other', body: 'other\n' }]))])
+      assert.notEqual(moved.digest, minimalDigest)
+      const again = await runBash(c, model, sid, 'busybox cat /srv/sticky/kept.txt /workspace/ws.txt /srv/hello')
+      assert.equal(again.turn.status, 'completed', JSON.stringify(again.turn.error))
+      assert.match(again.output, /^kept\nws\nhello from the image\n/)
+      assert.deepEqual((await c.getSession(sid)).environment.image, { ref, digest: minimalDigest })
     })
   })
 
