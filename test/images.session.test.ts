@@ -7,9 +7,13 @@ import { after, before, describe, it } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 import { forEachDialect, startWarren, useWarren, type Warren } from './harness.ts'
 import { waitFor } from './fixtures.ts'
+import { removeSharedStore } from './restart-store.ts'
+import { localKind } from '../src/sandbox/local/local-kind.ts'
+import { randomText } from '../src/shared/ids.ts'
 import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
 import { client, newOrg, NO_RATE_LIMITS, type ItemJson } from './turns.helpers.ts'
 import { gzipLayer, pushImage, pushMinimalImage, sha256, startRegistry, tarOf, type Registry } from './registry.ts'
@@ -198,5 +202,42 @@ forEachDialect('image workspaces through the service', (dialect) => {
       assert.equal(turn.status, 'completed', JSON.stringify(turn.error))
       assert.match(output, /^0\nran\n/)
     })
+  })
+
+  it('a workspace brought back after a restart keeps the root range its layer is owned from, though a new one started first', { skip }, async () => {
+    const model = await startModelServer({ models: ['m1'] })
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-image-restart-'))
+    const pgSchema = `t_${randomText(12)}`
+    // The same node resources across the restart, as a deployment has: the harness picks new uids per start otherwise.
+    const prefix = `r${randomText(4)}`
+    const local = localKind({ prefix, uidBase: 300_000 + Math.floor(Math.random() * 600) * 1000, uidCount: 1000 })
+    const opts = { dataDir, pgSchema, sandboxPrefix: prefix, providers: { local }, env: { ...IMAGE_ENV, WARREN_SANDBOX_ROOT_RANGES: '2' } }
+    let first: Warren | undefined = await startWarren(dialect, opts)
+    let second: Warren | undefined
+    try {
+      const org = await newOrg(first)
+      const c1 = client(first, org)
+      await c1.connect(model, 'openai')
+      const a = await c1.session({ environment: { image: minimal } })
+      const made = await runBash(c1, model, a, 'echo one > /etc/a-file && busybox id -u')
+      assert.match(made.output, /^0\n/)
+      await first.close()
+      first = undefined
+
+      second = await startWarren(dialect, opts)
+      const c2 = client(second, org)
+      // A new session first: it must not take the range the kept layer of the other is owned from.
+      const b = await c2.session({ environment: { image: minimal } })
+      const other = await runBash(c2, model, b, 'busybox id -u')
+      assert.equal(other.turn.status, 'completed', JSON.stringify(other.turn.error))
+      const back = await runBash(c2, model, a, 'echo two >> /etc/a-file && busybox cat /etc/a-file && busybox stat -c %u /etc/a-file')
+      assert.equal(back.turn.status, 'completed', JSON.stringify(back.turn.error))
+      assert.match(back.output, /^one\ntwo\n0\n/, 'its own file is still its root\'s to write')
+    } finally {
+      await first?.close()
+      await second?.close()
+      await model.close()
+      await removeSharedStore(dialect, dataDir, pgSchema)
+    }
   })
 })
