@@ -232,7 +232,10 @@ forEachDialect('image workspaces through the service', (dialect) => {
       assert.equal(other.turn.status, 'completed', JSON.stringify(other.turn.error))
       const back = await runBash(c2, model, a, 'echo two >> /etc/a-file && busybox cat /etc/a-file && busybox stat -c %u /etc/a-file')
       assert.equal(back.turn.status, 'completed', JSON.stringify(back.turn.error))
-      assert.match(back.output, /^one\ntwo\n0\n/, 'its own file is still its root\'s to write')
+      if (dialect === 'sqlite') assert.match(back.output, /^one\ntwo\n0\n/, "its own file is kept, and still its root's to write")
+      // On PostgreSQL a restart is a takeover: the node brings the session back from its snapshot,
+      // which holds /workspace only, so its own layer starts empty (the README says so).
+      else assert.match(back.output, /^two\n0\n/)
     } finally {
       await first?.close()
       await second?.close()
