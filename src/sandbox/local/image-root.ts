@@ -41,7 +41,8 @@ export type ImageRoot = {
 
 /**
  * Pulls the image of `spec` (the digest pins it: `ref@digest`), reporting progress; any failure
- * of the image becomes a SandboxImageError with the puller's message (which names no credential).
+ * of the image becomes a SandboxImageError with the puller's message as it is (it names the
+ * registry and the reference, never a credential).
  */
 export async function resolveImage(source: ImageSource, spec: SandboxSpec): Promise<Omit<ImageRoot, 'upper' | 'work'>> {
   const image = spec.image!
@@ -53,7 +54,9 @@ export async function resolveImage(source: ImageSource, spec: SandboxSpec): Prom
   try {
     pulled = await source.pull(ref, spec.onImageProgress ? { onProgress: spec.onImageProgress } : {})
   } catch (err) {
-    throw new SandboxImageError(`the image ${image.ref} could not be pulled: ${(err as Error).message}`, { cause: err })
+    // The puller's message names the registry and the reference already, and the workspace manager
+    // puts "its image <ref> could not be had:" before it: a prefix here said the reference twice.
+    throw new SandboxImageError((err as Error).message, { cause: err })
   }
   if (digest !== undefined && pulled.digest !== digest) throw new SandboxImageError(`the image ${image.ref} resolved to ${pulled.digest}, not the pinned ${digest}`)
   if (pulled.layers.length === 0) throw new SandboxImageError(`the image ${image.ref} has no layers`)

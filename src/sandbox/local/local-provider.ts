@@ -371,6 +371,18 @@ export class LocalSandboxProvider implements SandboxProvider {
     return path.join(this.opts.workspaceRoot, safeName(id))
   }
 
+  /** The owners of the kept layers' upper folders but `upper`'s (read as they are: the folder is the service's). */
+  private keptLayerOwners(upper: string): Set<number> {
+    const root = path.join(this.opts.workspaceRoot, '.layers')
+    let names: string[]
+    try {
+      names = fs.readdirSync(root)
+    } catch {
+      return new Set() // no layer kept yet
+    }
+    return new Set(names.map((n) => path.join(root, n, 'upper')).filter((u) => u !== upper).map(ownerOf))
+  }
+
   /** The sandbox's own writable layer over its image (upper and work folders), kept as long as its workspace. */
   private layerDir(id: string): string {
     return path.join(this.opts.workspaceRoot, '.layers', safeName(id))
@@ -378,14 +390,18 @@ export class LocalSandboxProvider implements SandboxProvider {
 
   /**
    * A root range for a sandbox on an image: the one its layer's files are owned from when it is
-   * free (a workspace brought back keeps its owners), else the lowest free one.
+   * free (a workspace brought back keeps its owners), else the lowest free one that no other kept
+   * layer is owned from, else the lowest free one. A new workspace taking the range of one that is
+   * reclaimed (or kept across a restart) would leave that one, brought back on another range, with
+   * its own files owned by uids its root does not map: not its to write.
    */
   private allocateRange(upper: string): number {
     const first = this.opts.uidBase + this.opts.uidCount
     const bases = Array.from({ length: this.opts.rootRanges }, (_, i) => first + i * ROOT_RANGE_SIZE)
     const owner = ownerOf(upper)
     const own = bases.find((b) => owner === b && !this.ranges.has(b))
-    const base = own ?? bases.find((b) => !this.ranges.has(b))
+    const kept = own === undefined ? this.keptLayerOwners(upper) : new Set<number>()
+    const base = own ?? bases.find((b) => !this.ranges.has(b) && !kept.has(b)) ?? bases.find((b) => !this.ranges.has(b))
     if (base === undefined) throw new SandboxUnavailableError(`all ${this.opts.rootRanges} root uid ranges are in use`)
     this.ranges.add(base)
     return base

@@ -1,0 +1,246 @@
+// Image workspaces end to end: the real service (startWarren), the real local provider on an
+// overlay of the cached layers, a real registry on loopback (Debian's docker-registry) holding the
+// minimal busybox image built by mmdebstrap (test/registry.ts), and turns driven by the fake model
+// server. test/images.api.test.ts covers the API with a fake provider and test/sandbox.image.test.ts
+// the provider alone; this file is where the two meet.
+import { after, before, describe, it } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { forEachDialect, startWarren, useWarren, type Warren } from './harness.ts'
+import { waitFor } from './fixtures.ts'
+import { removeSharedStore } from './restart-store.ts'
+import { localKind } from '../src/sandbox/local/local-kind.ts'
+import { randomText } from '../src/shared/ids.ts'
+import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
+import { client, newOrg, NO_RATE_LIMITS, type ItemJson } from './turns.helpers.ts'
+import { gzipLayer, pushImage, pushMinimalImage, sha256, startRegistry, tarOf, type Registry } from './registry.ts'
+
+const skip = process.getuid?.() !== 0 ? 'needs root' : spawnSync('sh', ['-c', 'command -v bwrap && command -v docker-registry && command -v skopeo']).status !== 0 ? 'needs bubblewrap, docker-registry and skopeo' : false
+
+// The registry is on loopback, which the service reaches over plain HTTP (as Docker does) but only
+// when its address is allowed, as for model servers.
+const IMAGE_ENV = { ...NO_RATE_LIMITS, WARREN_IMAGE_ALLOW_PRIVATE: '127.0.0.1/32' }
+
+let registry: Registry
+let minimal: string
+let minimalDigest: string
+if (!skip) {
+  before(async () => {
+    registry = await startRegistry()
+    await pushMinimalImage(registry, 'warren/minimal', '1')
+    minimal = `${registry.host}/warren/minimal:1`
+    const res = await fetch(`${registry.url}/v2/warren/minimal/manifests/1`, { headers: { accept: 'application/vnd.oci.image.manifest.v1+json' } })
+    minimalDigest = sha256(Buffer.from(await res.arrayBuffer()))
+  })
+  after(async () => {
+    await registry?.stop()
+  })
+}
+
+/** Runs one turn whose agent makes one bash call; answers the turn and what the command printed. */
+async function runBash(c: ReturnType<typeof client>, model: FakeModelServer, sid: string, command: string) {
+  const before = model.modelRequests.length
+  model.script({ toolCalls: [{ name: 'bash', args: { command } }] }, { text: 'Done.' })
+  const turn = await c.accept(sid, 'run it')
+  const settled = await c.settled(sid, turn.id, 180_000)
+  // Each request carries the whole conversation: this turn's command is the last result of its last request.
+  const last = model.modelRequests.slice(before).at(-1)?.toolResults.at(-1)
+  return { turn: settled, output: last?.content ?? '' }
+}
+
+const events = (items: ItemJson[]) => items.map((i) => i.detail.event)
+
+/** The sandboxes' own writable layers kept under the data folder (the local provider's `.layers`). */
+const layersUnder = (dataDir: string): string[] => {
+  const dir = path.join(dataDir, 'workspaces', '.layers')
+  return fs.existsSync(dir) ? fs.readdirSync(dir) : []
+}
+
+forEachDialect('image workspaces through the service', (dialect) => {
+  describe('on the minimal image', { skip }, () => {
+    const w = useWarren(dialect, { env: IMAGE_ENV })
+    let model: FakeModelServer
+    let c: ReturnType<typeof client>
+    before(async () => {
+      model = await startModelServer({ models: ['m1'] })
+      c = client(w(), await newOrg(w()))
+      await c.connect(model, 'openai')
+    })
+    after(() => model?.close())
+    let first: string
+
+    it("runs a turn on the image's root: reads what only the image has, writes /workspace; shows the digest; progress before sandbox.created", async () => {
+      assert.ok(!fs.existsSync('/srv/hello'), 'the host has no /srv/hello, so reading it proves the image root')
+      first = await c.session({ environment: { image: minimal } })
+      const { turn, output } = await runBash(
+        c,
+        model,
+        first,
+        'busybox cat /srv/hello && echo made-in-turn > /workspace/made.txt && busybox cat /workspace/made.txt && echo outside > /srv/sticky/outside.txt && echo "uid=$(busybox id -u) pwd=$(busybox pwd)"',
+      )
+      assert.equal(turn.status, 'completed', JSON.stringify(turn.error))
+      assert.match(output, /hello from the image\nmade-in-turn\n/)
+      // Without root ranges the agent is the sandbox's unprivileged uid, in /workspace.
+      assert.match(output, /uid=(\d+) pwd=\/workspace/)
+      assert.notEqual(output.match(/uid=(\d+)/)![1], '0')
+      const s = await c.getSession(first)
+      assert.equal(s.environment.state, 'running')
+      assert.deepEqual(s.environment.image, { ref: minimal, digest: minimalDigest })
+      const items = await c.items(first)
+      const lastProgress = items.filter((i) => i.detail.event === 'sandbox.image_progress').at(-1)!
+      assert.deepEqual({ ...lastProgress.detail, bytes: 0, totalBytes: 0 }, { event: 'sandbox.image_progress', state: 'pending', ref: minimal, bytes: 0, totalBytes: 0, layers: 2, layersLeft: 0 })
+      assert.equal(lastProgress.detail.bytes, lastProgress.detail.totalBytes, 'every byte of the image held')
+      const all = events(items)
+      const progress = all.indexOf('sandbox.image_progress')
+      assert.ok(progress >= 0, `a sandbox.image_progress item: ${all.join(', ')}`)
+      assert.ok(progress < all.indexOf('sandbox.created'), `progress before sandbox.created: ${all.join(', ')}`)
+    })
+
+    it('gives a second session on the same image a layer of its own: it does not see what the first wrote outside /workspace', async () => {
+      const second = await c.session({ environment: { image: minimal } })
+      const { turn, output } = await runBash(c, model, second, 'busybox cat /srv/hello; if [ -e /srv/sticky/outside.txt ]; then echo SEEN; else echo ABSENT; fi; if [ -e /workspace/made.txt ]; then echo WS-SEEN; else echo WS-ABSENT; fi')
+      assert.equal(turn.status, 'completed', JSON.stringify(turn.error))
+      assert.match(output, /hello from the image\nABSENT\nWS-ABSENT\n/)
+      assert.deepEqual((await c.getSession(second)).environment.image, { ref: minimal, digest: minimalDigest })
+      // The first still has its own file.
+      const again = await runBash(c, model, first, 'busybox cat /srv/sticky/outside.txt')
+      assert.match(again.output, /^outside\n/)
+    })
+
+    it('an unknown tag fails the workspace with workspace.recovery_failed naming the reason, and a turn as sandbox_unavailable; no 5xx', async () => {
+      const ref = `${registry.host}/warren/minimal:nope`
+      const sid = await c.session({ environment: { image: ref } })
+      const failed = await waitFor('workspace.recovery_failed', async () => (await c.items(sid)).find((i) => i.detail.event === 'workspace.recovery_failed'), 60_000)
+      assert.match(String(failed.detail.message), /its image 127\.0\.0\.1:\d+\/warren\/minimal:nope could not be had: registry 127\.0\.0\.1:\d+ has no manifest warren\/minimal:nope \(MANIFEST_UNKNOWN\)$/)
+      const s = await c.getSession(sid)
+      assert.equal(s.environment.state, 'failed')
+      assert.deepEqual(s.environment.image, { ref, digest: null })
+      const { turn } = await runBash(c, model, sid, 'echo never')
+      assert.equal(turn.status, 'failed')
+      assert.equal(turn.error?.code, 'sandbox_unavailable')
+      assert.match(String(turn.error?.message), /has no manifest warren\/minimal:nope/)
+      for (const url of [`/v1/sessions/${sid}`, `/v1/sessions/${sid}/items`, `/v1/sessions/${sid}/turns`]) {
+        const res = await c.call('GET', url)
+        assert.ok(res.statusCode < 500, `${url}: ${res.statusCode} ${res.body}`)
+      }
+      const upload = await c.call('POST', `/v1/sessions/${sid}/files`, { files: [{ path: 'x.txt', content: Buffer.from('x').toString('base64') }] })
+      assert.equal(upload.statusCode, 400, upload.body)
+    })
+
+    it('deleting the sessions removes their own layers', async () => {
+      const kept = layersUnder(w().dataDir)
+      assert.ok(kept.length >= 2, `the two image workspaces' layers are kept under the data folder: ${kept.join(', ')}`)
+      const list = (await c.call('GET', '/v1/sessions?limit=100')).json().data as { id: string }[]
+      for (const s of list) assert.ok((await c.call('DELETE', `/v1/sessions/${s.id}`)).statusCode < 300)
+      await waitFor('no layer left under the data folder', async () => layersUnder(w().dataDir).length === 0, 60_000)
+    })
+  })
+
+  describe('reclaimed and restored', { skip }, () => {
+    // A short lifetime: the workspace is reclaimed soon after it comes up, and the next turn restores it.
+    const w = useWarren(dialect, { env: { ...IMAGE_ENV, WARREN_WORKSPACE_LIFETIME_MS: '1500' } })
+    let model: FakeModelServer
+    before(async () => {
+      model = await startModelServer({ models: ['m1'] })
+    })
+    after(() => model?.close())
+
+    it('comes back on the digest it first ran, with its own layer and its /workspace', async () => {
+      const c = client(w(), await newOrg(w()))
+      await c.connect(model, 'openai')
+      // A tag of its own, moved while the workspace is away.
+      await pushMinimalImage(registry, 'warren/minimal', 'moving')
+      const ref = `${registry.host}/warren/minimal:moving`
+      const sid = await c.session({ environment: { image: ref } })
+      const first = await runBash(c, model, sid, 'echo kept > /srv/sticky/kept.txt && echo ws > /workspace/ws.txt')
+      assert.equal(first.turn.status, 'completed', JSON.stringify(first.turn.error))
+      assert.deepEqual((await c.getSession(sid)).environment.image, { ref, digest: minimalDigest })
+      await waitFor('reclaimed', async () => (await c.getSession(sid)).environment.state === 'reclaimed', 60_000)
+      // The tag now names an image without busybox: a restore that followed it could run nothing.
+      const moved = await pushImage(registry, 'warren/minimal', 'moving', [gzipLayer(tarOf([{ path: 'srv/', type: 'Directory' }, { path: 'srv/other', body: 'other\n' }]))])
+      assert.notEqual(moved.digest, minimalDigest)
+      const again = await runBash(c, model, sid, 'busybox cat /srv/sticky/kept.txt /workspace/ws.txt /srv/hello')
+      assert.equal(again.turn.status, 'completed', JSON.stringify(again.turn.error))
+      assert.match(again.output, /^kept\nws\nhello from the image\n/)
+      assert.deepEqual((await c.getSession(sid)).environment.image, { ref, digest: minimalDigest })
+    })
+  })
+
+  describe('with WARREN_SANDBOX_ROOT_RANGES=1', { skip }, () => {
+    let w: Warren | undefined
+    let model: FakeModelServer
+    let c: ReturnType<typeof client>
+    let rooted: string
+    before(async () => {
+      w = await startWarren(dialect, { env: { ...IMAGE_ENV, WARREN_SANDBOX_ROOT_RANGES: '1' } })
+      model = await startModelServer({ models: ['m1'] })
+      c = client(w, await newOrg(w))
+      await c.connect(model, 'openai')
+    })
+    after(async () => {
+      await model?.close()
+      await w?.close()
+    })
+
+    it('the agent is root inside its own user namespace, and can write the image root', async () => {
+      rooted = await c.session({ environment: { image: minimal } })
+      const { turn, output } = await runBash(c, model, rooted, 'echo "uid=$(busybox id -u)"; echo root-wrote > /etc/by-root && busybox cat /etc/by-root')
+      assert.equal(turn.status, 'completed', JSON.stringify(turn.error))
+      assert.match(output, /uid=0\nroot-wrote\n/)
+    })
+
+    it("a template's setup script runs as root inside the image workspace", async () => {
+      // The one root range is the first session's while it lives; deleting it gives the range back.
+      assert.ok((await c.call('DELETE', `/v1/sessions/${rooted}`)).statusCode < 300)
+      const tpl = await c.call('POST', '/v1/environment-templates', { name: 'rooted', image: minimal, setup: 'busybox id -u > /etc/setup-uid && echo ran > /workspace/setup-ran' })
+      assert.equal(tpl.statusCode, 201, tpl.body)
+      const sid = await c.session({ environment: { template: 'rooted' } })
+      const { turn, output } = await runBash(c, model, sid, 'busybox cat /etc/setup-uid /workspace/setup-ran')
+      assert.equal(turn.status, 'completed', JSON.stringify(turn.error))
+      assert.match(output, /^0\nran\n/)
+    })
+  })
+
+  it('a workspace brought back after a restart keeps the root range its layer is owned from, though a new one started first', { skip }, async () => {
+    const model = await startModelServer({ models: ['m1'] })
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-image-restart-'))
+    const pgSchema = `t_${randomText(12)}`
+    // The same node resources across the restart, as a deployment has: the harness picks new uids per start otherwise.
+    const prefix = `r${randomText(4)}`
+    const local = localKind({ prefix, uidBase: 300_000 + Math.floor(Math.random() * 600) * 1000, uidCount: 1000 })
+    const opts = { dataDir, pgSchema, sandboxPrefix: prefix, providers: { local }, env: { ...IMAGE_ENV, WARREN_SANDBOX_ROOT_RANGES: '2' } }
+    let first: Warren | undefined = await startWarren(dialect, opts)
+    let second: Warren | undefined
+    try {
+      const org = await newOrg(first)
+      const c1 = client(first, org)
+      await c1.connect(model, 'openai')
+      const a = await c1.session({ environment: { image: minimal } })
+      const made = await runBash(c1, model, a, 'echo one > /etc/a-file && busybox id -u')
+      assert.match(made.output, /^0\n/)
+      await first.close()
+      first = undefined
+
+      second = await startWarren(dialect, opts)
+      const c2 = client(second, org)
+      // A new session first: it must not take the range the kept layer of the other is owned from.
+      const b = await c2.session({ environment: { image: minimal } })
+      const other = await runBash(c2, model, b, 'busybox id -u')
+      assert.equal(other.turn.status, 'completed', JSON.stringify(other.turn.error))
+      const back = await runBash(c2, model, a, 'echo two >> /etc/a-file && busybox cat /etc/a-file && busybox stat -c %u /etc/a-file')
+      assert.equal(back.turn.status, 'completed', JSON.stringify(back.turn.error))
+      if (dialect === 'sqlite') assert.match(back.output, /^one\ntwo\n0\n/, "its own file is kept, and still its root's to write")
+      // On PostgreSQL a restart is a takeover: the node brings the session back from its snapshot,
+      // which holds /workspace only, so its own layer starts empty (the README says so).
+      else assert.match(back.output, /^two\n0\n/)
+    } finally {
+      await first?.close()
+      await second?.close()
+      await model.close()
+      await removeSharedStore(dialect, dataDir, pgSchema)
+    }
+  })
+})
