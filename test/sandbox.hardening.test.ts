@@ -1,3 +1,4 @@
+import { finished } from 'node:stream/promises'
 import { after, describe, it } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
@@ -37,7 +38,8 @@ async function output(proc: SandboxProcess): Promise<{ code: number | null; out:
   proc.stdout.on('data', (b: Buffer) => (out += b.toString('utf8')))
   proc.stderr.on('data', () => {})
   proc.stdin.end()
-  const code = await proc.exited
+  // The exit may come before the last of stdout is read (a loaded machine shows it): both, then.
+  const [code] = await Promise.all([proc.exited, finished(proc.stdout)])
   return { code, out }
 }
 
