@@ -348,11 +348,21 @@ export class LocalSandbox implements Sandbox {
 }
 
 /** Whether a process runs (neither gone nor a zombie waiting to be reaped). */
+/** The kernel's flag of a task in its exit (include/linux/sched.h). */
+const PF_EXITING = 0x4
+
+/**
+ * Whether the process lives and is not on its way out: a namespace's pid 1 whose last child died
+ * first kills everything in its namespace, still running, before it becomes a zombie, and a command
+ * sent into it then would die with it.
+ */
 function pidAlive(pid: number): boolean {
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
-    const state = stat[stat.lastIndexOf(')') + 2]
-    return state !== 'Z' && state !== 'X'
+    // After the command name: state, ppid, pgrp, session, tty_nr, tpgid, flags, …
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    const state = fields[0]
+    return state !== 'Z' && state !== 'X' && (Number(fields[6]) & PF_EXITING) === 0
   } catch {
     return false
   }
