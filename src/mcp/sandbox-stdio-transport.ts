@@ -1,8 +1,12 @@
+import { finished } from 'node:stream/promises'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { ReadBuffer, serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
 import type { SandboxProcess } from '../sandbox/sandbox.ts'
 
+/** How long a server's exit waits for the rest of its stderr. */
+const STDERR_WAIT_MS = 1000
 /** What a local server wrote to stderr last, for the reason shown when it fails. */
 const STDERR_TAIL = 2000
 /** One message at most: a server (code in the sandbox) that writes without end is stopped, not buffered. */
@@ -59,7 +63,10 @@ export class SandboxStdioTransport implements Transport {
     })
     proc.stderr.on('data', (chunk: Buffer) => (this.stderr = (this.stderr + chunk.toString('utf8')).slice(-STDERR_TAIL)))
     proc.stdin.on('error', (err: Error) => this.onerror?.(err))
-    void proc.exited.then((code) => {
+    void proc.exited.then(async (code) => {
+      // Its last words may still be on their way when its exit is reported: they are read to the
+      // end of stderr first, for a second at most (a process it left behind may hold stderr open).
+      await Promise.race([finished(proc.stderr).catch(() => {}) /* an error ends the reading: what came is kept */, sleep(STDERR_WAIT_MS)])
       if (!this.closed && code !== 0) this.onerror?.(new Error(`the server exited${code === null ? ' on a signal' : ` with code ${code}`}${this.stderrTail ? `: ${this.stderrTail}` : ''}`))
       this.finish()
     })
