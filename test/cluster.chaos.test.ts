@@ -80,22 +80,8 @@ type Ask = { at: number; key: string }
 type SentTurn = { session: number; index: number; sessionId: string; turnId: string; status: string; error: unknown }
 
 /** One request to node `i` with a time limit: a paused node must not hold a caller for good. */
-async function request(c: Cluster, i: number, method: string, url: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: any; text: string }> {
-  const res = await fetch(c.nodes[i]!.service.url + url, {
-    method,
-    headers: { authorization: `Bearer ${c.token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
-    body: body === undefined ? undefined : JSON.stringify(body),
-    signal: AbortSignal.timeout(8000),
-  })
-  const text = await res.text()
-  let parsed: unknown = null
-  try {
-    parsed = text ? JSON.parse(text) : null
-  } catch {
-    parsed = null
-  }
-  return { status: res.status, body: parsed, text }
-}
+const request = (c: Cluster, i: number, method: string, url: string, body?: unknown, headers: Record<string, string> = {}) =>
+  c.nodes[i]!.service.api(method, url, body, c.token, { headers, timeoutMs: 8000 })
 
 onPostgres('cluster: chaos', () => {
   let fake: FakeModelServer

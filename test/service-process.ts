@@ -29,8 +29,11 @@ export type ServiceProcess = {
   stop(signal: NodeJS.Signals, ms?: number): Promise<Exit>
   /** Runs `warren tokens create --org NAME` against the same store; resolves with the token. */
   mint(org: string): Promise<string>
-  api(method: string, url: string, body?: unknown, token?: string): Promise<ApiResponse>
+  /** `opts.timeoutMs` bounds the whole request: a paused service must not hold its caller for good. */
+  api(method: string, url: string, body?: unknown, token?: string, opts?: ApiOptions): Promise<ApiResponse>
 }
+
+export type ApiOptions = { headers?: Record<string, string>; timeoutMs?: number }
 
 /** The test process's environment without anything that would point the child elsewhere, plus `env`. */
 function childEnv(env: Record<string, string>): NodeJS.ProcessEnv {
@@ -129,11 +132,12 @@ export function serviceProcess(env: Record<string, string>, where: ServiceWhere 
       assert.ok(token, minted)
       return token
     },
-    async api(method, url, body, token = svc.token) {
+    async api(method, url, body, token = svc.token, opts = {}) {
       const res = await fetch(svc.url + url, {
         method,
-        headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...opts.headers },
         body: body === undefined ? undefined : JSON.stringify(body),
+        ...(opts.timeoutMs === undefined ? {} : { signal: AbortSignal.timeout(opts.timeoutMs) }),
       })
       const text = await res.text()
       let parsed: unknown = null
