@@ -58,6 +58,19 @@ export async function loadConversation(db: Db, sessionId: string, after = 0): Pr
   return rows.map((r) => ({ ordinal: r.ordinal, turnId: r.turn_id, message: fromJson<ModelMessage>(r.message, { role: 'user', content: '' }), tokens: r.tokens }))
 }
 
+/** A turn's tool results in order, compacted or not, each with when it was stored. */
+export async function toolResultsOfTurn(db: Db, sessionId: string, turnId: string): Promise<Array<{ message: ModelMessage; createdAt: number }>> {
+  const rows = await db
+    .selectFrom('conversation')
+    .select(['message', 'created_at'])
+    .where('session_id', '=', sessionId)
+    .where('turn_id', '=', turnId)
+    .where('role', '=', 'tool')
+    .orderBy('ordinal')
+    .execute()
+  return rows.map((r) => ({ message: fromJson<ModelMessage>(r.message, { role: 'user', content: '' }), createdAt: Number(r.created_at) }))
+}
+
 /**
  * Replaces the messages up to `upTo` (inclusive) by `summary`. The summary takes the slot of the
  * last replaced message, so the order holds without renumbering; the others are marked compacted.

@@ -1,6 +1,5 @@
-import type { ModelMessage } from 'ai'
 import type { Db } from '../db/database.ts'
-import { fromJson } from '../shared/json.ts'
+import { toolResultsOfTurn } from '../turns/conversation.store.ts'
 import type { TurnRow } from '../turns/turns.store.ts'
 
 /**
@@ -16,18 +15,9 @@ import type { TurnRow } from '../turns/turns.store.ts'
 export async function takenOverNote(db: Db, turn: TurnRow | undefined, how: string, since: number | null): Promise<{ text: string; lost: boolean }> {
   const head = `The node that ran this workspace stopped, and another node took it over: the workspace was ${how}.`
   if (!turn || turn.started_at === null) return { text: `${head} Changes made after that are gone; check the files before relying on them.`, lost: false }
-  const rows = await db
-    .selectFrom('conversation')
-    .select(['message', 'created_at'])
-    .where('session_id', '=', turn.session_id)
-    .where('turn_id', '=', turn.id)
-    .where('role', '=', 'tool')
-    .orderBy('ordinal')
-    .execute()
   const gone: string[] = []
-  for (const row of rows) {
-    if (since !== null && Number(row.created_at) <= since) continue
-    const message = fromJson<ModelMessage>(row.message, { role: 'user', content: '' })
+  for (const { message, createdAt } of await toolResultsOfTurn(db, turn.session_id, turn.id)) {
+    if (since !== null && createdAt <= since) continue
     if (message.role !== 'tool') continue
     for (const part of message.content) if (part.type === 'tool-result' && !gone.includes(part.toolCallId)) gone.push(part.toolCallId)
   }
