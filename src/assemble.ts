@@ -176,6 +176,7 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     workspaces,
     node,
     metrics,
+    host: () => provider.report(),
     log,
     logger: overrides.logger ?? { level: config.logLevel, redact: ['req.headers.authorization'] },
   })
