@@ -159,7 +159,13 @@ export function cacheUsage(dirs: CacheDirs, now: () => number): CacheUsage {
         }
         // From here to the rename, nothing is awaited: no pull can take the layer in between.
         const last = lastUse(usedFile(digest))
-        if (taken(digest) || (last !== undefined && last > now() - keepMs)) continue
+        if (taken(digest)) continue
+        if (last === undefined) {
+          // Its record went missing (by hand): kept, and recorded as used now, rather than guessed unused.
+          usage.recordLayer(digest, layerBytes.get(digest)!)
+          continue
+        }
+        if (last > now() - keepMs) continue
         const trash = path.join(dirs.tmp, `removed-${hex.slice(0, 16)}-${randomUUID()}`)
         fs.renameSync(layerDir(digest), trash)
         fs.rmSync(usedFile(digest), { force: true })
@@ -176,6 +182,7 @@ export function cacheUsage(dirs: CacheDirs, now: () => number): CacheUsage {
       for (const digest of [...configBytes.keys()]) {
         const last = lastUse(configFile(digest))
         if (taken(digest) || (last !== undefined && last > now() - keepMs)) continue
+        // Unused for the keep time, or gone already: an unlink is all or nothing.
         fs.rmSync(configFile(digest), { force: true })
         configBytes.delete(digest)
       }

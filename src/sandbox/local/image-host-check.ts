@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
+import type { HostImageSupport } from '../sandbox.ts'
 import type { Tools } from './bubblewrap.ts'
 import { idmapRootArgv } from './idmap-root.ts'
 
@@ -56,4 +57,27 @@ export function probeImageMounts(o: { tools: Tools; dir: string; base: number })
   } finally {
     fs.rmSync(root, { recursive: true, force: true })
   }
+}
+
+export type ImageReport = { support: HostImageSupport; available: string[]; missing: string[] }
+
+/**
+ * The probe in the start-up report's terms: what image workspaces get, and sentences saying so.
+ * `probe` is a reason when no workspace on an image can start here whatever the kernel allows.
+ */
+export function imageReport(probe: ImageProbe | string, rootRanges: number): ImageReport {
+  if (typeof probe === 'string') return { support: { overlay: false, uidRanges: false, rootRanges }, available: [], missing: [`Workspaces on an image cannot start: ${probe}.`] }
+  const { overlay, uidRanges } = probe
+  const available: string[] = []
+  const missing: string[] = []
+  if (overlay === null) available.push("Workspaces on an image run on an overlay of the node's cached layers under a writable layer of their own.")
+  else missing.push(`Workspaces on an image cannot start: overlayfs cannot mount the image's layers here (${overlay}); it needs Linux 5.11 or later.`)
+  if (overlay === null && uidRanges === null) {
+    if (rootRanges > 0) available.push(`Up to ${rootRanges} workspaces on an image run as root inside, each on 65536 host uids of its own shown the image's layers through idmapped mounts (WARREN_SANDBOX_ROOT_RANGES).`)
+    else available.push('Workspaces on an image could run as root inside (idmapped layers work here); WARREN_SANDBOX_ROOT_RANGES is 0, so they run as their unprivileged uid.')
+  } else if (overlay === null) {
+    const then = rootRanges > 0 ? 'each workspace on an image fails to start while WARREN_SANDBOX_ROOT_RANGES is set' : 'they run as their unprivileged uid'
+    missing.push(`Workspaces on an image cannot run as root inside: idmapped mounts of the image's layers fail here (${uidRanges}), so ${then}; root inside needs Linux 5.19 or later and a file system for the data folder that takes idmapped mounts (ext4, xfs, btrfs, tmpfs).`)
+  }
+  return { support: { overlay: overlay === null, uidRanges: overlay === null && uidRanges === null, rootRanges }, available, missing }
 }

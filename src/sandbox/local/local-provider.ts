@@ -3,14 +3,14 @@ import fs from 'node:fs'
 import path from 'node:path'
 import type { Readable } from 'node:stream'
 import { DEFAULT_WORKSPACE_MAX_WATCHES } from './local-settings.ts'
-import type { HostClaim, HostImageSupport, HostReport, Sandbox, SandboxProvider, SandboxSpec, WorkspaceReader } from '../sandbox.ts'
+import type { HostClaim, HostReport, Sandbox, SandboxProvider, SandboxSpec, WorkspaceReader } from '../sandbox.ts'
 import { SandboxImageError, SandboxUnavailableError } from '../sandbox.ts'
 import { ROOT_RANGE_SIZE } from './idmap-root.ts'
 import { overlayOptions, prepareLayer, resolveImage, type ImageSource, type ResolvedImage } from './image-root.ts'
 import { checkMount } from './bubblewrap.ts'
 import { listGroups, SandboxCgroup } from './cgroups.ts'
 import { pickStageDir, probeHost, type HostProbe } from './host-check.ts'
-import { probeImageMounts, type ImageProbe } from './image-host-check.ts'
+import { imageReport, probeImageMounts, type ImageProbe, type ImageReport } from './image-host-check.ts'
 import { LocalSandbox, type AttachedNetwork, type LocalSandboxContext } from './local-sandbox.ts'
 import { dropSlot, makeSlot, WarmPool, type WarmSlot } from './warm-pool.ts'
 import { workspaceReader } from './workspace-files.ts'
@@ -167,27 +167,12 @@ export class LocalSandboxProvider implements SandboxProvider {
     }
   }
 
-  /** What workspaces on an image get here, probed once (image-host-check.ts), in the report's sentences. */
-  private imageReport(p: HostProbe): { support: HostImageSupport; available: string[]; missing: string[] } {
-    const rootRanges = this.opts.rootRanges
-    if (!p.tools || p.fatal.length || !this.opts.stageDir) {
-      const why = !this.opts.stageDir ? 'none of /mnt, /media, /srv exists to mount its root on' : 'no workspace can start here'
-      return { support: { overlay: false, uidRanges: false, rootRanges }, available: [], missing: [`Workspaces on an image cannot start: ${why}.`] }
-    }
+  /** What workspaces on an image get here, probed once (image-host-check.ts). */
+  private imageReport(p: HostProbe): ImageReport {
+    if (!this.opts.stageDir) return imageReport('none of /mnt, /media, /srv exists to mount its root on', this.opts.rootRanges)
+    if (!p.tools || p.fatal.length) return imageReport('no workspace can start here', this.opts.rootRanges)
     this.imageProbed ??= probeImageMounts({ tools: p.tools, dir: this.opts.workspaceRoot, base: this.claim.uidBase + this.opts.uidCount })
-    const { overlay, uidRanges } = this.imageProbed
-    const available: string[] = []
-    const missing: string[] = []
-    if (overlay === null) available.push("Workspaces on an image run on an overlay of the node's cached layers under a writable layer of their own.")
-    else missing.push(`Workspaces on an image cannot start: overlayfs cannot mount the image's layers here (${overlay}); it needs Linux 5.11 or later.`)
-    if (overlay === null && uidRanges === null) {
-      if (rootRanges > 0) available.push(`Up to ${rootRanges} workspaces on an image run as root inside, each on 65536 host uids of its own shown the image's layers through idmapped mounts (WARREN_SANDBOX_ROOT_RANGES).`)
-      else available.push('Workspaces on an image could run as root inside (idmapped layers work here); WARREN_SANDBOX_ROOT_RANGES is 0, so they run as their unprivileged uid.')
-    } else if (overlay === null) {
-      const then = rootRanges > 0 ? 'each workspace on an image fails to start while WARREN_SANDBOX_ROOT_RANGES is set' : 'they run as their unprivileged uid'
-      missing.push(`Workspaces on an image cannot run as root inside: idmapped mounts of the image's layers fail here (${uidRanges}), so ${then}; root inside needs Linux 5.19 or later and a file system for the data folder that takes idmapped mounts (ext4, xfs, btrfs, tmpfs).`)
-    }
-    return { support: { overlay: overlay === null, uidRanges: overlay === null && uidRanges === null, rootRanges }, available, missing }
+    return imageReport(this.imageProbed, this.opts.rootRanges)
   }
 
   get(id: string): Sandbox | null {
