@@ -159,7 +159,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(consoleRoutes)
 
   app.addHook('preClose', async () => previews.close())
-  const opts = { store: deps.store, bus: deps.bus, config: deps.config, box: deps.box, workspaces: deps.workspaces, runner: deps.runner, node: deps.node, blobs: deps.blobs, previews, metrics: deps.metrics }
+  const opts = { store: deps.store, bus: deps.bus, config: deps.config, box: deps.box, workspaces: deps.workspaces, runner: deps.runner, node: deps.node, blobs: deps.blobs, previews, metrics: deps.metrics, host: deps.host }
   await app.register(
     async (v1) => {
       await v1.register(healthRoutes, opts)

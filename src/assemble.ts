@@ -102,13 +102,14 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     warn: (obj, msg) => app?.log.warn(obj, msg),
     error: (obj, msg) => app?.log.error(obj, msg),
   }
+  // The store's gauges are read at scrape time, once the store (below) is open.
+  const metrics = createMetrics({ countDeliveries: (status) => countDeliveries(store.db, status), earliestPendingDue: () => earliestPendingDue(store.db) })
   // Chosen (and its settings checked) before the store opens: an unknown kind or a bad setting stops the start with nothing to close.
-  const startProvider = configureProvider(config.sandboxProvider, { config, log }, overrides.providers)
+  const startProvider = configureProvider(config.sandboxProvider, { config, log, metrics }, overrides.providers)
   const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, pgSchema: overrides.pgSchema, idleInTransactionMs: config.nodeLeaseMs })
   // Several processes on one PostgreSQL wake each other's streams and workers through it.
   const bus = config.databaseUrl ? await pgEventBus(config.databaseUrl, await currentSchema(store), log) : memoryEventBus()
   const box = overrides.box ?? deploymentBox(config)
-  const metrics = createMetrics({ countDeliveries: (status) => countDeliveries(store.db, status), earliestPendingDue: () => earliestPendingDue(store.db) })
   const provider = await startProvider()
   // The node joins with what its provider claims on this host, whatever kind of provider it is.
   const resources = { dataDir: config.dataDir, ...provider.claim }
@@ -175,6 +176,7 @@ export async function assemble(config: Config, overrides: AssembleOverrides = {}
     workspaces,
     node,
     metrics,
+    host: () => provider.report(),
     log,
     logger: overrides.logger ?? { level: config.logLevel, redact: ['req.headers.authorization'] },
   })

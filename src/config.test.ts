@@ -49,15 +49,17 @@ test('config: the shared configuration keeps the provider kind and the WARREN_ v
   assert.deepEqual(c.providerEnv, { WARREN_SANDBOX_PROVIDER: 'local', WARREN_SANDBOX_SUBNET: 'pool' })
 })
 
-test('config: image registries: WARREN_IMAGE_ALLOW_PRIVATE is a CIDR list, WARREN_IMAGE_PLAIN_HTTP a list of host[:port], WARREN_IMAGE_MAX_LAYER_MB a ceiling', () => {
+test('config: image registries: WARREN_IMAGE_ALLOW_PRIVATE is a CIDR list, WARREN_IMAGE_PLAIN_HTTP a list of host[:port], WARREN_IMAGE_MAX_LAYER_MB a ceiling, WARREN_IMAGE_KEEP_HOURS a week unless told', () => {
   const d = loadConfig({})
-  assert.deepEqual([d.imageAllowPrivate, d.imagePlainHttp, d.imageMaxLayerMb], [[], [], 4096])
+  assert.deepEqual([d.imageAllowPrivate, d.imagePlainHttp, d.imageMaxLayerMb, d.imageKeepHours], [[], [], 4096, 168])
+  assert.equal(loadConfig({ WARREN_IMAGE_KEEP_HOURS: '0' }).imageKeepHours, 0, '0: kept for ever')
   const c = loadConfig({ WARREN_IMAGE_ALLOW_PRIVATE: '127.0.0.1/32,10.1.0.0/16', WARREN_IMAGE_PLAIN_HTTP: 'Registry.lan:5000, 10.1.2.3', WARREN_IMAGE_MAX_LAYER_MB: '512' })
   assert.deepEqual(c.imageAllowPrivate, ['127.0.0.1/32', '10.1.0.0/16'])
   assert.deepEqual(c.imagePlainHttp, ['registry.lan:5000', '10.1.2.3'])
   assert.equal(c.imageMaxLayerMb, 512)
-  const message = refusal({ WARREN_IMAGE_ALLOW_PRIVATE: 'registry.lan', WARREN_IMAGE_PLAIN_HTTP: 'http://registry.lan:5000', WARREN_IMAGE_MAX_LAYER_MB: '0' })
+  const message = refusal({ WARREN_IMAGE_ALLOW_PRIVATE: 'registry.lan', WARREN_IMAGE_PLAIN_HTTP: 'http://registry.lan:5000', WARREN_IMAGE_MAX_LAYER_MB: '0', WARREN_IMAGE_KEEP_HOURS: '-1' })
   assert.match(message, /WARREN_IMAGE_ALLOW_PRIVATE must be a comma list of CIDRs .*"registry\.lan"/)
   assert.match(message, /WARREN_IMAGE_PLAIN_HTTP must be a comma list of registries as references name them \(host\[:port\]\), got "http:\/\/registry\.lan:5000"/)
   assert.match(message, /WARREN_IMAGE_MAX_LAYER_MB must be an integer of at least 1/)
+  assert.match(message, /WARREN_IMAGE_KEEP_HOURS must be an integer of at least 0, got "-1"/)
 })

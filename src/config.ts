@@ -54,6 +54,8 @@ export type Config = {
   imagePlainHttp: string[]
   /** Most MiB one image layer's download may be. */
   imageMaxLayerMb: number
+  /** Hours an image layer (or config) no sandbox or pull has used stays in the node's cache (WARREN_IMAGE_KEEP_HOURS); 0: for ever. */
+  imageKeepHours: number
   /** The image a session runs on when neither it nor its template names one (WARREN_DEFAULT_IMAGE); undefined: the host's system. */
   defaultImage: string | undefined
   previewDomain: string
@@ -221,6 +223,7 @@ export function loadConfig(env: Env, overrides: Partial<Config> = {}): Config {
     imageAllowPrivate: cidrs('WARREN_IMAGE_ALLOW_PRIVATE'),
     imagePlainHttp: list('WARREN_IMAGE_PLAIN_HTTP').map((r) => r.toLowerCase()),
     imageMaxLayerMb: int('WARREN_IMAGE_MAX_LAYER_MB', 4096, 1),
+    imageKeepHours: int('WARREN_IMAGE_KEEP_HOURS', 168, 0),
     defaultImage: env.WARREN_DEFAULT_IMAGE || undefined,
     previewDomain: (env.WARREN_PREVIEW_DOMAIN || `preview.localhost:${port}`).toLowerCase(),
     previewNameHoldMs: int('WARREN_PREVIEW_NAME_HOLD_MS', 86_400_000, 0),

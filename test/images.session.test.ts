@@ -110,6 +110,17 @@ forEachDialect('image workspaces through the service', (dialect) => {
       assert.match(again.output, /^outside\n/)
     })
 
+    it("GET /metrics counts the node's pulls: the first session's downloaded the image, the second's was a cache hit", async () => {
+      const res = await w().inject({ method: 'GET', url: '/metrics', token: null })
+      const v = (name: string) => Number(res.body.match(new RegExp(`^${name} (\\S+)$`, 'm'))?.[1])
+      assert.ok(v('warren_image_pulls_started_total') >= 2, res.body)
+      assert.equal(v('warren_image_pulls_started_total'), Number(res.body.match(/^warren_image_pulls_settled_total\{outcome="succeeded"\} (\S+)$/m)?.[1]))
+      assert.ok(v('warren_image_cache_hits_total') >= 1)
+      assert.ok(v('warren_image_downloaded_bytes_total') > 5_000_000, 'the minimal image is 5.7 MB gzipped')
+      assert.equal(v('warren_image_cache_layers'), 2)
+      assert.ok(v('warren_image_cache_bytes') > 10_000_000, 'and unpacks to 14 MB')
+    })
+
     it('an unknown tag fails the workspace with workspace.recovery_failed naming the reason, and a turn as sandbox_unavailable; no 5xx', async () => {
       const ref = `${registry.host}/warren/minimal:nope`
       const sid = await c.session({ environment: { image: ref } })

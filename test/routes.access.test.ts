@@ -17,8 +17,8 @@ forEachDialect('route access', (dialect) => {
   it('refuses to add a route that declares no scope, and adds one that declares a scope, any token, or public', async (t) => {
     const blobs = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-access-'))
     t.after(() => fs.rmSync(blobs, { recursive: true, force: true }))
-    const { config, store, bus, box, workspaces, runner, node, metrics } = w()
-    const app = await buildApp({ config, store, bus, box, workspaces, runner, node, metrics, blobs: localBlobStore(blobs) })
+    const { config, store, bus, box, workspaces, runner, node, metrics, provider } = w()
+    const app = await buildApp({ config, store, bus, box, workspaces, runner, node, metrics, host: () => provider.report(), blobs: localBlobStore(blobs) })
     assert.throws(() => app.get('/v1/unscoped', async () => ({ leaked: true })), /GET \/v1\/unscoped declares no scope/)
     assert.throws(() => app.post('/v1/unscoped', { config: { idempotent: true } }, async () => ({})), /declares no scope/)
     app.get('/v1/scoped', { config: { scope: 'sessions:read' } }, async () => ({}))
@@ -33,8 +33,8 @@ forEachDialect('route access', (dialect) => {
   it("refuses a session's route that does not say whether it runs on the session's owner, and a route saying so that names no session", async (t) => {
     const blobs = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-access-'))
     t.after(() => fs.rmSync(blobs, { recursive: true, force: true }))
-    const { config, store, bus, box, workspaces, runner, node, metrics } = w()
-    const app = await buildApp({ config, store, bus, box, workspaces, runner, node, metrics, blobs: localBlobStore(blobs) })
+    const { config, store, bus, box, workspaces, runner, node, metrics, provider } = w()
+    const app = await buildApp({ config, store, bus, box, workspaces, runner, node, metrics, host: () => provider.report(), blobs: localBlobStore(blobs) })
     assert.throws(
       () => app.post('/v1/sessions/:session_id/things', { config: { scope: 'sessions:write' } }, async () => ({})),
       /POST \/v1\/sessions\/:session_id\/things does not say whether it acts on the session's workspace: give it config.onOwnersNode/,

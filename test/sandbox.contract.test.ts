@@ -9,6 +9,8 @@ import type { SandboxSpec } from '../src/sandbox/sandbox.ts'
 import { SandboxUnavailableError } from '../src/sandbox/sandbox.ts'
 import { LocalSandbox } from '../src/sandbox/local/local-sandbox.ts'
 import { LocalSandboxProvider, type LocalProviderOptions, type NetworkHook } from '../src/sandbox/local/local-provider.ts'
+import { probeImageMounts } from '../src/sandbox/local/image-host-check.ts'
+import type { Tools } from '../src/sandbox/local/bubblewrap.ts'
 import { sandboxContract } from './sandbox-contract.ts'
 
 /**
@@ -77,6 +79,24 @@ describe('local sandbox provider on this host', { skip }, () => {
     assert.match(text, /bubblewrap/)
     assert.match(text, /cgroup v[12] limits .*memory/)
     assert.match(text + r.missing.join(' '), /freezer|SIGSTOP/)
+  })
+
+  it('says whether workspaces on an image can mount their overlay and run as root inside, probing on folders it leaves none of', () => {
+    const noPulls = { pull: () => Promise.reject(new Error('nothing is pulled here')) }
+    const root = path.join(dataDir, 'image-probe')
+    const r = provider('local', { workspaceRoot: root, images: noPulls, rootRanges: 2 }).report()
+    assert.deepEqual(r.images, { overlay: true, uidRanges: true, rootRanges: 2 }, r.missing.join(' '))
+    assert.match(r.available.join(' '), /Workspaces on an image run on an overlay of the node's cached layers/)
+    assert.match(r.available.join(' '), /Up to 2 workspaces on an image run as root inside/)
+    assert.deepEqual(fs.readdirSync(root), [], 'the probe leaves no folder behind')
+    assert.ok(!fs.readFileSync('/proc/self/mountinfo', 'utf8').includes(root), 'nor any mount')
+    assert.equal(provider('local').report().images, null, 'a provider without an image cache runs no images')
+    // A host whose mounts fail: both said, with the reason.
+    const tools = { unshare: 'unshare', mount: '/bin/false', perl: '/usr/bin/perl' } as Tools
+    const failed = probeImageMounts({ tools: { ...tools, unshare: execFileSync('sh', ['-c', 'command -v unshare'], { encoding: 'utf8' }).trim() }, dir: root, base: 400_000 })
+    assert.match(String(failed.overlay), /exit 1/)
+    assert.notEqual(failed.uidRanges, null)
+    assert.deepEqual(fs.readdirSync(root), [])
   })
 
   it('refuses to create, naming what is missing, when bubblewrap cannot run', async () => {

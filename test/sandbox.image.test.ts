@@ -7,7 +7,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { SandboxImageError, type ImageProgress, type Sandbox, type SandboxSpec } from '../src/sandbox/sandbox.ts'
 import { LocalSandboxProvider } from '../src/sandbox/local/local-provider.ts'
-import { imagePuller } from '../src/images/image-puller.ts'
+import { imagePuller, type ImagePuller } from '../src/images/image-puller.ts'
 import { minimalImageLayout, pushImage, pushMinimalImage, sha256, startRegistry, type BuiltLayer, type Registry } from './registry.ts'
 
 /**
@@ -42,6 +42,9 @@ describe('sandboxes on an image', { skip }, () => {
   let minimalDigest: string
   let configured: string
   let provider: LocalSandboxProvider
+  let images: ImagePuller
+  /** The cache's clock: the last test moves it past the keep time. */
+  let clock = Date.now()
   const live: Sandbox[] = []
   const spec = (id: string, image: SandboxSpec['image'], extra: Partial<SandboxSpec> = {}): SandboxSpec => ({
     id,
@@ -73,13 +76,14 @@ describe('sandboxes on an image', { skip }, () => {
       config: { Env: ['PATH=/usr/bin:/bin', 'FROM_IMAGE=image value', 'BOTH=the image'], WorkingDir: '/srv' },
     })
     configured = `${registry.host}/warren/configured:1`
+    images = imagePuller({ dir: path.join(dataDir, 'images'), registry: { allowPrivate: ['127.0.0.1/32'] }, keepMs: 60_000, now: () => clock })
     provider = new LocalSandboxProvider({
       cgroupParent: 'warren-test',
       workspaceRoot,
       prefix: `t${run}-img-`,
       uidBase: 300_000 + (randomBytes(2).readUInt16BE() % 600) * 100,
       uidCount: 20,
-      images: imagePuller({ dir: path.join(dataDir, 'images'), registry: { allowPrivate: ['127.0.0.1/32'] } }),
+      images,
     })
   })
 
@@ -201,6 +205,19 @@ describe('sandboxes on an image', { skip }, () => {
     assert.ok(!fs.existsSync(path.join(workspaceRoot, 'unknown')), 'no workspace was made for it')
     const sb = await create(spec('unknown', { ref: minimal }))
     assert.equal((await sh(sb, 'true')).code, 0)
+  })
+
+  it("holds its image's layers in the cache while it lives: a sweep past the keep time leaves them, and takes them once it is gone", async () => {
+    const sb = live.at(-1)!
+    clock += 10 * 60_000
+    assert.deepEqual(await images.sweep(), [])
+    assert.equal((await sh(sb, 'busybox cat /srv/hello')).out, 'hello from the image\n')
+    for (const s of live) await s.destroy()
+    // Their keep time counts from their end.
+    assert.deepEqual(await images.sweep(), [])
+    clock += 10 * 60_000
+    assert.equal(await images.sweep().then((r) => r.length), 2, "the minimal image's two layers (the configured image shares them)")
+    assert.deepEqual(fs.readdirSync(path.join(dataDir, 'images', 'layers')), [])
   })
 })
 

@@ -1525,6 +1525,15 @@ export interface components {
                     /** @description Unix ms, by the store’s clock. */
                     heartbeat_at: number;
                 }[];
+                /** @description What this node's host offers workspaces on an image, as its start-up report found it; null when its sandbox provider runs no images. */
+                images: {
+                    /** @description The host mounts an image's layers under a workspace's own writable layer: workspaces on an image can start here. */
+                    overlay: boolean;
+                    /** @description The host maps the layers onto a range of host uids of a workspace’s own (idmapped mounts): a workspace on an image can run as root inside. */
+                    uid_ranges: boolean;
+                    /** @description How many workspaces on an image may run as root inside at once (WARREN_SANDBOX_ROOT_RANGES); 0: they run as their unprivileged uid. */
+                    root_ranges: number;
+                } | null;
             };
         };
         /** @description authentication_error: token missing, unrecognised, expired or revoked */

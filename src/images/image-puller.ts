@@ -3,12 +3,15 @@ import fs from 'node:fs'
 import path from 'node:path'
 import type { Config } from '../config.ts'
 import { limiter } from '../shared/limiter.ts'
+import { logFailure, silentLog, type Log } from '../shared/log.ts'
+import type { ImageMetrics } from '../shared/metrics.ts'
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '../shared/private-data-dir.ts'
 import { ImageReferenceError, parseImageReference, type ImageReference } from './image-reference.ts'
 import { ImagePullError } from './image-pull-error.ts'
 import { hostPlatform, parseConfig, parseManifest, selectPlatform, type Descriptor, type ImageConfig, type Platform } from './oci-manifest.ts'
 import { MAX_MANIFEST_BYTES, readLimited, registryClient, sha256, type RegistryClient, type RegistryOptions } from './registry-client.ts'
 import { unpackLayer } from './unpack-layer.ts'
+import { cacheUsage, diskUsage } from './cache-usage.ts'
 
 /**
  * Pulls OCI images into a per-node cache that every workspace on an image shares.
@@ -28,8 +31,13 @@ import { unpackLayer } from './unpack-layer.ts'
  * lower folders (whiteouts as 0/0 character devices, opaque folders by xattr).
  *
  * Cache layout under `dir` (the service's alone, 0700: layers keep their setuid files and owners):
- * `layers/<hex>/` one folder per layer, `configs/<hex>.json`, `tmp/` work in progress (emptied
- * when the puller is made, since nothing else writes there).
+ * `layers/<hex>/` one folder per layer, `configs/<hex>.json`, `used/<hex>` each layer's last use
+ * and size (see cache-usage.ts), `tmp/` work in progress and layers being removed (emptied when
+ * the puller is made, since nothing else writes there).
+ *
+ * Bounded: what a pulled image's caller holds (until it calls `release`) and what a pull under way
+ * needs is never removed; a layer or config no one has used for `keepMs` is, by the sweep that
+ * `startSweeping` runs now and then.
  */
 
 export type ImagePullerOptions = {
@@ -44,6 +52,14 @@ export type ImagePullerOptions = {
   platform?: Platform
   /** Most layers downloaded and unpacked at once on this node, whatever the images (Docker's default: 3). */
   maxConcurrentLayers?: number
+  /** How long a layer or config no one uses stays in the cache; 0 (the default): for ever. */
+  keepMs?: number
+  /** The clock last use is told by (tests move it on). */
+  now?: () => number
+  /** Counts pulls, hits and bytes, and reads the cache's size at each scrape. */
+  metrics?: ImageMetrics
+  /** Where a failed sweep is told (the next one tries again). */
+  log?: Log
 }
 
 export type PullProgress = {
@@ -67,6 +83,9 @@ export type PulledLayer = {
   fetched: boolean
 }
 
+/** How often the sweep looks for layers unused for the keep time (and at most a quarter of it). */
+const SWEEP_EVERY_MS = 10 * 60_000
+
 export type PulledImage = {
   /** The reference as given, spelled out (`registry/repository[:tag][@digest]`). */
   ref: string
@@ -78,6 +97,11 @@ export type PulledImage = {
   config: ImageConfig
   /** Lowest first. */
   layers: PulledLayer[]
+  /**
+   * Lets go of the layers and config: until then no sweep removes them (a sandbox holds them as
+   * long as it runs). Their keep time counts from here. Idempotent.
+   */
+  release(): void
 }
 
 export type PullOptions = { onProgress?: (p: PullProgress) => void; signal?: AbortSignal }
@@ -86,6 +110,15 @@ export type ImagePuller = {
   pull(ref: string, opts?: PullOptions): Promise<PulledImage>
   /** The folder a layer is unpacked into, whether or not it is there yet. */
   layerDir(digest: string): string
+  /** Removes what no one has used for the keep time (nothing when it is 0); resolves the layers removed. One at a time. */
+  sweep(): Promise<string[]>
+  /**
+   * Sweeps now and then from now on (once this node's cache is its own: the node has joined; a
+   * node refused for sharing the data folder must not sweep a live one's cache).
+   */
+  startSweeping(): void
+  /** Stops sweeping, after the sweep under way. */
+  close(): Promise<void>
 }
 
 const hex = (digest: string) => digest.slice('sha256:'.length)
@@ -108,18 +141,24 @@ export function imagePuller(opts: ImagePullerOptions): ImagePuller {
   const client: RegistryClient = registryClient(opts.registry)
   // Each layer in flight is a connection, a worker thread and a stream of writes: a 50-layer image must not start 50.
   const downloads = limiter(opts.maxConcurrentLayers ?? 3)
-  const dirs = { layers: path.join(opts.dir, 'layers'), configs: path.join(opts.dir, 'configs'), tmp: path.join(opts.dir, 'tmp') }
+  const keepMs = opts.keepMs ?? 0
+  const metrics = opts.metrics
+  const dirs = { layers: path.join(opts.dir, 'layers'), configs: path.join(opts.dir, 'configs'), tmp: path.join(opts.dir, 'tmp'), used: path.join(opts.dir, 'used') }
   fs.mkdirSync(opts.dir, { recursive: true, mode: PRIVATE_DIR_MODE })
   fs.chmodSync(opts.dir, PRIVATE_DIR_MODE)
   // What a pull interrupted by a crash left half done: never renamed into place, so never used.
   fs.rmSync(dirs.tmp, { recursive: true, force: true })
   for (const d of Object.values(dirs)) fs.mkdirSync(d, { recursive: true, mode: PRIVATE_DIR_MODE })
 
+  const usage = cacheUsage(dirs, opts.now ?? Date.now)
+  metrics?.countCacheWith(() => usage.stats())
   const layerDir = (digest: string) => path.join(dirs.layers, hex(digest))
   /** Downloads in flight by layer digest; each reports its bytes to everyone waiting on it. */
   const layerPulls = new Map<string, { done: Promise<void>; listeners: Set<(n: number) => void> }>()
   /** Whole pulls in flight by reference. */
-  const imagePulls = new Map<string, { done: Promise<PulledImage>; listeners: Set<(p: PullProgress) => void> }>()
+  const imagePulls = new Map<string, SharedPull>()
+  let sweeping: Promise<string[]> | null = null
+  let timer: NodeJS.Timeout | null = null
 
   function tmpDir(digest: string): string {
     const dir = path.join(dirs.tmp, `${hex(digest).slice(0, 16)}-${randomUUID()}`)
@@ -138,6 +177,7 @@ export function imagePuller(opts: ImagePullerOptions): ImagePuller {
     const tmp = path.join(dirs.tmp, `config-${randomUUID()}`)
     fs.writeFileSync(tmp, bytes, { mode: PRIVATE_FILE_MODE })
     fs.renameSync(tmp, file)
+    usage.recordConfig(d.digest, bytes.length)
     return config
   }
 
@@ -151,13 +191,25 @@ export function imagePuller(opts: ImagePullerOptions): ImagePuller {
         const work = tmpDir(layer.digest)
         try {
           const body = await client.blob(ref, layer.digest)
-          await unpackLayer(body, { dir: work, layer, diffId, maxUnpackedBytes, onBytes: (n) => listeners.forEach((l) => l(n)) })
+          await unpackLayer(body, {
+            dir: work,
+            layer,
+            diffId,
+            maxUnpackedBytes,
+            onBytes: (n) => {
+              metrics?.downloadedBytes.inc(n)
+              listeners.forEach((l) => l(n))
+            },
+          })
+          const bytes = await diskUsage(work)
           try {
             fs.renameSync(work, layerDir(layer.digest))
           } catch (err) {
             // Another process sharing the cache finished it first: its folder is as good as ours.
             if ((err as NodeJS.ErrnoException).code !== 'ENOTEMPTY' && (err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
           }
+          // After the rename, in the same stretch (a crash between leaves a layer the sweep adopts).
+          usage.recordLayer(layer.digest, bytes)
         } finally {
           // Not rmSync: a failed layer may be thousands of files, and this is the service's event loop.
           await fs.promises.rm(work, { recursive: true, force: true })
@@ -170,7 +222,8 @@ export function imagePuller(opts: ImagePullerOptions): ImagePuller {
     return pull.done.finally(() => pull.listeners.delete(onBytes))
   }
 
-  async function pullOnce(ref: ImageReference, progress: (p: PullProgress) => void): Promise<PulledImage> {
+  /** `taken`: called with the image's config and layer digests as soon as they are known, before the cache is looked in. */
+  async function pullOnce(ref: ImageReference, progress: (p: PullProgress) => void, taken: (digests: string[]) => void): Promise<Omit<PulledImage, 'release'>> {
     const top = await client.manifest(ref, ref.digest ?? ref.tag!)
     let manifestDigest = top.digest
     let doc = parseManifest(top.bytes, top.mediaType, `manifest of ${ref.canonical}`)
@@ -184,6 +237,10 @@ export function imagePuller(opts: ImagePullerOptions): ImagePuller {
     for (const l of doc.layers) {
       if (l.size > maxLayerBytes) throw new ImagePullError('too_large', `layer ${l.digest} of ${ref.canonical} is ${l.size} bytes, over the ${maxLayerBytes}-byte ceiling`)
     }
+    // Held before the cache is looked in, in the same stretch: no sweep removes what is found there.
+    const digests = [doc.config.digest, ...doc.layers.map((l) => l.digest)]
+    taken(digests)
+    usage.touch(digests)
     const config = await fetchConfig(ref, doc.config)
     if (config.diffIds.length !== doc.layers.length) throw new ImagePullError('registry_error', `config of ${ref.canonical} lists ${config.diffIds.length} layers, its manifest ${doc.layers.length}`)
     if ((config.os && config.os !== platform.os) || (config.architecture && config.architecture !== platform.architecture)) {
@@ -210,41 +267,117 @@ export function imagePuller(opts: ImagePullerOptions): ImagePuller {
     return { ref: ref.canonical, digest: top.digest, manifestDigest, configDigest: doc.config.digest, config, layers }
   }
 
+  /** One pull under way, shared by every caller of the same reference; each caller holds the image for itself. */
+  function sharedPull(ref: ImageReference): SharedPull {
+    const listeners = new Set<(p: PullProgress) => void>()
+    const holders = new Set<Holder>()
+    const shared: SharedPull = {
+      listeners,
+      holders,
+      digests: null,
+      done: pullOnce(ref, (p) => listeners.forEach((l) => l(p)), (digests) => {
+        shared.digests = digests
+        for (const h of holders) h.release ??= usage.hold(digests)
+      }).finally(() => imagePulls.delete(ref.canonical)),
+    }
+    // Each caller's await reports a failure; this one only keeps it from being unhandled.
+    shared.done.catch(() => {})
+    return shared
+  }
+
+  async function pull(input: string, pullOpts: PullOptions): Promise<PulledImage> {
+    let ref: ImageReference
+    try {
+      ref = parseImageReference(input)
+    } catch (err) {
+      if (err instanceof ImageReferenceError) throw new ImagePullError('malformed_reference', err.message)
+      throw err
+    }
+    let shared = imagePulls.get(ref.canonical)
+    if (!shared) {
+      shared = sharedPull(ref)
+      imagePulls.set(ref.canonical, shared)
+    }
+    const holder: Holder = { release: null }
+    // Joining a pull that knows its digests already: held from now (it may be about to finish).
+    if (shared.digests) holder.release = usage.hold(shared.digests)
+    shared.holders.add(holder)
+    const listener = pullOpts.onProgress
+    if (listener) shared.listeners.add(listener)
+    try {
+      const image = await until(shared.done, pullOpts.signal)
+      return { ...image, release: holder.release ?? (() => {}) }
+    } catch (err) {
+      holder.release?.()
+      throw err
+    } finally {
+      shared.holders.delete(holder)
+      if (listener) shared.listeners.delete(listener)
+    }
+  }
+
+  function sweep(): Promise<string[]> {
+    if (keepMs === 0) return Promise.resolve([])
+    sweeping ??= usage
+      .sweep(keepMs, (digest) => layerPulls.has(digest))
+      .then((removed) => {
+        metrics?.layersRemoved.inc(removed.length)
+        return removed
+      })
+      .finally(() => (sweeping = null))
+    return sweeping
+  }
+
   return {
     layerDir,
     async pull(input, pullOpts = {}) {
-      let ref: ImageReference
+      metrics?.pullsStarted.inc()
       try {
-        ref = parseImageReference(input)
+        const image = await pull(input, pullOpts)
+        metrics?.pullsSettled.inc({ outcome: 'succeeded' })
+        if (image.layers.every((l) => !l.fetched)) metrics?.cacheHits.inc()
+        return image
       } catch (err) {
-        if (err instanceof ImageReferenceError) throw new ImagePullError('malformed_reference', err.message)
+        metrics?.pullsSettled.inc({ outcome: 'failed' })
         throw err
       }
-      let shared = imagePulls.get(ref.canonical)
-      if (!shared) {
-        const listeners = new Set<(p: PullProgress) => void>()
-        const done = pullOnce(ref, (p) => listeners.forEach((l) => l(p))).finally(() => imagePulls.delete(ref.canonical))
-        // Each caller's await reports a failure; this one only keeps it from being unhandled.
-        done.catch(() => {})
-        shared = { done, listeners }
-        imagePulls.set(ref.canonical, shared)
-      }
-      const listener = pullOpts.onProgress
-      if (listener) shared.listeners.add(listener)
-      try {
-        return await until(shared.done, pullOpts.signal)
-      } finally {
-        if (listener) shared.listeners.delete(listener)
-      }
+    },
+    sweep,
+    startSweeping() {
+      if (keepMs === 0 || timer) return
+      const run = () => void sweep().catch(logFailure(opts.log ?? silentLog, 'sweeping the image cache failed', { component: 'images' }))
+      run()
+      timer = setInterval(run, Math.max(1000, Math.min(SWEEP_EVERY_MS, keepMs / 4)))
+      timer.unref()
+    },
+    async close() {
+      if (timer) clearInterval(timer)
+      timer = null
+      // Its failure was logged where it was started.
+      await sweeping?.catch(() => {})
     },
   }
 }
 
+/** A caller's hold on the image it waits for: taken when the digests are known (or at once, joining late). */
+type Holder = { release: (() => void) | null }
+
+type SharedPull = {
+  done: Promise<Omit<PulledImage, 'release'>>
+  listeners: Set<(p: PullProgress) => void>
+  /** The config's and layers' digests, once the manifest said them. */
+  digests: string[] | null
+  holders: Set<Holder>
+}
+
 /** The puller a node's settings ask for: its cache in `<data dir>/images`, registries reached as the deployment allows. */
-export function configuredImagePuller(config: Pick<Config, 'dataDir' | 'imageAllowPrivate' | 'imagePlainHttp' | 'imageMaxLayerMb'>): ImagePuller {
+export function configuredImagePuller(config: Pick<Config, 'dataDir' | 'imageAllowPrivate' | 'imagePlainHttp' | 'imageMaxLayerMb' | 'imageKeepHours'>, metrics?: ImageMetrics, log?: Log): ImagePuller {
   return imagePuller({
     dir: path.join(config.dataDir, 'images'),
     registry: { allowPrivate: config.imageAllowPrivate, plainHttp: config.imagePlainHttp },
     maxLayerBytes: config.imageMaxLayerMb * 1024 * 1024,
+    keepMs: config.imageKeepHours * 3_600_000,
+    ...(metrics ? { metrics } : {}),
+    ...(log ? { log } : {}),
   })
 }

@@ -1,5 +1,6 @@
 import type { Config } from '../config.ts'
 import type { Log } from '../shared/log.ts'
+import type { Metrics } from '../shared/metrics.ts'
 import type { SandboxProvider } from './sandbox.ts'
 import { localKind } from './local/local-kind.ts'
 
@@ -8,6 +9,8 @@ export type ProviderContext = {
   config: Config
   /** The service's log: a provider's refusals and failed clean-ups. */
   log: Log
+  /** The node's metrics, for what a provider counts of its own (the local provider's image cache); absent outside a service. */
+  metrics?: Metrics
 }
 
 /**

@@ -265,6 +265,17 @@ export type HostReport = {
   available: string[]
   /** Plain sentences: what is missing and what that means. */
   missing: string[]
+  /** What workspaces on an image get on this host; null when the provider runs no images. */
+  images: HostImageSupport | null
+}
+
+export type HostImageSupport = {
+  /** The host mounts an image's layers under a workspace's own writable layer: workspaces on an image can start. */
+  overlay: boolean
+  /** The host maps the layers onto a range of uids of a workspace's own: it can run as root inside. */
+  uidRanges: boolean
+  /** How many workspaces on an image may run as root inside at once (0: they run unprivileged). */
+  rootRanges: number
 }
 
 /**

@@ -11,6 +11,25 @@ export type StoreReads = {
 /** States the sandbox gauge reports: a sandbox being started, then the provider's own states. */
 export type SandboxCounts = { starting: number; running: number; paused: number }
 
+/**
+ * What the node's image cache counts (src/images/image-puller.ts): a pull is one caller's (a
+ * sandbox start on an image), however many share one download.
+ */
+export type ImageMetrics = {
+  readonly pullsStarted: Counter
+  readonly pullsSettled: Counter<'outcome'>
+  /** Pulls that found every layer in the cache (no layer downloaded, none waited for). */
+  readonly cacheHits: Counter
+  /** Compressed layer bytes received from registries. */
+  readonly downloadedBytes: Counter
+  /** Layers the sweep removed, unused for the keep time. */
+  readonly layersRemoved: Counter
+  /** Sets what the cache gauges read at each scrape. */
+  countCacheWith(read: () => { bytes: number; layers: number }): void
+}
+
+export const IMAGE_PULL_OUTCOMES = ['succeeded', 'failed'] as const
+
 /** Where a node serves its metrics, on the main listener or on its own. */
 export const METRICS_PATH = '/metrics'
 
@@ -41,6 +60,8 @@ export type Metrics = {
   readonly streamsOpen: Gauge
   /** Sets the sandbox counter read at each scrape (the sandbox provider's wrapper gives it). */
   countSandboxesWith(count: () => SandboxCounts): void
+  /** The node's image cache: pulls, hits, bytes downloaded, its size. */
+  readonly images: ImageMetrics
   /** Names this node in `warren_node_info`; until then the series is absent. */
   setNodeId(id: string): void
   /** The exposition, in the Prometheus text format. */
@@ -107,6 +128,7 @@ export function createMetrics(reads: StoreReads): Metrics {
       for (const [state, n] of Object.entries(countSandboxes())) this.set({ state }, n)
     },
   })
+  const images = imageMetrics(registers)
   const nodeInfo = new Gauge({ name: 'warren_node_info', help: "This node's id (label node_id); always 1.", labelNames: ['node_id'] as const, registers })
 
   /** A gauge whose one value is read from the store at scrape time. */
@@ -158,11 +180,49 @@ export function createMetrics(reads: StoreReads): Metrics {
     countSandboxesWith(count) {
       countSandboxes = count
     },
+    images,
     setNodeId(id) {
       nodeInfo.reset()
       nodeInfo.set({ node_id: id }, 1)
     },
     text: () => registry.metrics(),
     contentType: registry.contentType,
+  }
+}
+
+/** The image cache's series: counters the puller moves, gauges read from it at each scrape (none before a puller exists). */
+function imageMetrics(registers: Registry[]): ImageMetrics {
+  let readCache: (() => { bytes: number; layers: number }) | null = null
+  const pullsStarted = new Counter({ name: 'warren_image_pulls_started_total', help: "Image pulls this node started: one for each sandbox start on an image, however many share one download.", registers })
+  const pullsSettled = new Counter({ name: 'warren_image_pulls_settled_total', help: 'Image pulls settled on this node, by outcome (succeeded, failed).', labelNames: ['outcome'] as const, registers })
+  for (const outcome of IMAGE_PULL_OUTCOMES) pullsSettled.inc({ outcome }, 0)
+  const cacheHits = new Counter({ name: 'warren_image_cache_hits_total', help: "Image pulls served from this node's cache: every layer was there, none downloaded or waited for.", registers })
+  const downloadedBytes = new Counter({ name: 'warren_image_downloaded_bytes_total', help: 'Compressed image layer bytes this node received from registries (a failed download counts what came).', registers })
+  const layersRemoved = new Counter({ name: 'warren_image_layers_removed_total', help: 'Image layers removed from the cache after going unused for WARREN_IMAGE_KEEP_HOURS.', registers })
+  new Gauge({
+    name: 'warren_image_cache_bytes',
+    help: "Bytes this node's image cache takes on disk (unpacked layers and configs).",
+    registers,
+    collect() {
+      if (readCache) this.set(readCache().bytes)
+    },
+  })
+  new Gauge({
+    name: 'warren_image_cache_layers',
+    help: "Image layers in this node's cache.",
+    registers,
+    collect() {
+      if (readCache) this.set(readCache().layers)
+    },
+  })
+  return {
+    pullsStarted,
+    pullsSettled,
+    cacheHits,
+    downloadedBytes,
+    layersRemoved,
+    countCacheWith(read) {
+      readCache = read
+    },
   }
 }

@@ -54,6 +54,20 @@ export const Health = Type.Object(
           ),
           { description: 'Every node of the service this one knows, itself included (addresses are not shown).' },
         ),
+        images: Type.Union(
+          [
+            Type.Object(
+              {
+                overlay: Type.Boolean({ description: "The host mounts an image's layers under a workspace's own writable layer: workspaces on an image can start here." }),
+                uid_ranges: Type.Boolean({ description: 'The host maps the layers onto a range of host uids of a workspace’s own (idmapped mounts): a workspace on an image can run as root inside.' }),
+                root_ranges: Type.Integer({ minimum: 0, description: 'How many workspaces on an image may run as root inside at once (WARREN_SANDBOX_ROOT_RANGES); 0: they run as their unprivileged uid.' }),
+              },
+              { additionalProperties: false },
+            ),
+            Type.Null(),
+          ],
+          { description: "What this node's host offers workspaces on an image, as its start-up report found it; null when its sandbox provider runs no images." },
+        ),
       },
       { additionalProperties: false },
     ),

@@ -21,7 +21,13 @@ export type ImageSource = {
     config: { config: { Env?: string[]; WorkingDir?: string; User?: string } }
     /** Lowest first, each an unpacked folder in the form overlayfs takes as a lower folder. */
     layers: Array<{ dir: string }>
+    /** Lets the cache remove the layers again once unused: called when the sandbox on them is gone. */
+    release(): void
   }>
+  /** Starts removing layers unused for the keep time (the node has joined: the cache is its own). */
+  startSweeping?(): void
+  /** Stops sweeping. */
+  close?(): Promise<void>
 }
 
 /** An image resolved for one sandbox: what it mounts and what its processes get. */
@@ -39,12 +45,15 @@ export type ImageRoot = {
   workingDir: string | null
 }
 
+/** An image resolved and held in the cache for one sandbox until `release` (see ImageSource). */
+export type ResolvedImage = Omit<ImageRoot, 'upper' | 'work'> & { release(): void }
+
 /**
  * Pulls the image of `spec` (the digest pins it: `ref@digest`), reporting progress; any failure
  * of the image becomes a SandboxImageError with the puller's message as it is (it names the
  * registry and the reference, never a credential).
  */
-export async function resolveImage(source: ImageSource, spec: SandboxSpec): Promise<Omit<ImageRoot, 'upper' | 'work'>> {
+export async function resolveImage(source: ImageSource, spec: SandboxSpec): Promise<ResolvedImage> {
   const image = spec.image!
   const digest = image.digest
   if (digest !== undefined && !/^sha256:[0-9a-f]{64}$/.test(digest)) throw new SandboxImageError(`the image digest ${JSON.stringify(digest)} is not a sha256 digest`)
@@ -58,8 +67,17 @@ export async function resolveImage(source: ImageSource, spec: SandboxSpec): Prom
     // puts "its image <ref> could not be had:" before it: a prefix here said the reference twice.
     throw new SandboxImageError((err as Error).message, { cause: err })
   }
-  if (digest !== undefined && pulled.digest !== digest) throw new SandboxImageError(`the image ${image.ref} resolved to ${pulled.digest}, not the pinned ${digest}`)
-  if (pulled.layers.length === 0) throw new SandboxImageError(`the image ${image.ref} has no layers`)
+  try {
+    return settle(image.ref, pulled, digest)
+  } catch (err) {
+    pulled.release()
+    throw err
+  }
+}
+
+function settle(ref: string, pulled: Awaited<ReturnType<ImageSource['pull']>>, digest: string | undefined): ResolvedImage {
+  if (digest !== undefined && pulled.digest !== digest) throw new SandboxImageError(`the image ${ref} resolved to ${pulled.digest}, not the pinned ${digest}`)
+  if (pulled.layers.length === 0) throw new SandboxImageError(`the image ${ref} has no layers`)
   const env: Record<string, string> = {}
   // The config is the registry's word: a malformed entry is skipped, never a reason to fail the sandbox.
   for (const entry of pulled.config.config.Env ?? []) {
@@ -69,7 +87,7 @@ export async function resolveImage(source: ImageSource, spec: SandboxSpec): Prom
   }
   const wd = pulled.config.config.WorkingDir
   const workingDir = wd && path.posix.isAbsolute(wd) && !wd.includes('\0') && path.posix.normalize(wd) !== '/' ? path.posix.normalize(wd) : null
-  return { ref: image.ref, digest: pulled.digest, layers: pulled.layers.map((l) => l.dir), env, workingDir }
+  return { ref, digest: pulled.digest, layers: pulled.layers.map((l) => l.dir), env, workingDir, release: () => pulled.release() }
 }
 
 /**

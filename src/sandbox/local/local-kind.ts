@@ -15,7 +15,7 @@ export type LocalFixed = Partial<Pick<LocalStackOptions, 'prefix' | 'subnet' | '
  */
 export function localKind(fixed: LocalFixed = {}): ProviderKind {
   return {
-    configure: ({ config, log }) => {
+    configure: ({ config, log, metrics }) => {
       const settings = localSettings(config.providerEnv)
       return () =>
         createLocalProvider({
@@ -26,7 +26,7 @@ export function localKind(fixed: LocalFixed = {}): ProviderKind {
           allowPrivate: settings.allowPrivate,
           maxWatches: settings.maxWatches,
           diskBytes: settings.diskMb * 1024 * 1024,
-          images: configuredImagePuller(config),
+          images: configuredImagePuller(config, metrics?.images, log),
           rootRanges: settings.rootRanges,
           log,
           ...fixed,

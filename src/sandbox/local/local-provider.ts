@@ -6,10 +6,11 @@ import { DEFAULT_WORKSPACE_MAX_WATCHES } from './local-settings.ts'
 import type { HostClaim, HostReport, Sandbox, SandboxProvider, SandboxSpec, WorkspaceReader } from '../sandbox.ts'
 import { SandboxImageError, SandboxUnavailableError } from '../sandbox.ts'
 import { ROOT_RANGE_SIZE } from './idmap-root.ts'
-import { overlayOptions, prepareLayer, resolveImage, type ImageRoot, type ImageSource } from './image-root.ts'
+import { overlayOptions, prepareLayer, resolveImage, type ImageSource, type ResolvedImage } from './image-root.ts'
 import { checkMount } from './bubblewrap.ts'
 import { listGroups, SandboxCgroup } from './cgroups.ts'
 import { pickStageDir, probeHost, type HostProbe } from './host-check.ts'
+import { imageReport, probeImageMounts, type ImageProbe, type ImageReport } from './image-host-check.ts'
 import { LocalSandbox, type AttachedNetwork, type LocalSandboxContext } from './local-sandbox.ts'
 import { dropSlot, makeSlot, WarmPool, type WarmSlot } from './warm-pool.ts'
 import { workspaceReader } from './workspace-files.ts'
@@ -102,6 +103,7 @@ export class LocalSandboxProvider implements SandboxProvider {
   private images: ImageSource | null
   private log: Log
   private probed: HostProbe | null = null
+  private imageProbed: ImageProbe | null = null
   private live = new Map<string, LocalSandbox>()
   /** Group names of sandboxes being created or alive: never orphans. */
   private held = new Set<string>()
@@ -156,7 +158,21 @@ export class LocalSandboxProvider implements SandboxProvider {
     const p = this.probe()
     const problem = this.disks.probe()
     const disk = problem ? [`workspace disk quotas (${problem})`] : []
-    return { provider: this.name, available: p.available, missing: [...p.fatal, ...p.missing, ...disk] }
+    const images = this.images ? this.imageReport(p) : null
+    return {
+      provider: this.name,
+      available: [...p.available, ...(images?.available ?? [])],
+      missing: [...p.fatal, ...p.missing, ...disk, ...(images?.missing ?? [])],
+      images: images?.support ?? null,
+    }
+  }
+
+  /** What workspaces on an image get here, probed once (image-host-check.ts). */
+  private imageReport(p: HostProbe): ImageReport {
+    if (!this.opts.stageDir) return imageReport('none of /mnt, /media, /srv exists to mount its root on', this.opts.rootRanges)
+    if (!p.tools || p.fatal.length) return imageReport('no workspace can start here', this.opts.rootRanges)
+    this.imageProbed ??= probeImageMounts({ tools: p.tools, dir: this.opts.workspaceRoot, base: this.claim.uidBase + this.opts.uidCount })
+    return imageReport(this.imageProbed, this.opts.rootRanges)
   }
 
   get(id: string): Sandbox | null {
@@ -223,11 +239,13 @@ export class LocalSandboxProvider implements SandboxProvider {
     if (spec.existing && !fs.existsSync(dir)) throw new SandboxUnavailableError(`the workspace of ${spec.id} is gone`)
     this.held.add(name)
     // The image first: a pull may take a while, and nothing of the sandbox is made until it is had.
-    let image: Omit<ImageRoot, 'upper' | 'work'> | null = null
+    // It stays held in the cache (never swept) until the sandbox is released.
+    let image: ResolvedImage | null = null
     try {
       if (spec.image) image = await resolveImage(this.images!, spec)
       await this.disks.mount(safeName(spec.id))
     } catch (err) {
+      image?.release()
       this.held.delete(name)
       if (err instanceof SandboxImageError) throw err
       throw new SandboxUnavailableError(`the workspace's file system could not be mounted: ${(err as Error).message.split('\n')[0]}`, { cause: err })
@@ -240,6 +258,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       this.held.delete(name)
       this.uids.delete(uid)
       if (base !== null) this.ranges.delete(base)
+      image?.release()
     }
     try {
       await prepareWorkspace(dir, uid, probe.tools.chown)
@@ -256,8 +275,9 @@ export class LocalSandboxProvider implements SandboxProvider {
         })
         // Root inside: the overlay is made of the layers' idmapped binds, not the cache's folders.
         const lowers = base === null ? image.layers : layer.lowers
+        const { release: _held, ...resolved } = image
         root = {
-          ...image,
+          ...resolved,
           ...layer,
           overlay: overlayOptions({ layers: lowers, ...layer }),
           root: base === null ? null : { base, lowers: image.layers.map((src, i) => ({ src, dst: layer.lowers[i]! })) },
@@ -328,6 +348,8 @@ export class LocalSandboxProvider implements SandboxProvider {
     await this.network?.cleanupOrphans()
     removeLeftFences(this.opts.prefix, (name) => this.held.has(name))
     this.disks.adopt()
+    // Called at start, once the node has joined: its image cache is its own to sweep from here.
+    this.images?.startSweeping?.()
     // The service calls this at start: a good moment to warm the first slot.
     if (probe.tools && !probe.fatal.length) this.pool.refill()
   }
@@ -343,6 +365,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     await this.pool.close()
     const results = await Promise.allSettled([...this.live.values()].map((s) => s.destroy()))
     await this.disks.close()
+    await this.images?.close?.()
     await this.network?.close?.()
     const failed = results.find((r) => r.status === 'rejected')
     if (failed) throw (failed as PromiseRejectedResult).reason
