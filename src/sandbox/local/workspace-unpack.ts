@@ -117,9 +117,8 @@ async function unpackBoth(archive: Readable, unpack: Unpack, layer: LayerInto): 
     unpack.on('error', reject)
     unpack.on('finish', () => resolve())
   })
-  // Reported through the pipeline (its sink waits on both) when one fails first.
-  parsed.catch(() => {})
-  unpacked.catch(() => {})
+  parsed.catch(() => {}) // reported through the pipeline, whose sink waits on both
+  unpacked.catch(() => {}) // reported through the pipeline, whose sink waits on both
   const sink = new Writable({
     write(chunk: Buffer, _enc, done) {
       try {
