@@ -204,38 +204,45 @@ forEachDialect('image workspaces through the service', (dialect) => {
     })
   })
 
-  it('a workspace brought back after a restart keeps the root range its layer is owned from, though a new one started first', { skip }, async () => {
+  it('a workspace brought back after a restart, on other uids, keeps its own layer (files, owners, a whiteout) and the range it is owned from, though a new one started first', { skip }, async () => {
     const model = await startModelServer({ models: ['m1'] })
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-image-restart-'))
     const pgSchema = `t_${randomText(12)}`
-    // The same node resources across the restart, as a deployment has: the harness picks new uids per start otherwise.
+    // The same node resources across the restart but the uids: the harness picks new ones per start
+    // otherwise. The second start gives other uids and root ranges, as another node would: the
+    // layer's files must come back owned from its new range (on PostgreSQL from the snapshot, on
+    // SQLite the layer kept here, given to the new range).
     const prefix = `r${randomText(4)}`
-    const local = localKind({ prefix, uidBase: 300_000 + Math.floor(Math.random() * 600) * 1000, uidCount: 1000 })
-    const opts = { dataDir, pgSchema, sandboxPrefix: prefix, providers: { local }, env: { ...IMAGE_ENV, WARREN_SANDBOX_ROOT_RANGES: '2' } }
-    let first: Warren | undefined = await startWarren(dialect, opts)
+    const uidBase = 300_000 + Math.floor(Math.random() * 600) * 1000
+    const start = (base: number) => startWarren(dialect, { dataDir, pgSchema, sandboxPrefix: prefix, providers: { local: localKind({ prefix, uidBase: base, uidCount: 1000 }) }, env: { ...IMAGE_ENV, WARREN_SANDBOX_ROOT_RANGES: '2' } })
+    let first: Warren | undefined = await start(uidBase)
     let second: Warren | undefined
     try {
       const org = await newOrg(first)
       const c1 = client(first, org)
       await c1.connect(model, 'openai')
       const a = await c1.session({ environment: { image: minimal } })
-      const made = await runBash(c1, model, a, 'echo one > /etc/a-file && busybox id -u')
+      const made = await runBash(c1, model, a, 'echo one > /etc/a-file && busybox mkdir -p /opt/x /opt/owned && echo tool > /opt/x/run && echo f > /opt/owned/f && busybox chown -R 1234:2345 /opt/owned && busybox rm /srv/hello && busybox id -u')
+      assert.equal(made.turn.status, 'completed', JSON.stringify(made.turn.error))
       assert.match(made.output, /^0\n/)
       await first.close()
       first = undefined
 
-      second = await startWarren(dialect, opts)
+      const uidBase2 = uidBase + 200_000
+      second = await start(uidBase2)
       const c2 = client(second, org)
       // A new session first: it must not take the range the kept layer of the other is owned from.
       const b = await c2.session({ environment: { image: minimal } })
       const other = await runBash(c2, model, b, 'busybox id -u')
       assert.equal(other.turn.status, 'completed', JSON.stringify(other.turn.error))
-      const back = await runBash(c2, model, a, 'echo two >> /etc/a-file && busybox cat /etc/a-file && busybox stat -c %u /etc/a-file')
+      const back = await runBash(c2, model, a, 'echo two >> /etc/a-file && busybox cat /etc/a-file /opt/x/run && busybox stat -c %u:%g /etc/a-file /opt/owned /opt/owned/f; if [ -e /srv/hello ]; then echo HELLO-BACK; else echo HELLO-GONE; fi')
       assert.equal(back.turn.status, 'completed', JSON.stringify(back.turn.error))
-      if (dialect === 'sqlite') assert.match(back.output, /^one\ntwo\n0\n/, "its own file is kept, and still its root's to write")
-      // On PostgreSQL a restart is a takeover: the node brings the session back from its snapshot,
-      // which holds /workspace only, so its own layer starts empty (the README says so).
-      else assert.match(back.output, /^two\n0\n/)
+      // Its own files kept, still its root's to write; the chowned ones its uid 1234's; the image file it deleted still deleted.
+      assert.match(back.output, /^one\ntwo\ntool\n0:0\n1234:2345\n1234:2345\nHELLO-GONE\n/)
+      // On the host, owned from the second start's root range (its first uid past the node's 1000).
+      const f = fs.statSync(path.join(dataDir, 'workspaces', '.layers', a, 'upper', 'opt', 'owned', 'f'))
+      const ranges = [uidBase2 + 1000, uidBase2 + 1000 + 65_536]
+      assert.ok(ranges.some((r) => f.uid === r + 1234 && f.gid === r + 2345), `owned from a range of the second start: ${f.uid}:${f.gid}`)
     } finally {
       await first?.close()
       await second?.close()
