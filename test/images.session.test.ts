@@ -202,6 +202,36 @@ forEachDialect('image workspaces through the service', (dialect) => {
       assert.equal(turn.status, 'completed', JSON.stringify(turn.error))
       assert.match(output, /^0\nran\n/)
     })
+
+    // The sandbox's side alone, the same on either store: run once.
+    it("runs commands, its template setup too, as the image's User (name:group from its own /etc/passwd and /etc/group), /workspace its own", { skip: dialect === 'postgres' ? 'the same on SQLite' : false }, async () => {
+      // The one range is the template session's while it lives.
+      const list = (await c.call('GET', '/v1/sessions?limit=100')).json().data as { id: string }[]
+      for (const s of list) assert.ok((await c.call('DELETE', `/v1/sessions/${s.id}`)).statusCode < 300)
+      // The minimal image's layers, and one more with the users, under a config that names one.
+      const manifest = (await (await fetch(`${registry.url}/v2/warren/minimal/manifests/1`, { headers: { accept: 'application/vnd.oci.image.manifest.v1+json' } })).json()) as { config: { digest: string }; layers: { digest: string; mediaType: string }[] }
+      const config = (await (await fetch(`${registry.url}/v2/warren/minimal/blobs/${manifest.config.digest}`)).json()) as { rootfs: { diff_ids: string[] } }
+      const base = await Promise.all(manifest.layers.map(async (l, i) => ({ tar: Buffer.alloc(0), blob: Buffer.from(await (await fetch(`${registry.url}/v2/warren/minimal/blobs/${l.digest}`)).arrayBuffer()), digest: l.digest, diffId: config.rootfs.diff_ids[i]!, mediaType: l.mediaType })))
+      const users = gzipLayer(tarOf([
+        { path: 'etc/', type: 'Directory' },
+        { path: 'etc/passwd', body: 'root:x:0:0:root:/root:/bin/sh\nbuilder:x:1234:2345::/home/builder:/bin/sh\n' },
+        { path: 'etc/group', body: 'root:x:0:\nbuilders:x:2345:\ntools:x:3456:\n' },
+      ]))
+      await pushImage(registry, 'warren/minimal', 'user', [...base, users], { config: { User: 'builder:tools', Env: ['PATH=/usr/bin:/bin'] } })
+      const ref = `${registry.host}/warren/minimal:user`
+      const tpl = await c.call('POST', '/v1/environment-templates', { name: 'as-user', image: ref, setup: 'busybox id -u > /workspace/setup-uid' })
+      assert.equal(tpl.statusCode, 201, tpl.body)
+      const sid = await c.session({ environment: { template: 'as-user' } })
+      const { turn, output } = await runBash(c, model, sid, 'echo "$(busybox id -u):$(busybox id -g) groups=$(busybox id -G)"; busybox cat /workspace/setup-uid; { echo no > /etc/by-user; } 2>/dev/null && echo WROTE || echo REFUSED; echo mine > /workspace/by-user && busybox stat -c %u:%g /workspace/by-user')
+      assert.equal(turn.status, 'completed', JSON.stringify(turn.error))
+      // Its own user and the named group, no others, for the setup too; the image's root is not its to
+      // write; /workspace is, and shows as its own.
+      assert.match(output, /^1234:3456 groups=3456\n1234\nREFUSED\n1234:3456\n/)
+      // On the host the workspace's files are still the workspace uid's, as every reader of it expects.
+      const wsDir = path.join(w!.dataDir, 'workspaces', sid)
+      const owner = fs.statSync(wsDir).uid
+      assert.deepEqual([fs.statSync(path.join(wsDir, 'by-user')).uid, fs.statSync(path.join(wsDir, 'setup-uid')).uid], [owner, owner])
+    })
   })
 
   it('a workspace brought back after a restart, on other uids, keeps its own layer (files, owners, a whiteout) and the range it is owned from, though a new one started first', { skip }, async () => {

@@ -37,6 +37,8 @@ export type ImageRoot = {
   env: Record<string, string>
   /** The image's WorkingDir when it names one other than `/`: where commands start when they name no folder. */
   workingDir: string | null
+  /** The image's User as its config says it (see image-user.ts), null when it names none. */
+  user: string | null
 }
 
 /**
@@ -69,7 +71,9 @@ export async function resolveImage(source: ImageSource, spec: SandboxSpec): Prom
   }
   const wd = pulled.config.config.WorkingDir
   const workingDir = wd && path.posix.isAbsolute(wd) && !wd.includes('\0') && path.posix.normalize(wd) !== '/' ? path.posix.normalize(wd) : null
-  return { ref: image.ref, digest: pulled.digest, layers: pulled.layers.map((l) => l.dir), env, workingDir }
+  const u = pulled.config.config.User
+  const user = typeof u === 'string' && u.trim() !== '' && u.length <= 256 && !/[\0\n]/.test(u) ? u.trim() : null
+  return { ref: image.ref, digest: pulled.digest, layers: pulled.layers.map((l) => l.dir), env, workingDir, user }
 }
 
 /**

@@ -7,6 +7,7 @@ import type { HostClaim, HostReport, Sandbox, SandboxProvider, SandboxSpec, Work
 import { SandboxImageError, SandboxUnavailableError } from '../sandbox.ts'
 import { ROOT_RANGE_SIZE } from './idmap-root.ts'
 import { overlayOptions, prepareLayer, resolveImage, type ImageRoot, type ImageSource } from './image-root.ts'
+import { resolveImageUser } from './image-user.ts'
 import { checkMount } from './bubblewrap.ts'
 import { listGroups, SandboxCgroup } from './cgroups.ts'
 import { pickStageDir, probeHost, type HostProbe } from './host-check.ts'
@@ -306,11 +307,14 @@ export class LocalSandboxProvider implements SandboxProvider {
         })
         // Root inside: the overlay is made of the layers' idmapped binds, not the cache's folders.
         const lowers = base === null ? image.layers : layer.lowers
+        // Root inside, commands run as the image's User, read from its root as it stands (the
+        // sandbox's own layer over the image's, top first); unprivileged, as the sandbox uid whatever it says.
+        const user = base !== null && image.user ? await resolveImageUser(image.user, [layer.upper, ...[...image.layers].reverse()]) : { uid: 0, gid: 0 }
         root = {
           ...image,
           ...layer,
           overlay: overlayOptions({ layers: lowers, ...layer }),
-          root: base === null ? null : { base, lowers: image.layers.map((src, i) => ({ src, dst: layer.lowers[i]! })) },
+          root: base === null ? null : { base, lowers: image.layers.map((src, i) => ({ src, dst: layer.lowers[i]! })), user },
         }
         writeOwners(this.layerDir(spec.id), owners)
       }
