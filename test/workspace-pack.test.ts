@@ -13,6 +13,9 @@ import { execFileSync } from 'node:child_process'
 import { packFolder } from '../src/sandbox/local/workspace-pack.ts'
 import { unpackInto } from '../src/sandbox/local/workspace-unpack.ts'
 import { hostId, insideId } from '../src/sandbox/local/layer-owners.ts'
+import { Readable } from 'node:stream'
+import zlib from 'node:zlib'
+import { tarOf, type TarEntry } from './registry.ts'
 
 it('packs 20,000 files whole for a reader that keeps falling behind', async () => {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-pack-'))
@@ -87,6 +90,31 @@ it('packs a layer with its owners, whiteouts and opaque folders, and unpacks it 
     assert.ok(wh.isCharacterDevice() && wh.rdev === 0, 'the whiteout is a 0/0 device again')
     assert.equal(execFileSync('getfattr', ['--only-values', '-n', 'trusted.overlay.opaque', path.join(layer, 'etc', 'fresh')]).toString(), 'y')
     assert.equal(execFileSync('getfattr', ['--absolute-names', '-d', '-m', 'trusted.', path.join(layer, 'opt')]).toString(), '', 'a folder not opaque stays so')
+  } finally {
+    fs.rmSync(root, { recursive: true, force: true })
+  }
+})
+
+it('refuses a hostile layer in a snapshot whole: nothing written through a link, outside the layer, or as a device, and no workspace either', async () => {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-layer-hostile-'))
+  try {
+    const outside = path.join(root, 'outside')
+    fs.mkdirSync(outside)
+    const hostile: Record<string, TarEntry[]> = {
+      'through a link': [{ path: '/etc/', type: 'Directory' }, { path: '/etc/link', type: 'SymbolicLink', linkpath: outside }, { path: '/etc/link/evil', body: 'x' }],
+      'a .. component': [{ path: '/a/../../../evil', body: 'x' }],
+      'a device node': [{ path: '/dev/', type: 'Directory' }, { path: '/dev/sda', type: 'BlockDevice' }],
+    }
+    for (const [what, layerEntries] of Object.entries(hostile)) {
+      const archive = Readable.from([zlib.gzipSync(tarOf([{ path: './', type: 'Directory' }, { path: 'ws.txt', body: 'ws' }, ...layerEntries]))])
+      const ws = path.join(root, 'ws')
+      const layer = path.join(root, 'layer')
+      await assert.rejects(unpackInto(ws, archive, { layer: { into: layer, owner: (n) => n } }), Error, what)
+      assert.equal(fs.existsSync(ws), false, `${what}: no workspace`)
+      assert.deepEqual(fs.readdirSync(outside), [], `${what}: nothing outside`)
+      assert.equal(fs.existsSync(path.join(root, 'evil')), false, `${what}: nothing beside`)
+      fs.rmSync(layer, { recursive: true, force: true })
+    }
   } finally {
     fs.rmSync(root, { recursive: true, force: true })
   }
