@@ -1,6 +1,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import { ROOT_RANGE_SIZE } from './idmap-root.ts'
+import { ownerOf } from './workspace-owner.ts'
 
 /**
  * Whose host uids a sandbox's own layer (the upper folder over its image) is owned from, so that
@@ -55,6 +56,34 @@ export function writeOwners(layerDir: string, o: LayerOwners): void {
   const tmp = `${file}.tmp`
   fs.writeFileSync(tmp, JSON.stringify({ base: o.base, uid: o.uid }), { mode: 0o600 })
   fs.renameSync(tmp, file)
+}
+
+/**
+ * The owners of the layer kept in `layerDir`: as recorded at its sandbox's create, or, for a layer
+ * made before they were recorded, from its upper folder's owner (prepareLayer gives it to the root
+ * range's first uid, or to the sandbox uid without one: a uid from `firstRangeUid` on is a range).
+ * Null when no layer is kept.
+ */
+export function layerOwnersOf(layerDir: string, workspaceDir: string, firstRangeUid: number): LayerOwners | null {
+  const recorded = readOwners(layerDir)
+  if (recorded) return recorded
+  const owner = ownerOf(path.join(layerDir, 'upper'))
+  if (owner < 0) return null
+  return owner >= firstRangeUid ? { base: owner, uid: ownerOf(workspaceDir) } : { base: null, uid: owner }
+}
+
+/**
+ * The layer unpacked in `aside` (its `upper`) becomes the one kept in `layerDir` with its owners
+ * recorded (what was kept there goes: the workspace it went with is gone), unless the archive had
+ * none (a snapshot of a sandbox on the host's system, or one taken before layers were packed):
+ * then what is kept stays.
+ */
+export function placeLayer(layerDir: string, aside: string, owners: LayerOwners): void {
+  const upper = path.join(aside, 'upper')
+  if (!fs.existsSync(upper) || fs.readdirSync(upper).length === 0) return
+  writeOwners(aside, owners)
+  fs.rmSync(layerDir, { recursive: true, force: true })
+  fs.renameSync(aside, layerDir)
 }
 
 export const sameOwners = (a: LayerOwners, b: LayerOwners) => a.base === b.base && a.uid === b.uid

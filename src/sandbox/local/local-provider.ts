@@ -16,7 +16,7 @@ import { dropSlot, makeSlot, WarmPool, type WarmSlot } from './warm-pool.ts'
 import { workspaceReader } from './workspace-files.ts'
 import { packFolder } from './workspace-pack.ts'
 import { DiskFull, isEmptyOrMissing, unpackInto, type LayerInto } from './workspace-unpack.ts'
-import { hostId, insideId, readOwners, remapOwners, sameOwners, writeOwners, type LayerOwners } from './layer-owners.ts'
+import { hostId, insideId, layerOwnersOf, placeLayer, remapOwners, sameOwners, writeOwners, type LayerOwners } from './layer-owners.ts'
 import { randomText } from '../../shared/ids.ts'
 import { killStrays, ownerOf, prepareWorkspace, reachableBy } from './workspace-owner.ts'
 import { removeLeftFences } from './workspace-watch.ts'
@@ -192,14 +192,9 @@ export class LocalSandboxProvider implements SandboxProvider {
     return packFolder(this.workspaceDir(id), owners ? { upper, ids: (h) => insideId(h, owners) } : undefined)
   }
 
-  /** Whose ids the kept layer of `id` is owned from (recorded at create; derived for a layer made before), or null without one. */
+  /** Whose ids the kept layer of `id` is owned from, or null without one (see layerOwnersOf). */
   private layerOwners(id: string): LayerOwners | null {
-    const recorded = readOwners(this.layerDir(id))
-    if (recorded) return recorded
-    const owner = ownerOf(path.join(this.layerDir(id), 'upper'))
-    if (owner < 0) return null
-    // prepareLayer gives the upper folder to the range's first uid, or to the sandbox uid without one.
-    return owner >= this.opts.uidBase + this.opts.uidCount ? { base: owner, uid: ownerOf(this.workspaceDir(id)) } : { base: null, uid: owner }
+    return layerOwnersOf(this.layerDir(id), this.workspaceDir(id), this.opts.uidBase + this.opts.uidCount)
   }
 
   async unpackWorkspace(id: string, archive: Readable): Promise<boolean> {
@@ -226,7 +221,7 @@ export class LocalSandboxProvider implements SandboxProvider {
         const restored = (await this.disks.restore(safeName(id), async (into) => (await unpackInto(into, archive, { inside: true, layer })) && isEmptyOrMissing(dir))) ?? (await unpackInto(dir, archive, { layer }))
         if (!restored) return false
         try {
-          this.placeLayer(id, aside, owners)
+          placeLayer(this.layerDir(id), aside, owners)
         } catch (err) {
           // All or nothing: the workspace goes again, as missing as it was.
           await this.disks.unmount(safeName(id), true)
@@ -245,18 +240,6 @@ export class LocalSandboxProvider implements SandboxProvider {
     }
   }
 
-  /**
-   * The layer unpacked in `aside` becomes the kept layer of `id` (what was kept here goes: the
-   * workspace it went with is gone), unless the archive had none (a snapshot of a sandbox on the
-   * host's system, or one taken before layers were packed): then what is kept stays.
-   */
-  private placeLayer(id: string, aside: string, owners: LayerOwners): void {
-    const upper = path.join(aside, 'upper')
-    if (!fs.existsSync(upper) || fs.readdirSync(upper).length === 0) return
-    writeOwners(aside, owners)
-    fs.rmSync(this.layerDir(id), { recursive: true, force: true })
-    fs.renameSync(aside, this.layerDir(id))
-  }
 
   async create(spec: SandboxSpec): Promise<Sandbox> {
     if (spec.image && !this.images) throw new SandboxUnavailableError(`this node has no image cache to start a sandbox on ${spec.image.ref}`)
