@@ -217,7 +217,6 @@ export class LocalSandboxProvider implements SandboxProvider {
       const owners: LayerOwners = { base: this.opts.rootRanges > 0 ? this.pickRange(null) : null, uid: this.pickUid(-1) ?? this.opts.uidBase }
       const layer: LayerInto = { into: path.join(aside, 'upper'), owner: (n: number) => hostId(n, owners) }
       try {
-        fs.mkdirSync(aside, { recursive: true, mode: 0o700 })
         const restored = (await this.disks.restore(safeName(id), async (into) => (await unpackInto(into, archive, { inside: true, layer })) && isEmptyOrMissing(dir))) ?? (await unpackInto(dir, archive, { layer }))
         if (!restored) return false
         try {

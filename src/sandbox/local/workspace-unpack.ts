@@ -31,7 +31,7 @@ import { randomText } from '../../shared/ids.ts'
  * An archive that does not fit is refused (DiskFull), never cut short.
  *
  * `layer`: the archive's layer entries (absolute paths, see workspace-pack.ts) are written into
- * the folder `layer.into` (made here, the caller's to move into place or remove) as an OCI layer
+ * the folder `layer.into` (made at the first layer entry, the caller's to move into place or remove) as an OCI layer
  * is (LayerWriter: confined to that folder, nothing followed, no device but the whiteouts),
  * their owners through `layer.owner`; it is written whole before this resolves true. Without it,
  * layer entries are left out, as every absolute path is.
@@ -105,11 +105,16 @@ const LAYER_MAX_BYTES = 64 * 1024 ** 3
  * to both, and the next waits for the slower.
  */
 async function unpackBoth(archive: Readable, unpack: Unpack, layer: LayerInto): Promise<void> {
-  await fsp.mkdir(layer.into, { mode: 0o700 })
   const writer = new LayerWriter(layer.into, LAYER_MAX_BYTES, layer.owner)
+  // Made at the first layer entry: an archive without a layer leaves no folder behind.
+  let made = false
   const parser = new Parser({ strict: true, filter: (p: string) => typeof p === 'string' && p.startsWith('/') })
   const parsed = new Promise<void>((resolve, reject) => {
-    parser.on('entry', (entry: ReadEntry) => writer.entry(entry))
+    parser.on('entry', (entry: ReadEntry) => {
+      if (!made) fs.mkdirSync(layer.into, { recursive: true, mode: 0o700 })
+      made = true
+      writer.entry(entry)
+    })
     parser.on('error', reject)
     parser.on('end', () => resolve())
   })
@@ -141,7 +146,7 @@ async function unpackBoth(archive: Readable, unpack: Unpack, layer: LayerInto): 
     writer.abandon()
     throw err
   }
-  await writer.finish()
+  if (made) await writer.finish()
 }
 
 /** An archive that did not fit where it was unpacked (a workspace's disk quota). */
