@@ -234,7 +234,7 @@ forEachDialect('image workspaces through the service', (dialect) => {
     })
   })
 
-  it('a workspace brought back after a restart, on other uids, keeps its own layer (files, owners, a whiteout) and the range it is owned from, though a new one started first', { skip }, async () => {
+  it('a workspace brought back after a restart, on other uids, keeps its own layer (files, owners, a whiteout, an opaque folder) and the range it is owned from, though a new one started first', { skip }, async () => {
     const model = await startModelServer({ models: ['m1'] })
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-image-restart-'))
     const pgSchema = `t_${randomText(12)}`
@@ -252,7 +252,7 @@ forEachDialect('image workspaces through the service', (dialect) => {
       const c1 = client(first, org)
       await c1.connect(model, 'openai')
       const a = await c1.session({ environment: { image: minimal } })
-      const made = await runBash(c1, model, a, 'echo one > /etc/a-file && busybox mkdir -p /opt/x /opt/owned && echo tool > /opt/x/run && echo f > /opt/owned/f && busybox chown -R 1234:2345 /opt/owned && busybox rm /srv/hello && busybox id -u')
+      const made = await runBash(c1, model, a, 'echo one > /etc/a-file && busybox mkdir -p /opt/x /opt/owned && echo tool > /opt/x/run && echo f > /opt/owned/f && busybox chown -R 1234:2345 /opt/owned && busybox rm /srv/hello && busybox rm -r /etc/apt && busybox mkdir /etc/apt && echo mine > /etc/apt/mine && busybox id -u')
       assert.equal(made.turn.status, 'completed', JSON.stringify(made.turn.error))
       assert.match(made.output, /^0\n/)
       await first.close()
@@ -265,10 +265,11 @@ forEachDialect('image workspaces through the service', (dialect) => {
       const b = await c2.session({ environment: { image: minimal } })
       const other = await runBash(c2, model, b, 'busybox id -u')
       assert.equal(other.turn.status, 'completed', JSON.stringify(other.turn.error))
-      const back = await runBash(c2, model, a, 'echo two >> /etc/a-file && busybox cat /etc/a-file /opt/x/run && busybox stat -c %u:%g /etc/a-file /opt/owned /opt/owned/f; if [ -e /srv/hello ]; then echo HELLO-BACK; else echo HELLO-GONE; fi')
+      const back = await runBash(c2, model, a, 'echo two >> /etc/a-file && busybox cat /etc/a-file /opt/x/run && busybox stat -c %u:%g /etc/a-file /opt/owned /opt/owned/f; if [ -e /srv/hello ]; then echo HELLO-BACK; else echo HELLO-GONE; fi; busybox ls /etc/apt')
       assert.equal(back.turn.status, 'completed', JSON.stringify(back.turn.error))
-      // Its own files kept, still its root's to write; the chowned ones its uid 1234's; the image file it deleted still deleted.
-      assert.match(back.output, /^one\ntwo\ntool\n0:0\n1234:2345\n1234:2345\nHELLO-GONE\n/)
+      // Its own files kept, still its root's to write; the chowned ones its uid 1234's; the image
+      // file it deleted still deleted; the folder it made again over the image's still hides what the image had there.
+      assert.match(back.output, /^one\ntwo\ntool\n0:0\n1234:2345\n1234:2345\nHELLO-GONE\nmine\n(?!only-this)/)
       // On the host, owned from the second start's root range (its first uid past the node's 1000).
       const f = fs.statSync(path.join(dataDir, 'workspaces', '.layers', a, 'upper', 'opt', 'owned', 'f'))
       const ranges = [uidBase2 + 1000, uidBase2 + 1000 + 65_536]
