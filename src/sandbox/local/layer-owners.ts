@@ -93,10 +93,12 @@ export const sameOwners = (a: LayerOwners, b: LayerOwners) => a.base === b.base 
  * (a layer brought back onto another root range or another sandbox uid). Only while no sandbox
  * runs over the layer (its creator holds it): entries are walked by path with lstat, links are
  * chowned themselves (lchown), never followed. Asynchronous, so a large layer never stalls the
- * service; chown clears setuid and setgid, so modes are set again.
+ * service; chown clears setuid and setgid, so modes are set again. An id of `to`'s own already
+ * (a remap cut short by a crash, done again) is left as it is.
  */
 export async function remapOwners(upper: string, from: LayerOwners, to: LayerOwners): Promise<void> {
-  const map = (id: number) => hostId(insideId(id, from), to)
+  const own = (id: number) => id === to.uid || (to.base !== null && id >= to.base && id < to.base + ROOT_RANGE_SIZE)
+  const map = (id: number) => (own(id) ? id : hostId(insideId(id, from), to))
   const visit = async (p: string): Promise<void> => {
     const st = await fs.promises.lstat(p)
     const uid = map(st.uid)

@@ -239,7 +239,6 @@ export class LocalSandboxProvider implements SandboxProvider {
     }
   }
 
-
   async create(spec: SandboxSpec): Promise<Sandbox> {
     if (spec.image && !this.images) throw new SandboxUnavailableError(`this node has no image cache to start a sandbox on ${spec.image.ref}`)
     if (spec.image && !this.opts.stageDir) throw new SandboxUnavailableError('a sandbox on an image needs one of /mnt, /media, /srv to mount its root on')
@@ -279,7 +278,10 @@ export class LocalSandboxProvider implements SandboxProvider {
         // A layer kept (or brought back) owned from other ids than this sandbox gets is given to its ids.
         const had = this.layerOwners(spec.id)
         const owners: LayerOwners = { base, uid }
-        if (had && !sameOwners(had, owners)) await remapOwners(path.join(this.layerDir(spec.id), 'upper'), had, owners)
+        if (had && !sameOwners(had, owners)) {
+          await remapOwners(path.join(this.layerDir(spec.id), 'upper'), had, owners)
+          writeOwners(this.layerDir(spec.id), owners)
+        }
         const layer = prepareLayer(this.layerDir(spec.id), {
           owner: base ?? uid,
           root: base ?? 0,
