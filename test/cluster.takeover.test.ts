@@ -1,7 +1,9 @@
 // A node lost during a session's first turn (issue 25, item 8): the session has no snapshot yet,
 // so the node that takes it over rebuilds its workspace from the state it was created in (seed
 // files, template setup) and the turn completes there. Real `warren serve` child processes on one
-// PostgreSQL schema (test/cluster.ts); a node killed is started again for the next test.
+// PostgreSQL schema (test/cluster.ts); a node killed is started again for the next test. Here too,
+// sharing the cluster: a node lost mid command in an image workspace (issue 26), whose takeover
+// starts the pinned digest with the session's own layer from its snapshot.
 import { after, before, it } from 'node:test'
 import assert from 'node:assert/strict'
 import { startCluster, type Cluster } from './cluster.ts'
@@ -11,6 +13,10 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { waitFor } from './fixtures.ts'
 import { onPostgres } from './harness.ts'
 import { openSse } from './sse-client.ts'
+import { spawnSync } from 'node:child_process'
+import { gzipLayer, pushImage, pushMinimalImage, startRegistry, tarOf } from './registry.ts'
+
+const noImages = process.getuid?.() !== 0 ? 'needs root' : spawnSync('sh', ['-c', 'command -v docker-registry && command -v skopeo']).status !== 0 ? 'needs docker-registry and skopeo' : false
 
 /** The template every session here starts from: its setup script leaves a file of its own. */
 const TEMPLATE = 'first-turn'
@@ -24,7 +30,8 @@ onPostgres('cluster: a node lost during a first turn', () => {
   let c: Cluster
   before(async () => {
     fake = await startModelServer({ models: ['m1'] })
-    c = await startCluster({ nodes: 2 })
+    // The image test's registry is on loopback: the nodes pull from it only when told.
+    c = await startCluster({ nodes: 2, env: { WARREN_IMAGE_ALLOW_PRIVATE: '127.0.0.1/32' } })
     await connectModel(c, 0, fake)
     const t = await c.on(0, 'POST', '/v1/environment-templates', { name: TEMPLATE, setup: 'echo set-up > /workspace/setup.txt' })
     assert.equal(t.status, 201, t.text)
@@ -148,6 +155,51 @@ onPostgres('cluster: a node lost during a first turn', () => {
     assert.equal(again.status, 'completed', `${JSON.stringify(again)}\n${render(await allItems(c, sessionId))}`)
     assert.equal(await ownerIndex(c, sessionId), 1, 'node 1 took the session over')
     assert.match(content ?? '', new RegExp(marker), `the completed turn's file came back: ${content}`)
+  })
+
+  it('SIGKILLed mid command in an image workspace: the other node starts the digest the session first ran, with its own layer, and the turn completes, one model call a step', { skip: noImages }, async () => {
+    await ensureLive(0, 1)
+    const registry = await startRegistry()
+    try {
+      await pushMinimalImage(registry, 'warren/minimal', 'moving')
+      const image = `${registry.host}/warren/minimal:moving`
+      const write = `write into the layer ${tag()}`
+      routeAcrossRestore(fake, write, (req): ScriptStep => (req.toolResults.length === 0 ? { toolCalls: [{ name: 'bash', args: { command: 'echo in-layer > /srv/sticky/layer.txt' } }] } : { text: 'written' }))
+      const sessionId = await createSession(c, 0, { environment: { image } })
+      const first = await settled(c, sessionId, (await send(c, 0, sessionId, write)).id)
+      assert.equal(first.status, 'completed', `${JSON.stringify(first)}\n${render(await allItems(c, sessionId))}`)
+      const digest = (await c.on(0, 'GET', `/v1/sessions/${sessionId}`)).body.environment.image.digest
+      assert.match(String(digest), /^sha256:/)
+      await waitFor('the snapshot after the first turn', async () => (await c.query('SELECT 1 FROM {schema}.workspace_snapshots WHERE session_id = $1', [sessionId])).length === 1, 60_000)
+      // The tag moves to an image without busybox: a node that followed it could run nothing.
+      await pushImage(registry, 'warren/minimal', 'moving', [gzipLayer(tarOf([{ path: 'srv/', type: 'Directory' }, { path: 'srv/other', body: 'other\n' }]))])
+
+      const text = `cut in the image ${tag()}`
+      const asked = new Map<number, number>()
+      let seen: string | null = null
+      routeAcrossRestore(fake, text, (req): ScriptStep => {
+        // The first turn's call is in the conversation: this turn's steps are 1 to 3.
+        const step = req.toolResults.length
+        asked.set(step, (asked.get(step) ?? 0) + 1)
+        if (step === 1) return { toolCalls: [{ id: 'call_long', name: 'bash', args: { command: 'sleep 60; echo finished' } }] }
+        if (step === 2) return { toolCalls: [{ id: 'call_look', name: 'bash', args: { command: 'busybox cat /srv/hello /srv/sticky/layer.txt && echo more >> /srv/sticky/layer.txt && busybox tail -n 1 /srv/sticky/layer.txt' } }] }
+        seen = req.toolResults.at(-1)!.content
+        return { text: 'done after the cut' }
+      })
+      const turn = await send(c, 0, sessionId, text)
+      await waitFor('the command runs on node 0', async () => (await runningCall(turn.id)) === 'call_long', 60_000)
+      await c.kill(0, 'SIGKILL')
+      const done = await settled(c, sessionId, turn.id)
+      const items = await allItems(c, sessionId)
+      assert.equal(done.status, 'completed', `${JSON.stringify(done)}\n${render(items)}`)
+      assert.equal(await ownerIndex(c, sessionId), 1, 'node 1 took the session over')
+      assert.deepEqual(Object.fromEntries(asked), { 1: 1, 2: 1, 3: 1 }, 'one model call a step, across the kill')
+      // The pinned image (busybox, /srv/hello), and the layer's file, still the agent's own to write.
+      assert.match(String(seen), /^hello from the image\nin-layer\nmore\n/, render(items))
+      assert.equal((await c.on(1, 'GET', `/v1/sessions/${sessionId}`)).body.environment.image.digest, digest)
+    } finally {
+      await registry.stop()
+    }
   })
 
   it('a node woken after a pause past its lease creates no session under the identity it lost', async () => {

@@ -213,40 +213,78 @@ forEachDialect('image workspaces through the service', (dialect) => {
       assert.equal(turn.status, 'completed', JSON.stringify(turn.error))
       assert.match(output, /^0\nran\n/)
     })
+
+    // The sandbox's side alone, the same on either store: run once.
+    it("runs commands, its template setup too, as the image's User (name:group from its own /etc/passwd and /etc/group), /workspace its own", { skip: dialect === 'postgres' ? 'the same on SQLite' : false }, async () => {
+      // The one range is the template session's while it lives.
+      const list = (await c.call('GET', '/v1/sessions?limit=100')).json().data as { id: string }[]
+      for (const s of list) assert.ok((await c.call('DELETE', `/v1/sessions/${s.id}`)).statusCode < 300)
+      // The minimal image's layers, and one more with the users, under a config that names one.
+      const manifest = (await (await fetch(`${registry.url}/v2/warren/minimal/manifests/1`, { headers: { accept: 'application/vnd.oci.image.manifest.v1+json' } })).json()) as { config: { digest: string }; layers: { digest: string; mediaType: string }[] }
+      const config = (await (await fetch(`${registry.url}/v2/warren/minimal/blobs/${manifest.config.digest}`)).json()) as { rootfs: { diff_ids: string[] } }
+      const base = await Promise.all(manifest.layers.map(async (l, i) => ({ tar: Buffer.alloc(0), blob: Buffer.from(await (await fetch(`${registry.url}/v2/warren/minimal/blobs/${l.digest}`)).arrayBuffer()), digest: l.digest, diffId: config.rootfs.diff_ids[i]!, mediaType: l.mediaType })))
+      const users = gzipLayer(tarOf([
+        { path: 'etc/', type: 'Directory' },
+        { path: 'etc/passwd', body: 'root:x:0:0:root:/root:/bin/sh\nbuilder:x:1234:2345::/home/builder:/bin/sh\n' },
+        { path: 'etc/group', body: 'root:x:0:\nbuilders:x:2345:\ntools:x:3456:\n' },
+      ]))
+      await pushImage(registry, 'warren/minimal', 'user', [...base, users], { config: { User: 'builder:tools', Env: ['PATH=/usr/bin:/bin'] } })
+      const ref = `${registry.host}/warren/minimal:user`
+      const tpl = await c.call('POST', '/v1/environment-templates', { name: 'as-user', image: ref, setup: 'busybox id -u > /workspace/setup-uid' })
+      assert.equal(tpl.statusCode, 201, tpl.body)
+      const sid = await c.session({ environment: { template: 'as-user' } })
+      const { turn, output } = await runBash(c, model, sid, 'echo "$(busybox id -u):$(busybox id -g) groups=$(busybox id -G)"; busybox cat /workspace/setup-uid; { echo no > /etc/by-user; } 2>/dev/null && echo WROTE || echo REFUSED; echo mine > /workspace/by-user && busybox stat -c %u:%g /workspace/by-user')
+      assert.equal(turn.status, 'completed', JSON.stringify(turn.error))
+      // Its own user and the named group, no others, for the setup too; the image's root is not its to
+      // write; /workspace is, and shows as its own.
+      assert.match(output, /^1234:3456 groups=3456\n1234\nREFUSED\n1234:3456\n/)
+      // On the host the workspace's files are still the workspace uid's, as every reader of it expects.
+      const wsDir = path.join(w!.dataDir, 'workspaces', sid)
+      const owner = fs.statSync(wsDir).uid
+      assert.deepEqual([fs.statSync(path.join(wsDir, 'by-user')).uid, fs.statSync(path.join(wsDir, 'setup-uid')).uid], [owner, owner])
+    })
   })
 
-  it('a workspace brought back after a restart keeps the root range its layer is owned from, though a new one started first', { skip }, async () => {
+  it('a workspace brought back after a restart, on other uids, keeps its own layer (files, owners, a whiteout, an opaque folder) and the range it is owned from, though a new one started first', { skip }, async () => {
     const model = await startModelServer({ models: ['m1'] })
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-image-restart-'))
     const pgSchema = `t_${randomText(12)}`
-    // The same node resources across the restart, as a deployment has: the harness picks new uids per start otherwise.
+    // The same node resources across the restart but the uids: the harness picks new ones per start
+    // otherwise. The second start gives other uids and root ranges, as another node would: the
+    // layer's files must come back owned from its new range (on PostgreSQL from the snapshot, on
+    // SQLite the layer kept here, given to the new range).
     const prefix = `r${randomText(4)}`
-    const local = localKind({ prefix, uidBase: 300_000 + Math.floor(Math.random() * 600) * 1000, uidCount: 1000 })
-    const opts = { dataDir, pgSchema, sandboxPrefix: prefix, providers: { local }, env: { ...IMAGE_ENV, WARREN_SANDBOX_ROOT_RANGES: '2' } }
-    let first: Warren | undefined = await startWarren(dialect, opts)
+    const uidBase = 300_000 + Math.floor(Math.random() * 600) * 1000
+    const start = (base: number) => startWarren(dialect, { dataDir, pgSchema, sandboxPrefix: prefix, providers: { local: localKind({ prefix, uidBase: base, uidCount: 1000 }) }, env: { ...IMAGE_ENV, WARREN_SANDBOX_ROOT_RANGES: '2' } })
+    let first: Warren | undefined = await start(uidBase)
     let second: Warren | undefined
     try {
       const org = await newOrg(first)
       const c1 = client(first, org)
       await c1.connect(model, 'openai')
       const a = await c1.session({ environment: { image: minimal } })
-      const made = await runBash(c1, model, a, 'echo one > /etc/a-file && busybox id -u')
+      const made = await runBash(c1, model, a, 'echo one > /etc/a-file && busybox mkdir -p /opt/x /opt/owned && echo tool > /opt/x/run && echo f > /opt/owned/f && busybox chown -R 1234:2345 /opt/owned && busybox rm /srv/hello && busybox rm -r /etc/apt && busybox mkdir /etc/apt && echo mine > /etc/apt/mine && busybox id -u')
+      assert.equal(made.turn.status, 'completed', JSON.stringify(made.turn.error))
       assert.match(made.output, /^0\n/)
       await first.close()
       first = undefined
 
-      second = await startWarren(dialect, opts)
+      const uidBase2 = uidBase + 200_000
+      second = await start(uidBase2)
       const c2 = client(second, org)
       // A new session first: it must not take the range the kept layer of the other is owned from.
       const b = await c2.session({ environment: { image: minimal } })
       const other = await runBash(c2, model, b, 'busybox id -u')
       assert.equal(other.turn.status, 'completed', JSON.stringify(other.turn.error))
-      const back = await runBash(c2, model, a, 'echo two >> /etc/a-file && busybox cat /etc/a-file && busybox stat -c %u /etc/a-file')
+      const back = await runBash(c2, model, a, 'echo two >> /etc/a-file && busybox cat /etc/a-file /opt/x/run && busybox stat -c %u:%g /etc/a-file /opt/owned /opt/owned/f; if [ -e /srv/hello ]; then echo HELLO-BACK; else echo HELLO-GONE; fi; busybox ls /etc/apt')
       assert.equal(back.turn.status, 'completed', JSON.stringify(back.turn.error))
-      if (dialect === 'sqlite') assert.match(back.output, /^one\ntwo\n0\n/, "its own file is kept, and still its root's to write")
-      // On PostgreSQL a restart is a takeover: the node brings the session back from its snapshot,
-      // which holds /workspace only, so its own layer starts empty (the README says so).
-      else assert.match(back.output, /^two\n0\n/)
+      // Its own files kept, still its root's to write; the chowned ones its uid 1234's; the image
+      // file it deleted still deleted; the folder it made again over the image's still hides what the image had there.
+      assert.match(back.output, /^one\ntwo\ntool\n0:0\n1234:2345\n1234:2345\nHELLO-GONE\nmine\n(?!only-this)/)
+      // On the host, owned from the second start's root range (its first uid past the node's 1000).
+      const f = fs.statSync(path.join(dataDir, 'workspaces', '.layers', a, 'upper', 'opt', 'owned', 'f'))
+      const ranges = [uidBase2 + 1000, uidBase2 + 1000 + 65_536]
+      assert.ok(ranges.some((r) => f.uid === r + 1234 && f.gid === r + 2345), `owned from a range of the second start: ${f.uid}:${f.gid}`)
     } finally {
       await first?.close()
       await second?.close()

@@ -40,6 +40,8 @@ const validId = (n: unknown): n is number => Number.isSafeInteger(n) && (n as nu
 export class LayerWriter {
   readonly #root: string
   readonly #maxFileBytes: number
+  /** Host ids of the entries' ids: as they are for an image layer; a sandbox's own layer brought back maps them (see unpackInto). */
+  readonly #owner: (id: number) => number
   readonly #asRoot = process.getuid?.() === 0
   /** Folders this layer has (made by an entry or implied by one), relative to the root. */
   readonly #dirs = new Map<string, Meta | undefined>([['', undefined]])
@@ -50,9 +52,10 @@ export class LayerWriter {
   #written = 0
   entries = 0
 
-  constructor(root: string, maxFileBytes: number) {
+  constructor(root: string, maxFileBytes: number, owner: (id: number) => number = (id) => id) {
     this.#root = root
     this.#maxFileBytes = maxFileBytes
+    this.#owner = owner
   }
 
   /** The path of an entry inside the layer, or a refusal: `/` read as the root, `..` refused. */
@@ -92,8 +95,8 @@ export class LayerWriter {
   #meta(entry: ReadEntry): Meta {
     return {
       mode: (entry.mode ?? 0o644) & MODE_BITS,
-      uid: validId(entry.uid) ? entry.uid : 0,
-      gid: validId(entry.gid) ? entry.gid : 0,
+      uid: this.#owner(validId(entry.uid) ? entry.uid : 0),
+      gid: this.#owner(validId(entry.gid) ? entry.gid : 0),
       mtime: entry.mtime instanceof Date && !Number.isNaN(entry.mtime.getTime()) ? entry.mtime : undefined,
     }
   }
@@ -239,6 +242,6 @@ export class LayerWriter {
       for (const [rel, meta] of this.#fifos) this.#apply(path.join(this.#root, rel), meta)
     }
     const dirs = [...this.#dirs.entries()].sort((a, b) => b[0].split('/').length - a[0].split('/').length)
-    for (const [rel, meta] of dirs) this.#apply(path.join(this.#root, rel), meta ?? { mode: 0o755, uid: 0, gid: 0, mtime: undefined })
+    for (const [rel, meta] of dirs) this.#apply(path.join(this.#root, rel), meta ?? { mode: 0o755, uid: this.#owner(0), gid: this.#owner(0), mtime: undefined })
   }
 }

@@ -322,7 +322,10 @@ export type SandboxProvider = {
    * `node_modules` included (a workspace brought back must run as it did); no owners, sockets,
    * fifos or devices. Resolves null when the workspace was never made (or is deleted). Taken while
    * processes run, it is not one instant's state: a file changed meanwhile may come out torn, one
-   * that shrank while read is padded with zeros. The stream errors when a read fails.
+   * that shrank while read is padded with zeros. The stream errors when a read fails. A provider
+   * whose sandboxes on an image have a writable layer of their own adds it after the workspace's
+   * entries, under absolute paths (the layer's root is `/`), with owners and OCI whiteouts: what
+   * the agent installed outside the workspace comes back with it.
    */
   packWorkspace(id: string): Promise<Readable | null>
   /**
@@ -331,7 +334,9 @@ export type SandboxProvider = {
    * false, writing nothing, otherwise. All or nothing: a failed unpack (rejects with the reason)
    * leaves the workspace as it was. Whatever the archive holds, nothing is written outside the
    * workspace (absolute paths, `..`, writes through links refused) and the tree gets the owner the
-   * provider's sandboxes expect.
+   * provider's sandboxes expect. The archive's layer entries (absolute paths), if the provider
+   * keeps layers, become the sandbox's own layer, all or nothing with the workspace, confined to
+   * it; a provider that keeps none leaves them out.
    */
   unpackWorkspace(id: string, archive: Readable): Promise<boolean>
   /** Removes host resources left by a crashed run (namespaces, rules, cgroups, processes). */

@@ -36,11 +36,9 @@ export async function seedWorkspace(
   }
 
   if (env.setup) {
-    // TODO(issue 26, item 4): in an image workspace the setup is to run as root inside the image
-    // (uid 0 of the workspace's own user namespace), so that it may apt-get install. It runs as
-    // every command of the sandbox runs: once the local provider runs images with root inside,
-    // this exec is root there with nothing to change here; until then an image workspace does
-    // not start (the provider refuses it) and no setup runs. A test of it belongs with that work.
+    // It runs as every command of the sandbox runs: in an image workspace with root inside, as its
+    // root (so that it may apt-get install), or as the image's User when it names one (as a
+    // devcontainer's lifecycle scripts run as its user; /workspace is that user's then).
     const r = await sandbox.exec({ command: env.setup, timeoutMs: SETUP_TIMEOUT_MS })
     if (r.exitCode !== 0) {
       const tail = r.stderr.toString('utf8').trim().split('\n').slice(-5).join('\n')

@@ -91,7 +91,7 @@ export type InitOptions = {
    * idmap-root.ts); `owner` is the workspace folder's host owner, `lowers` the image's layers and
    * the folders their idmapped binds go on (the overlay's lower folders).
    */
-  root?: { base: number; owner: number; lowers: Array<{ src: string; dst: string }> }
+  root?: { base: number; owner: number; lowers: Array<{ src: string; dst: string }>; user: RootUser }
 }
 
 /**
@@ -149,8 +149,12 @@ export type ExecOptions = {
   command: string
   /** The parked shell waits inside the sandbox already, as its user (see parkExec): no nsenter. */
   entered?: boolean
-  /** The sandbox's root is root inside its user namespace (an image with a uid range): enter as uid 0 with ROOT_CAPS. */
-  rootInside?: boolean
+  /**
+   * The sandbox has root inside its user namespace (an image with a uid range): enter as this
+   * user of it (the image's User, see image-user.ts; uid 0 with ROOT_CAPS for its root). Null or
+   * absent: the sandbox uid.
+   */
+  rootUser?: RootUser | null
 }
 
 /** Names a shell takes as its own rather than from its environment (dash resets IFS, say). */
@@ -251,14 +255,17 @@ export function execArgv(o: ExecOptions): { argv: string[]; fd9: string | null; 
   const run = direct
     ? ['/bin/sh', '-c', `${enter}; ${o.command}`, '/bin/sh', '\n']
     : ['/bin/sh', '-c', `${enter}; exec "$@" /bin/sh -c "$0"`, o.command, '\n', ...(others.length > 0 ? [t.env, ...others] : [])]
-  return { argv: o.entered ? run : [...enterArgv(t, o.nsPid, o.uid, o.rootInside), ...run], fd9, prelude: '' }
+  return { argv: o.entered ? run : [...enterArgv(t, o.nsPid, o.uid, o.rootUser), ...run], fd9, prelude: '' }
 }
 
 /** The prefix that runs the rest of a command line inside the sandbox of init `nsPid`, as `uid`. */
-export function enterArgv(t: Tools, nsPid: number, uid: number, rootInside = false): string[] {
-  if (!rootInside) return [t.nsenter, '-t', String(nsPid), '-U', '-m', '-p', '-i', '-u', '-n', '-r', '-S', String(uid), '-G', String(uid), '--']
-  return enterRootArgv(t.perl, nsPid)
+export function enterArgv(t: Tools, nsPid: number, uid: number, rootUser: RootUser | null = null): string[] {
+  if (!rootUser) return [t.nsenter, '-t', String(nsPid), '-U', '-m', '-p', '-i', '-u', '-n', '-r', '-S', String(uid), '-G', String(uid), '--']
+  return enterRootArgv(t.perl, nsPid, rootUser)
 }
+
+/** A user of a root-inside sandbox's own ids (0…65535): its root, or the image's User. */
+export type RootUser = { uid: number; gid: number }
 
 /** Environment of sandbox processes, lowest precedence first; refuses names env(1) would misread. */
 export function sandboxEnv(workspaceMount: string, ...layers: Array<Record<string, string> | undefined>): Record<string, string> {

@@ -1,5 +1,5 @@
 import { SandboxUnavailableError } from '../sandbox.ts'
-import { enterArgv, type Tools } from './bubblewrap.ts'
+import { enterArgv, type RootUser, type Tools } from './bubblewrap.ts'
 import type { SandboxCgroup } from './cgroups.ts'
 import { parkExec, type Parked } from './parked.ts'
 
@@ -40,7 +40,7 @@ export class ExecShells {
   private uid: number
   /** The shell a spare runs once inside the sandbox (see park). */
   private insideSh: string
-  private rootInside: boolean
+  private rootUser: RootUser | null
   private spares: Spare[]
   /** Shells being parked, oldest first (so sooner ready). */
   private refilling: Array<Promise<Spare | null>> = []
@@ -48,7 +48,7 @@ export class ExecShells {
   private lingering = new Set<string>()
   private reaping: Promise<void> | null = null
 
-  constructor(o: { tools: Tools; cgroup: SandboxCgroup; spare: Spare | null; state: () => 'running' | 'paused' | 'destroyed'; init: () => number | null; uid: number; insideSh?: string; rootInside?: boolean }) {
+  constructor(o: { tools: Tools; cgroup: SandboxCgroup; spare: Spare | null; state: () => 'running' | 'paused' | 'destroyed'; init: () => number | null; uid: number; insideSh?: string; rootUser?: RootUser | null }) {
     this.tools = o.tools
     this.cgroup = o.cgroup
     this.spares = o.spare ? [o.spare] : []
@@ -56,7 +56,7 @@ export class ExecShells {
     this.init = o.init
     this.uid = o.uid
     this.insideSh = o.insideSh ?? o.tools.sh
-    this.rootInside = o.rootInside ?? false
+    this.rootUser = o.rootUser ?? null
   }
 
   /**
@@ -196,7 +196,7 @@ export class ExecShells {
   private async park(enter: boolean): Promise<Spare> {
     const exec = this.cgroup.newExec()
     const nsPid = enter ? this.init() : null
-    const into = nsPid === null ? [] : enterArgv(this.tools, nsPid, this.uid, this.rootInside)
+    const into = nsPid === null ? [] : enterArgv(this.tools, nsPid, this.uid, this.rootUser)
     const spare = { parked: parkExec(this.tools, this.cgroup.procsFiles(exec), into, this.insideSh), exec, nsPid }
     try {
       await spare.parked.ready

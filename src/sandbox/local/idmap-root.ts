@@ -46,15 +46,16 @@ export const rootMap = (base: number, own: number) => `0 ${base} ${ROOT_RANGE_SI
 
 const SCRIPT = String.raw`
 use strict; use POSIX ();
-my ($NR_unshare, $NR_open_tree, $NR_mount_setattr, $NR_move_mount, $mount, $base, $size, $owner, $overlay, $stage, $wsDir, $wsMount, @lowers) = @ARGV;
+my ($NR_unshare, $NR_open_tree, $NR_mount_setattr, $NR_move_mount, $mount, $base, $size, $owner, $wsUid, $wsGid, $overlay, $stage, $wsDir, $wsMount, @lowers) = @ARGV;
 sub userns {
-  my ($map) = @_;
+  my ($map, $gmap) = @_;
+  $gmap //= $map;
   pipe(my $r, my $w) or die "pipe: $!"; pipe(my $r2, my $w2) or die "pipe: $!";
   my $pid = fork(); die "fork: $!" unless defined $pid;
   if ($pid == 0) { close $r; close $w2; syscall($NR_unshare + 0, 0x10000000) == 0 or POSIX::_exit(1); syswrite($w, 'u'); sysread($r2, my $b, 1); POSIX::_exit(0); }
   close $w; close $r2;
   sysread($r, my $b, 1) == 1 or die "no user namespace for an idmapped mount";
-  for my $f ('uid_map', 'gid_map') { open(my $m, '>', "/proc/$pid/$f") or die "$f: $!"; syswrite($m, $map) or die "$f: $!"; close($m) or die "$f: $!"; }
+  for my $f (['uid_map', $map], ['gid_map', $gmap]) { open(my $m, '>', "/proc/$pid/$f->[0]") or die "$f->[0]: $!"; syswrite($m, $f->[1]) or die "$f->[0]: $!"; close($m) or die "$f->[0]: $!"; }
   open(my $ns, '<', "/proc/$pid/ns/user") or die "user namespace: $!";
   close $w2; waitpid($pid, 0);
   return $ns;
@@ -72,7 +73,7 @@ sub bind_idmapped {
 my $image = userns("0 $base $size\n");
 while (@lowers) { my ($src, $dst) = splice(@lowers, 0, 2); bind_idmapped($image, $src, $dst); }
 system($mount, '-n', '-t', 'overlay', 'overlay', '-o', $overlay, $stage) == 0 or die "mounting the overlay failed";
-bind_idmapped(userns("$owner $base 1\n"), $wsDir, "$stage$wsMount");
+bind_idmapped(userns("$owner " . ($base + $wsUid) . " 1\n", "$owner " . ($base + $wsGid) . " 1\n"), $wsDir, "$stage$wsMount");
 `
 
 /**
@@ -86,6 +87,8 @@ export function idmapRootArgv(o: {
   base: number
   /** The workspace folder's host owner (its uid and gid). */
   owner: number
+  /** Who the workspace's owner is shown as inside: its root, or the image's User its commands run as. */
+  user: { uid: number; gid: number }
   overlay: string
   stage: string
   workspaceDir: string
@@ -96,7 +99,7 @@ export function idmapRootArgv(o: {
   if (!arch) throw new Error(`no syscall table for ${process.arch}`)
   const table = syscallTable(arch)
   const nr = ['unshare', 'open_tree', 'mount_setattr', 'move_mount'].map((n) => String(table.indexOf(n)))
-  return [o.perl, '-e', SCRIPT, ...nr, o.mount, String(o.base), String(ROOT_RANGE_SIZE), String(o.owner), o.overlay, o.stage, o.workspaceDir, o.workspaceMount, ...o.lowers.flatMap((l) => [l.src, l.dst])]
+  return [o.perl, '-e', SCRIPT, ...nr, o.mount, String(o.base), String(ROOT_RANGE_SIZE), String(o.owner), String(o.user.uid), String(o.user.gid), o.overlay, o.stage, o.workspaceDir, o.workspaceMount, ...o.lowers.flatMap((l) => [l.src, l.dst])]
 }
 
 /** Capability numbers (linux/capability.h) of ROOT_CAPS. */
@@ -104,7 +107,7 @@ const CAP_NUMBERS: Record<string, number> = { CHOWN: 0, DAC_OVERRIDE: 1, FOWNER:
 
 const ENTER = String.raw`
 use strict; use POSIX ();
-my ($pid, $NR_setns, $NR_prctl, $NR_setgroups, $keep, @cmd) = @ARGV;
+my ($pid, $NR_setns, $NR_prctl, $NR_setgroups, $keep, $uid, $gid, @cmd) = @ARGV;
 my %keep = map { $_ => 1 } split(/,/, $keep);
 my @order = (['net', 0x40000000], ['user', 0x10000000], ['mnt', 0x00020000], ['pid', 0x20000000], ['ipc', 0x08000000], ['uts', 0x04000000]);
 my %fh;
@@ -113,8 +116,9 @@ opendir(my $root, "/proc/$pid/root") or die "nsenter: root: $!\n";
 for my $ns (@order) { syscall($NR_setns + 0, fileno($fh{$ns->[0]}), $ns->[1]) == 0 or die "nsenter: setns $ns->[0]: $!\n"; }
 chdir($root) or die "nsenter: root: $!\n"; chroot('.') or die "nsenter: chroot: $!\n"; chdir('/');
 syscall($NR_setgroups + 0, 0, 0) == 0 or die "nsenter: setgroups: $!\n";
-POSIX::setgid(0) or die "nsenter: setgid: $!\n"; POSIX::setuid(0) or die "nsenter: setuid: $!\n";
 for my $cap (0 .. 63) { next if $keep{$cap}; last if syscall($NR_prctl + 0, 24, $cap, 0, 0, 0) != 0 && $!{EINVAL}; }
+POSIX::setgid($gid + 0) or die "nsenter: setgid: $!\n"; POSIX::setuid($uid + 0) or die "nsenter: setuid: $!\n";
+die "nsenter: still $< $> $( $)\n" if $< != $uid || $> != $uid || ($( + 0) != $gid || ($) + 0) != $gid;
 close($_) for values %fh; closedir($root);
 my $child = fork(); die "nsenter: fork: $!\n" unless defined $child;
 if ($child == 0) { exec { $cmd[0] } @cmd; print STDERR "nsenter: $cmd[0]: $!\n"; POSIX::_exit(127); }
@@ -126,17 +130,18 @@ POSIX::_exit($? >> 8);
 
 /**
  * The prefix that runs the rest of a command line inside a root-inside sandbox of init `nsPid`, as
- * its root with ROOT_CAPS at most. Not nsenter: joining a user namespace gives every capability in
+ * `user` (its root by default) with ROOT_CAPS at most (none past the change of uid, for another user). Not nsenter: joining a user namespace gives every capability in
  * it and a full bounding set, which uid 0 keeps across exec, and the image need not have anything
  * to drop them with. This does what nsenter does (the namespaces, the network's first: it is the
  * host's; the init's root; uid and gid 0, no groups), then cuts the bounding set to ROOT_CAPS
- * before it starts the command, in the sandbox's pid namespace, and passes on its exit.
+ * before it becomes `user` (the bounding set needs root to cut: before the change of uid) and
+ * starts the command, in the sandbox's pid namespace, and passes on its exit.
  */
-export function enterRootArgv(perl: string, nsPid: number): string[] {
+export function enterRootArgv(perl: string, nsPid: number, user: { uid: number; gid: number } = { uid: 0, gid: 0 }): string[] {
   const arch = filterArch()
   if (!arch) throw new Error(`no syscall table for ${process.arch}`)
   const table = syscallTable(arch)
   const nr = ['setns', 'prctl', 'setgroups'].map((n) => String(table.indexOf(n)))
-  return [perl, '-e', ENTER, String(nsPid), ...nr, ROOT_CAPS.map((c) => CAP_NUMBERS[c]).join(',')]
+  return [perl, '-e', ENTER, String(nsPid), ...nr, ROOT_CAPS.map((c) => CAP_NUMBERS[c]).join(','), String(user.uid), String(user.gid)]
 }
 

@@ -46,6 +46,7 @@ export function probeImageMounts(o: { tools: Tools; dir: string; base: number })
         mount: o.tools.mount,
         base: o.base,
         owner: 0,
+        user: { uid: 0, gid: 0 },
         overlay: `lowerdir=${bound},upperdir=${d('upper2')},workdir=${d('work2')}`,
         stage: d('stage2'),
         workspaceDir: d('ws'),

@@ -43,6 +43,8 @@ export type ImageRoot = {
   env: Record<string, string>
   /** The image's WorkingDir when it names one other than `/`: where commands start when they name no folder. */
   workingDir: string | null
+  /** The image's User as its config says it (see image-user.ts), null when it names none. */
+  user: string | null
 }
 
 /** An image resolved and held in the cache for one sandbox until `release` (see ImageSource). */
@@ -87,7 +89,9 @@ function settle(ref: string, pulled: Awaited<ReturnType<ImageSource['pull']>>, d
   }
   const wd = pulled.config.config.WorkingDir
   const workingDir = wd && path.posix.isAbsolute(wd) && !wd.includes('\0') && path.posix.normalize(wd) !== '/' ? path.posix.normalize(wd) : null
-  return { ref, digest: pulled.digest, layers: pulled.layers.map((l) => l.dir), env, workingDir, release: () => pulled.release() }
+  const u = pulled.config.config.User
+  const user = typeof u === 'string' && u.trim() !== '' && u.length <= 256 && !/[\0\n]/.test(u) ? u.trim() : null
+  return { ref, digest: pulled.digest, layers: pulled.layers.map((l) => l.dir), env, workingDir, user, release: () => pulled.release() }
 }
 
 /**

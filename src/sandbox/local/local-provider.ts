@@ -7,6 +7,7 @@ import type { HostClaim, HostReport, Sandbox, SandboxProvider, SandboxSpec, Work
 import { SandboxImageError, SandboxUnavailableError } from '../sandbox.ts'
 import { ROOT_RANGE_SIZE } from './idmap-root.ts'
 import { overlayOptions, prepareLayer, resolveImage, type ImageSource, type ResolvedImage } from './image-root.ts'
+import { resolveImageUser } from './image-user.ts'
 import { checkMount } from './bubblewrap.ts'
 import { listGroups, SandboxCgroup } from './cgroups.ts'
 import { pickStageDir, probeHost, type HostProbe } from './host-check.ts'
@@ -15,7 +16,9 @@ import { LocalSandbox, type AttachedNetwork, type LocalSandboxContext } from './
 import { dropSlot, makeSlot, WarmPool, type WarmSlot } from './warm-pool.ts'
 import { workspaceReader } from './workspace-files.ts'
 import { packFolder } from './workspace-pack.ts'
-import { DiskFull, isEmptyOrMissing, unpackInto } from './workspace-unpack.ts'
+import { DiskFull, isEmptyOrMissing, unpackInto, type LayerInto } from './workspace-unpack.ts'
+import { hostId, insideId, layerOwnersOf, placeLayer, remapOwners, sameOwners, writeOwners, type LayerOwners } from './layer-owners.ts'
+import { randomText } from '../../shared/ids.ts'
 import { killStrays, ownerOf, prepareWorkspace, reachableBy } from './workspace-owner.ts'
 import { removeLeftFences } from './workspace-watch.ts'
 import { WorkspaceDisks } from './workspace-disk.ts'
@@ -199,7 +202,15 @@ export class LocalSandboxProvider implements SandboxProvider {
 
   async packWorkspace(id: string): Promise<Readable | null> {
     await this.disks.mountIfImage(safeName(id))
-    return packFolder(this.workspaceDir(id))
+    // A sandbox on an image: its own layer goes with its workspace (what the agent installed outside it).
+    const upper = path.join(this.layerDir(id), 'upper')
+    const owners = this.layerOwners(id)
+    return packFolder(this.workspaceDir(id), owners ? { upper, ids: (h) => insideId(h, owners) } : undefined)
+  }
+
+  /** Whose ids the kept layer of `id` is owned from, or null without one (see layerOwnersOf). */
+  private layerOwners(id: string): LayerOwners | null {
+    return layerOwnersOf(this.layerDir(id), this.workspaceDir(id), this.opts.uidBase + this.opts.uidCount)
   }
 
   async unpackWorkspace(id: string, archive: Readable): Promise<boolean> {
@@ -215,12 +226,29 @@ export class LocalSandboxProvider implements SandboxProvider {
       const dir = this.workspaceDir(id)
       await this.disks.mountIfImage(safeName(id))
       if (!isEmptyOrMissing(dir)) return false
+      // The layer (if the archive has one) is unpacked beside the kept layers, owned as this node
+      // would most likely run it (create remaps it if it gets other ids), and put in place once the
+      // workspace is whole.
+      const aside = path.join(this.opts.workspaceRoot, '.layers', `.unpack-${safeName(id)}-${randomText(8)}`)
+      const owners: LayerOwners = { base: this.opts.rootRanges > 0 ? this.pickRange(null) : null, uid: this.pickUid(-1) ?? this.opts.uidBase }
+      const layer: LayerInto = { into: path.join(aside, 'upper'), owner: (n: number) => hostId(n, owners) }
       try {
-        const restored = await this.disks.restore(safeName(id), async (into) => (await unpackInto(into, archive, { inside: true })) && isEmptyOrMissing(dir))
-        return restored ?? (await unpackInto(dir, archive))
+        const restored = (await this.disks.restore(safeName(id), async (into) => (await unpackInto(into, archive, { inside: true, layer })) && isEmptyOrMissing(dir))) ?? (await unpackInto(dir, archive, { layer }))
+        if (!restored) return false
+        try {
+          placeLayer(this.layerDir(id), aside, owners)
+        } catch (err) {
+          // All or nothing: the workspace goes again, as missing as it was.
+          await this.disks.unmount(safeName(id), true)
+          await fs.promises.rm(dir, { recursive: true, force: true })
+          throw err
+        }
+        return true
       } catch (err) {
         if (err instanceof DiskFull) throw new DiskFull(`the snapshot of ${id} does not fit its workspace's disk quota of ${this.disks.bytes} bytes`, { cause: err })
         throw err
+      } finally {
+        await fs.promises.rm(aside, { recursive: true, force: true })
       }
     } finally {
       this.held.delete(name)
@@ -266,6 +294,13 @@ export class LocalSandboxProvider implements SandboxProvider {
       if (image) {
         // The sandbox's own layer, kept beside its workspace (not in it: the agent would see it at its mount).
         if (this.opts.rootRanges > 0) base = this.allocateRange(path.join(this.layerDir(spec.id), 'upper'))
+        // A layer kept (or brought back) owned from other ids than this sandbox gets is given to its ids.
+        const had = this.layerOwners(spec.id)
+        const owners: LayerOwners = { base, uid }
+        if (had && !sameOwners(had, owners)) {
+          await remapOwners(path.join(this.layerDir(spec.id), 'upper'), had, owners)
+          writeOwners(this.layerDir(spec.id), owners)
+        }
         const layer = prepareLayer(this.layerDir(spec.id), {
           owner: base ?? uid,
           root: base ?? 0,
@@ -276,12 +311,16 @@ export class LocalSandboxProvider implements SandboxProvider {
         // Root inside: the overlay is made of the layers' idmapped binds, not the cache's folders.
         const lowers = base === null ? image.layers : layer.lowers
         const { release: _held, ...resolved } = image
+        // Root inside, commands run as the image's User, read from its root as it stands (the
+        // sandbox's own layer over the image's, top first); unprivileged, as the sandbox uid whatever it says.
+        const user = base !== null && image.user ? await resolveImageUser(image.user, [layer.upper, ...[...image.layers].reverse()]) : { uid: 0, gid: 0 }
         root = {
           ...resolved,
           ...layer,
           overlay: overlayOptions({ layers: lowers, ...layer }),
-          root: base === null ? null : { base, lowers: image.layers.map((src, i) => ({ src, dst: layer.lowers[i]! })) },
+          root: base === null ? null : { base, lowers: image.layers.map((src, i) => ({ src, dst: layer.lowers[i]! })), user },
         }
+        writeOwners(this.layerDir(spec.id), owners)
       }
       const stageDir = root || !reachableBy(dir, uid) ? this.opts.stageDir : null
       if (stageDir === null && !reachableBy(dir, uid)) {
@@ -419,15 +458,20 @@ export class LocalSandboxProvider implements SandboxProvider {
    * its own files owned by uids its root does not map: not its to write.
    */
   private allocateRange(upper: string): number {
-    const first = this.opts.uidBase + this.opts.uidCount
-    const bases = Array.from({ length: this.opts.rootRanges }, (_, i) => first + i * ROOT_RANGE_SIZE)
-    const owner = ownerOf(upper)
-    const own = bases.find((b) => owner === b && !this.ranges.has(b))
-    const kept = own === undefined ? this.keptLayerOwners(upper) : new Set<number>()
-    const base = own ?? bases.find((b) => !this.ranges.has(b) && !kept.has(b)) ?? bases.find((b) => !this.ranges.has(b))
-    if (base === undefined) throw new SandboxUnavailableError(`all ${this.opts.rootRanges} root uid ranges are in use`)
+    const base = this.pickRange(upper)
+    if (base === null) throw new SandboxUnavailableError(`all ${this.opts.rootRanges} root uid ranges are in use`)
     this.ranges.add(base)
     return base
+  }
+
+  /** The range allocateRange would give the layer `upper` (null: a layer not made yet), without taking it; null when none is free. */
+  private pickRange(upper: string | null): number | null {
+    const first = this.opts.uidBase + this.opts.uidCount
+    const bases = Array.from({ length: this.opts.rootRanges }, (_, i) => first + i * ROOT_RANGE_SIZE)
+    const owner = upper === null ? -1 : ownerOf(upper)
+    const own = bases.find((b) => owner === b && !this.ranges.has(b))
+    const kept = own === undefined ? this.keptLayerOwners(upper ?? '') : new Set<number>()
+    return own ?? bases.find((b) => !this.ranges.has(b) && !kept.has(b)) ?? bases.find((b) => !this.ranges.has(b)) ?? null
   }
 
   /**
@@ -435,13 +479,18 @@ export class LocalSandboxProvider implements SandboxProvider {
    * brought back after a reclaim keeps its uid and needs no chown), else the lowest free one.
    */
   private allocate(dir: string): number {
-    const { uidBase, uidCount } = this.opts
-    const owner = ownerOf(dir)
-    let uid = owner >= uidBase && owner < uidBase + uidCount && !this.uids.has(owner) ? owner : -1
-    for (let u = uidBase; uid < 0 && u < uidBase + uidCount; u++) if (!this.uids.has(u)) uid = u
-    if (uid < 0) throw new SandboxUnavailableError(`all ${uidCount} sandbox uids are in use`)
+    const uid = this.pickUid(ownerOf(dir))
+    if (uid === null) throw new SandboxUnavailableError(`all ${this.opts.uidCount} sandbox uids are in use`)
     this.uids.add(uid)
     return uid
+  }
+
+  /** `owner` when it is one of ours and free, else the lowest free uid, without taking it; null when none is free. */
+  private pickUid(owner: number): number | null {
+    const { uidBase, uidCount } = this.opts
+    if (owner >= uidBase && owner < uidBase + uidCount && !this.uids.has(owner)) return owner
+    for (let u = uidBase; u < uidBase + uidCount; u++) if (!this.uids.has(u)) return u
+    return null
   }
 }
 

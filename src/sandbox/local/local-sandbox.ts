@@ -3,7 +3,7 @@ import type { Socket } from 'node:net'
 import path from 'node:path'
 import type { ChangeWindow, EntryStat, ExecRequest, ExecResult, ListedEntry, OpenedFile, Sandbox, SandboxProcess, SandboxSpec, SandboxState, SpawnRequest, WorkspaceReader, WorkspaceSnapshot } from '../sandbox.ts'
 import { SandboxUnavailableError } from '../sandbox.ts'
-import { execArgv, sandboxEnv, type Tools } from './bubblewrap.ts'
+import { execArgv, sandboxEnv, type RootUser, type Tools } from './bubblewrap.ts'
 import type { SandboxCgroup } from './cgroups.ts'
 import { parkSpawn, type Parked } from './parked.ts'
 import { ExecShells, type Spare } from './exec-shells.ts'
@@ -33,7 +33,7 @@ export type LocalSandboxContext = {
   /** Tells the provider the sandbox is gone (frees its uid, forgets its id). */
   released: () => Promise<void>
   /** The image it runs on (see image-root.ts) with overlayfs's options; null on the host's system. */
-  image: (ImageRoot & { overlay: string; root: { base: number; lowers: Array<{ src: string; dst: string }> } | null }) | null
+  image: (ImageRoot & { overlay: string; root: { base: number; lowers: Array<{ src: string; dst: string }>; user: RootUser } | null }) | null
   /** Shells parked ahead in this sandbox's cgroups (from the provider's warm pool), if any. */
   initShell: Parked | null
   spare: Spare | null
@@ -69,7 +69,7 @@ export class LocalSandbox implements Sandbox {
       state: () => this.current,
       init: () => (this.init && !this.init.exited ? this.init.nsPid : null),
       uid: this.uid,
-      ...(ctx.image ? { insideSh: '/bin/sh', rootInside: ctx.image.root !== null } : {}),
+      ...(ctx.image ? { insideSh: '/bin/sh', rootUser: ctx.image.root?.user ?? null } : {}),
     })
   }
 
@@ -139,7 +139,7 @@ export class LocalSandbox implements Sandbox {
     const { parked, exec: execGroup, nsPid } = await this.shells.take(init.nsPid)
     try {
       const entered = nsPid === init.nsPid
-      const { argv, fd9, prelude } = execArgv({ tools: this.ctx.tools, uid: this.uid, nsPid: init.nsPid, cwd, env, command: req.command, entered, rootInside: !!this.ctx.image?.root })
+      const { argv, fd9, prelude } = execArgv({ tools: this.ctx.tools, uid: this.uid, nsPid: init.nsPid, cwd, env, command: req.command, entered, rootUser: this.ctx.image?.root?.user ?? null })
       parked.start(argv, { fd9, prelude })
       return await runCommand({
         child: parked.child,
@@ -179,7 +179,7 @@ export class LocalSandbox implements Sandbox {
       void this.shells.discard({ parked, exec: group, nsPid: null })
       throw new SandboxUnavailableError(`the process could not join the sandbox's cgroups: ${(err as Error).message}`)
     }
-    const { argv, fd9 } = execArgv({ tools: this.ctx.tools, uid: this.uid, nsPid: init.nsPid, cwd, env, command: req.command, rootInside: !!this.ctx.image?.root })
+    const { argv, fd9 } = execArgv({ tools: this.ctx.tools, uid: this.uid, nsPid: init.nsPid, cwd, env, command: req.command, rootUser: this.ctx.image?.root?.user ?? null })
     parked.start(argv, { fd9, stdinFd: 3, passFds: extraFds })
     const child = parked.child
     const exited = new Promise<number | null>((resolve) => {

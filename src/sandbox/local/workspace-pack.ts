@@ -4,6 +4,7 @@ import { PassThrough, Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { createGzip } from 'node:zlib'
 import { Header, Pack, ReadEntry } from 'tar'
+import { opaqueFolders } from './layer-opaque.ts'
 
 /**
  * A workspace folder packed as a gzip tar from the host, as root, while the agent's processes may
@@ -31,8 +32,17 @@ const READ_PIECE = 256 * 1024
  */
 const SLICE = 128
 
+/**
+ * The sandbox's own layer over its image (the overlay's upper folder), packed after the workspace
+ * in the same archive: its entries' paths are absolute (`/opt/tool`: where they are in the
+ * sandbox's root), which no workspace entry is and an unpacker that knows no layer leaves out.
+ * Whiteouts (character devices 0/0 in an upper folder) are written as OCI `.wh.<name>` entries,
+ * opaque folders as `.wh..wh..opq`; owners as `ids` says (see layer-owners.ts).
+ */
+export type LayerToPack = { upper: string; ids: (host: number) => number }
+
 /** Resolves null when `root` is not a folder (a workspace never made). */
-export async function packFolder(root: string): Promise<Readable | null> {
+export async function packFolder(root: string, layer?: LayerToPack): Promise<Readable | null> {
   let top: number
   try {
     top = fs.openSync(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
@@ -40,7 +50,9 @@ export async function packFolder(root: string): Promise<Readable | null> {
     if (racy(err)) return null
     throw err
   }
-  const pack = new Pack({ portable: true })
+  // Not portable: a layer's owners are written (a workspace entry names none), and modes as they are.
+  // Absolute paths kept: they are the layer's.
+  const pack = new Pack({ portable: false, preservePaths: true })
   const tar = new PassThrough()
   pack.on('error', (err) => void tar.destroy(err as Error))
   // node-tar's Pack, paused by a slow reader, can stall for good on entries handed to it
@@ -51,7 +63,7 @@ export async function packFolder(root: string): Promise<Readable | null> {
   // Finished, failed, or its reader gone (a refused put): the walk stops at its next wait.
   const stop = new AbortController()
   tar.once('close', () => stop.abort())
-  feed(pack, tar, top, stop.signal).then(
+  feed(pack, tar, top, stop.signal, layer).then(
     () => void pack.end(),
     (err) => {
       // Not end(): the entry the walk was writing would never end, and the archive would wait on it.
@@ -83,15 +95,19 @@ async function* gathered(source: Readable): AsyncGenerator<Buffer> {
   if (size) yield Buffer.concat(pieces)
 }
 
-/** `room`: resolves once the archive's reader has caught up (at once when it is not behind). */
-type Walk = { pack: Pack; signal: AbortSignal; entries: number; room: () => Promise<void> }
+/**
+ * `room`: resolves once the archive's reader has caught up (at once when it is not behind).
+ * `layer`: the walk is in a sandbox's layer (whiteouts kept, owners mapped, its folders listed
+ * for the opaque check); null in the workspace.
+ */
+type Walk = { pack: Pack; signal: AbortSignal; entries: number; room: () => Promise<void>; layer: { ids: (host: number) => number; folders: string[] } | null }
 
-async function feed(pack: Pack, tar: PassThrough, top: number, signal: AbortSignal): Promise<void> {
+async function feed(pack: Pack, tar: PassThrough, top: number, signal: AbortSignal, layer: LayerToPack | undefined): Promise<void> {
+  const room = async () => {
+    if (tar.writableNeedDrain) await once(tar, 'drain', { signal })
+  }
+  const walk: Walk = { pack, signal, entries: 0, room, layer: null }
   try {
-    const room = async () => {
-      if (tar.writableNeedDrain) await once(tar, 'drain', { signal })
-    }
-    const walk = { pack, signal, entries: 0, room }
     // The folder itself first: an empty workspace still makes an archive, and one with its mode.
     const st = fs.fstatSync(top)
     await add(walk, { path: './', type: 'Directory', mode: st.mode & 0o7777, size: 0, mtime: st.mtime }, null)
@@ -99,7 +115,33 @@ async function feed(pack: Pack, tar: PassThrough, top: number, signal: AbortSign
   } finally {
     fs.closeSync(top)
   }
+  if (layer) await feedLayer(walk, layer)
 }
+
+/** The layer's entries after the workspace's; no layer folder (never started) adds none. */
+async function feedLayer(walk: Walk, layer: LayerToPack): Promise<void> {
+  let top: number
+  try {
+    top = fs.openSync(layer.upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+  } catch (err) {
+    if (racy(err)) return
+    throw err
+  }
+  walk.layer = { ids: layer.ids, folders: [] }
+  try {
+    const st = fs.fstatSync(top)
+    await add(walk, { path: '/', type: 'Directory', mode: st.mode & 0o7777, size: 0, mtime: st.mtime, ...owners(walk, st) }, null)
+    await addFolder(walk, top, '/')
+  } finally {
+    fs.closeSync(top)
+  }
+  // Opaque folders by their attribute, read without following anything (see layer-opaque.ts).
+  for (const rel of await opaqueFolders(layer.upper, walk.layer.folders)) {
+    await add(walk, { path: `/${rel}/.wh..wh..opq`, type: 'File', mode: 0o644, size: 0, mtime: new Date(0) }, null)
+  }
+}
+
+const owners = (walk: Walk, st: fs.Stats) => (walk.layer ? { uid: walk.layer.ids(st.uid), gid: walk.layer.ids(st.gid) } : {})
 
 async function addFolder(walk: Walk, dir: number, prefix: string): Promise<void> {
   const names = fs.readdirSync(`/proc/self/fd/${dir}`, { withFileTypes: true, encoding: 'buffer' })
@@ -111,9 +153,12 @@ async function addFolder(walk: Walk, dir: number, prefix: string): Promise<void>
     // A name that is not UTF-8 cannot be said in the archive's text headers without changing it.
     if (!Buffer.from(name, 'utf8').equals(raw)) continue
     const rel = prefix + name
+    // In a layer a name of that form would come back as a whiteout: it is left out, as OCI layers must.
+    if (walk.layer && name.startsWith('.wh.')) continue
     if (dirent.isDirectory()) await addSubfolder(walk, dir, name, rel)
     else if (dirent.isFile()) await addFile(walk, dir, name, rel)
     else if (dirent.isSymbolicLink()) await addLink(walk, dir, name, rel)
+    else if (walk.layer && dirent.isCharacterDevice()) await addWhiteout(walk, dir, name, prefix)
     // Sockets, fifos and devices are no work product, and a restored one would mean nothing.
   }
 }
@@ -133,7 +178,8 @@ async function addSubfolder(walk: Walk, dir: number, name: string, rel: string):
   if (sub === null) return
   try {
     const st = fs.fstatSync(sub)
-    await add(walk, { path: `${rel}/`, type: 'Directory', mode: st.mode & 0o7777, size: 0, mtime: st.mtime }, null)
+    await add(walk, { path: `${rel}/`, type: 'Directory', mode: st.mode & 0o7777, size: 0, mtime: st.mtime, ...owners(walk, st) }, null)
+    walk.layer?.folders.push(rel.slice(1))
     await addFolder(walk, sub, `${rel}/`)
   } finally {
     fs.closeSync(sub)
@@ -147,7 +193,7 @@ async function addFile(walk: Walk, dir: number, name: string, rel: string): Prom
   try {
     const st = fs.fstatSync(fd)
     if (!st.isFile()) return
-    await add(walk, { path: rel, type: 'File', mode: st.mode & 0o7777, size: st.size, mtime: st.mtime }, fd)
+    await add(walk, { path: rel, type: 'File', mode: st.mode & 0o7777, size: st.size, mtime: st.mtime, ...owners(walk, st) }, fd)
   } finally {
     fs.closeSync(fd)
   }
@@ -155,20 +201,33 @@ async function addFile(walk: Walk, dir: number, name: string, rel: string): Prom
 
 async function addLink(walk: Walk, dir: number, name: string, rel: string): Promise<void> {
   let target: Buffer
-  let mtime: Date
+  let st: fs.Stats
   try {
     target = fs.readlinkSync(at(dir, name), { encoding: 'buffer' })
-    mtime = fs.lstatSync(at(dir, name)).mtime
+    st = fs.lstatSync(at(dir, name))
   } catch (err) {
     if (racy(err) || (err as NodeJS.ErrnoException).code === 'EINVAL') return
     throw err
   }
   const linkpath = target.toString('utf8')
   if (!Buffer.from(linkpath, 'utf8').equals(target)) return
-  await add(walk, { path: rel, type: 'SymbolicLink', linkpath, mode: 0o777, size: 0, mtime }, null)
+  await add(walk, { path: rel, type: 'SymbolicLink', linkpath, mode: 0o777, size: 0, mtime: st.mtime, ...owners(walk, st) }, null)
 }
 
-type EntryHead = { path: string; type: 'File' | 'Directory' | 'SymbolicLink'; mode: number; size: number; mtime: Date; linkpath?: string }
+/** A whiteout of the layer (a character device 0/0: overlayfs's, the only devices an upper folder holds) as its OCI entry. */
+async function addWhiteout(walk: Walk, dir: number, name: string, prefix: string): Promise<void> {
+  let st: fs.Stats
+  try {
+    st = fs.lstatSync(at(dir, name))
+  } catch (err) {
+    if (racy(err)) return
+    throw err
+  }
+  if (!st.isCharacterDevice() || st.rdev !== 0) return
+  await add(walk, { path: `${prefix}.wh.${name}`, type: 'File', mode: 0o644, size: 0, mtime: st.mtime }, null)
+}
+
+type EntryHead = { path: string; type: 'File' | 'Directory' | 'SymbolicLink'; mode: number; size: number; mtime: Date; linkpath?: string; uid?: number; gid?: number }
 
 /**
  * Hands one entry to the archive and writes its bytes: exactly the size the header says, read from

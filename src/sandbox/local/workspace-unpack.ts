@@ -1,9 +1,12 @@
 import fs from 'node:fs'
 import fsp from 'node:fs/promises'
 import path from 'node:path'
-import type { Readable } from 'node:stream'
+import { once } from 'node:events'
+import { Writable, type Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import { Unpack, type ReadEntry } from 'tar'
+import { createGunzip } from 'node:zlib'
+import { Parser, Unpack, type ReadEntry } from 'tar'
+import { LayerWriter } from '../../images/layer-writer.ts'
 import { randomText } from '../../shared/ids.ts'
 
 /**
@@ -26,8 +29,14 @@ import { randomText } from '../../shared/ids.ts'
  * in a folder inside it, where every byte counts against the quota, and its entries are moved up
  * when whole; a failure leaves that folder behind, for the caller to drop with the file system.
  * An archive that does not fit is refused (DiskFull), never cut short.
+ *
+ * `layer`: the archive's layer entries (absolute paths, see workspace-pack.ts) are written into
+ * the folder `layer.into` (made at the first layer entry, the caller's to move into place or remove) as an OCI layer
+ * is (LayerWriter: confined to that folder, nothing followed, no device but the whiteouts),
+ * their owners through `layer.owner`; it is written whole before this resolves true. Without it,
+ * layer entries are left out, as every absolute path is.
  */
-export async function unpackInto(dir: string, archive: Readable, opts: { inside?: boolean } = {}): Promise<boolean> {
+export async function unpackInto(dir: string, archive: Readable, opts: { inside?: boolean; layer?: LayerInto } = {}): Promise<boolean> {
   if (!isEmptyOrMissing(dir)) return false
   const aside = opts.inside ? path.join(dir, `.unpack-${randomText(8)}`) : path.join(path.dirname(dir), `.unpack-${path.basename(dir)}-${randomText(8)}`)
   // A node that never ran this workspace may not have made the folder of workspaces yet.
@@ -60,7 +69,8 @@ export async function unpackInto(dir: string, archive: Readable, opts: { inside?
         return true
       },
     })
-    await pipeline(archive, unpack)
+    if (opts.layer) await unpackBoth(archive, unpack, opts.layer)
+    else await pipeline(archive, unpack)
     if (full) throw full
     for (const [rel, mode] of modes) await fsp.chmod(path.join(aside, rel), mode).catch(() => {}) // a mode the file system refuses leaves the file as unpacked, still whole
     for (const link of links) await makeLink(aside, link.path, link.target)
@@ -82,6 +92,61 @@ export async function unpackInto(dir: string, archive: Readable, opts: { inside?
   } finally {
     await fsp.rm(aside, { recursive: true, force: true })
   }
+}
+
+export type LayerInto = { into: string; owner: (inside: number) => number }
+
+/** Most bytes a layer may unpack to: the snapshot's own ceiling bounds it already. */
+const LAYER_MAX_BYTES = 64 * 1024 ** 3
+
+/**
+ * One pass over the archive, decompressed once, for two readers: the workspace's unpack (which
+ * leaves the absolute paths out) and the layer's parser (which takes only those). Each chunk goes
+ * to both, and the next waits for the slower.
+ */
+async function unpackBoth(archive: Readable, unpack: Unpack, layer: LayerInto): Promise<void> {
+  const writer = new LayerWriter(layer.into, LAYER_MAX_BYTES, layer.owner)
+  // Made at the first layer entry: an archive without a layer leaves no folder behind.
+  let made = false
+  const parser = new Parser({ strict: true, filter: (p: string) => typeof p === 'string' && p.startsWith('/') })
+  const parsed = new Promise<void>((resolve, reject) => {
+    parser.on('entry', (entry: ReadEntry) => {
+      if (!made) fs.mkdirSync(layer.into, { recursive: true, mode: 0o700 })
+      made = true
+      writer.entry(entry)
+    })
+    parser.on('error', reject)
+    parser.on('end', () => resolve())
+  })
+  const unpacked = new Promise<void>((resolve, reject) => {
+    unpack.on('error', reject)
+    unpack.on('finish', () => resolve())
+  })
+  parsed.catch(() => {}) // reported through the pipeline, whose sink waits on both
+  unpacked.catch(() => {}) // reported through the pipeline, whose sink waits on both
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      try {
+        const waits = [unpack.write(chunk) ? null : once(unpack, 'drain'), parser.write(chunk) ? null : once(parser, 'drain')].filter((w) => w !== null)
+        if (waits.length === 0) return done()
+        Promise.race([Promise.all(waits), parsed, unpacked]).then(() => done(), done)
+      } catch (err) {
+        done(err as Error)
+      }
+    },
+    final(done) {
+      unpack.end()
+      parser.end()
+      Promise.all([parsed, unpacked]).then(() => done(), done)
+    },
+  })
+  try {
+    await pipeline(archive, createGunzip(), sink)
+  } catch (err) {
+    writer.abandon()
+    throw err
+  }
+  if (made) await writer.finish()
 }
 
 /** An archive that did not fit where it was unpacked (a workspace's disk quota). */
