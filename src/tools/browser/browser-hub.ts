@@ -1,5 +1,5 @@
 import fs from 'node:fs'
-import { chromium, type Browser, type Page } from 'playwright-core'
+import type { Browser, Page } from 'playwright-core'
 import type { Sandbox, SandboxProcess } from '../../sandbox/sandbox.ts'
 import type { Log } from '../../shared/log.ts'
 import { cdpPipe } from './cdp-pipe.ts'
@@ -94,6 +94,9 @@ export function browserHub(deps: { log: Log }): BrowserHub {
     // The pipe's end may outlive the browser in a process it started: its exit ends the connection.
     void proc.exited.then(() => transport.close())
     try {
+      // Loaded at the first browser, not at start: playwright was the largest part (about a sixth)
+      // of the CPU every process of the service spent loading its modules.
+      const { chromium } = await import('playwright-core')
       const browser = await chromium.connectOverCDP(transport, { timeout: START_TIMEOUT_MS })
       const context = browser.contexts()[0] ?? (await browser.newContext())
       const page = context.pages()[0] ?? (await context.newPage())
