@@ -201,7 +201,9 @@ describe('workspace processes and the kernel', { skip }, () => {
       // Refills are parked after a command ends: give them a moment before asking again.
       if (seen === 0) await new Promise((r) => setTimeout(r, 50))
     }
-    assert.equal(seen, 1, 'one other shell parked in the sandbox')
+    // Two are kept ahead: the other spare, and the refill of the one this command took, which may
+    // have entered by the time pgrep looks (it did on a loaded machine).
+    assert.ok(seen >= 1 && seen <= 2, `another shell parked in the sandbox, at most the two kept ahead (saw ${seen})`)
   })
 
   it('refuses each call the allowlist leaves out from inside: EPERM, ENOSYS past the table and for clone3, EAFNOSUPPORT for odd sockets', async () => {
