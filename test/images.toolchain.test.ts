@@ -96,7 +96,7 @@ describe('a workspace on a toolchain image, root inside', { skip }, () => {
     assert.equal(output, 'no hello yet\nHello, world!\nStatus: install ok installed\n[exit code: 0]')
   })
 
-  it('keeps its walls: no host loopback, no metadata address, no host path, no other workspace; no_new_privs', async () => {
+  it('gives a second session on the image none of what the first installed, and walls: no host loopback or metadata address, no host path, no other workspace, no_new_privs', async () => {
     // A host service on every interface, as a careless one would listen.
     const hostService = net.createServer((s) => s.end('hello'))
     await new Promise<void>((r) => hostService.listen(0, '0.0.0.0', r))
