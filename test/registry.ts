@@ -18,10 +18,11 @@ import { Header } from 'tar'
  * sources this machine already uses and pushed by a real client (skopeo), and hand-made layers
  * (hostile ones too) pushed through the registry's own HTTP API.
  *
- * The built image is cached between runs outside the repository, in
+ * Built images are cached between runs outside the repository, in
  * ~/.cache/warren-test-images/<key>, the key a hash of everything that built it (the mmdebstrap
- * command, its upper layer, the apt sources); building it takes 9 to 17 s here (busybox and its
- * libraries, extracted: 14 MB of tar, 5.7 MB gzipped), reusing it none.
+ * command, its upper layer, the apt sources; see cachedLayout). The minimal image (here) takes 9
+ * to 17 s to build (busybox and its libraries, extracted: 14 MB of tar, 5.7 MB gzipped), the
+ * toolchain image (test/toolchain-image.ts) about two minutes; reusing them nothing.
  */
 
 const run = promisify(execFile)
