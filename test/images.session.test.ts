@@ -15,7 +15,7 @@ import { removeSharedStore } from './restart-store.ts'
 import { localKind } from '../src/sandbox/local/local-kind.ts'
 import { randomText } from '../src/shared/ids.ts'
 import { startModelServer, type FakeModelServer } from './fakes/model-server.ts'
-import { client, newOrg, NO_RATE_LIMITS, type ItemJson } from './turns.helpers.ts'
+import { client, newOrg, NO_RATE_LIMITS, runBash, type ItemJson } from './turns.helpers.ts'
 import { gzipLayer, pushImage, pushMinimalImage, sha256, startRegistry, tarOf, type Registry } from './registry.ts'
 
 const skip = process.getuid?.() !== 0 ? 'needs root' : spawnSync('sh', ['-c', 'command -v bwrap && command -v docker-registry && command -v skopeo']).status !== 0 ? 'needs bubblewrap, docker-registry and skopeo' : false
@@ -38,17 +38,6 @@ if (!skip) {
   after(async () => {
     await registry?.stop()
   })
-}
-
-/** Runs one turn whose agent makes one bash call; answers the turn and what the command printed. */
-async function runBash(c: ReturnType<typeof client>, model: FakeModelServer, sid: string, command: string) {
-  const before = model.modelRequests.length
-  model.script({ toolCalls: [{ name: 'bash', args: { command } }] }, { text: 'Done.' })
-  const turn = await c.accept(sid, 'run it')
-  const settled = await c.settled(sid, turn.id, 180_000)
-  // Each request carries the whole conversation: this turn's command is the last result of its last request.
-  const last = model.modelRequests.slice(before).at(-1)?.toolResults.at(-1)
-  return { turn: settled, output: last?.content ?? '' }
 }
 
 const events = (items: ItemJson[]) => items.map((i) => i.detail.event)

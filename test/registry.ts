@@ -6,6 +6,8 @@ import https from 'node:https'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
+import { Transform } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
 import { promisify } from 'node:util'
 import zlib from 'node:zlib'
 import { Header } from 'tar'
@@ -16,10 +18,11 @@ import { Header } from 'tar'
  * sources this machine already uses and pushed by a real client (skopeo), and hand-made layers
  * (hostile ones too) pushed through the registry's own HTTP API.
  *
- * The built image is cached between runs outside the repository, in
+ * Built images are cached between runs outside the repository, in
  * ~/.cache/warren-test-images/<key>, the key a hash of everything that built it (the mmdebstrap
- * command, its upper layer, the apt sources); building it takes 9 to 17 s here (busybox and its
- * libraries, extracted: 14 MB of tar, 5.7 MB gzipped), reusing it none.
+ * command, its upper layer, the apt sources; see cachedLayout). The minimal image (here) takes 9
+ * to 17 s to build (busybox and its libraries, extracted: 14 MB of tar, 5.7 MB gzipped), the
+ * toolchain image (test/toolchain-image.ts) about two minutes; reusing them nothing.
  */
 
 const run = promisify(execFile)
@@ -191,10 +194,11 @@ export async function pushImage(registry: Registry, name: string, tag: string, l
   return { digest: await pushManifest(registry, name, tag, manifest), config, manifest }
 }
 
-// ---- the minimal image, built by mmdebstrap ----
+// ---- images built by mmdebstrap, cached between runs ----
 
 const CACHE = path.join(os.homedir(), '.cache', 'warren-test-images')
-const SOURCES = '/etc/apt/sources.list.d/debian.sources'
+/** The apt sources this machine uses: the images are built from its mirror only. */
+export const SOURCES = '/etc/apt/sources.list.d/debian.sources'
 /**
  * The busybox package and what it needs (libc), extracted: no maintainer scripts run, nothing
  * downloaded but from the configured mirror. (The extract variant runs no hooks, so what the tests
@@ -222,35 +226,88 @@ export const SECOND_LAYER: TarEntry[] = [
 ]
 
 /** An OCI image layout (the minimal image, tag `minimal`), built once per key and kept. */
-export async function minimalImageLayout(): Promise<string> {
-  const key = sha256(JSON.stringify({ v: 2, args: MMDEBSTRAP, upper: SECOND_LAYER, sources: fs.readFileSync(SOURCES, 'utf8') })).slice(7, 23)
+export function minimalImageLayout(): Promise<string> {
+  return cachedLayout('minimal', { v: 2, args: MMDEBSTRAP, upper: SECOND_LAYER }, async (work) => {
+    const tarFile = path.join(work, 'rootfs.tar')
+    await mmdebstrap([...MMDEBSTRAP, tarFile, SOURCES])
+    const layer = gzipLayer(fs.readFileSync(tarFile))
+    fs.rmSync(tarFile)
+    const upper = gzipLayer(tarOf(SECOND_LAYER))
+    for (const l of [layer, upper]) writeBlob(work, l.blob)
+    return { layers: [layer, upper], config: imageConfig([layer, upper]), tarBytes: layer.tar.length }
+  })
+}
+
+export async function mmdebstrap(args: string[]): Promise<void> {
+  await run('mmdebstrap', args, { maxBuffer: 64 * 1024 * 1024 }).catch((err: Error & { stderr?: string }) => {
+    throw new Error(`mmdebstrap failed: ${err.stderr?.slice(-2000) ?? err.message}`)
+  })
+}
+
+const writeBlob = (layout: string, blob: Buffer) => fs.writeFileSync(path.join(layout, 'blobs', 'sha256', sha256(blob).slice(7)), blob)
+
+/** A layer of an image layout: its blob already in the layout's blobs. */
+export type LayoutLayer = { digest: string; diffId: string; mediaType: string; size: number }
+
+/**
+ * A tar file gzipped into the layout's blobs as a layer, streamed (a toolchain's tar is hundreds
+ * of megabytes): its digest, and its diff id (the digest of the tar itself).
+ */
+export async function gzipFileLayer(layout: string, tarFile: string): Promise<LayoutLayer> {
+  const tarHash = createHash('sha256')
+  const blobHash = createHash('sha256')
+  const part = path.join(layout, 'blobs', 'sha256', 'layer.part')
+  let size = 0
+  await pipeline(
+    fs.createReadStream(tarFile),
+    new Transform({ transform: (chunk: Buffer, _enc, done) => (tarHash.update(chunk), done(null, chunk)) }),
+    zlib.createGzip(),
+    new Transform({ transform: (chunk: Buffer, _enc, done) => (blobHash.update(chunk), (size += chunk.length), done(null, chunk)) }),
+    fs.createWriteStream(part),
+  )
+  const digest = `sha256:${blobHash.digest('hex')}`
+  fs.renameSync(part, path.join(layout, 'blobs', 'sha256', digest.slice(7)))
+  return { digest, diffId: `sha256:${tarHash.digest('hex')}`, mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip', size }
+}
+
+/**
+ * An OCI image layout tagged `tag`, kept in ~/.cache/warren-test-images under a key that hashes
+ * `what` (everything that builds it) with the apt sources it is built from. `build` runs once per
+ * key, in a fresh folder whose blobs folder it fills with its layers; the config and manifest are
+ * written here. Two test processes building at once both finish; the first rename wins.
+ */
+export async function cachedLayout(
+  tag: string,
+  what: unknown,
+  build: (work: string) => Promise<{ layers: (LayoutLayer | BuiltLayer)[]; config: Buffer; tarBytes: number }>,
+): Promise<string> {
+  const key = sha256(JSON.stringify({ what, sources: fs.readFileSync(SOURCES, 'utf8') })).slice(7, 23)
   const dir = path.join(CACHE, key)
   if (fs.existsSync(path.join(dir, 'index.json'))) return dir
   fs.mkdirSync(CACHE, { recursive: true })
   const work = fs.mkdtempSync(path.join(CACHE, `${key}.tmp-`))
   try {
-    const tarFile = path.join(work, 'rootfs.tar')
+    fs.mkdirSync(path.join(work, 'blobs', 'sha256'), { recursive: true })
     const started = Date.now()
-    await run('mmdebstrap', [...MMDEBSTRAP, tarFile, SOURCES], { maxBuffer: 64 * 1024 * 1024 }).catch((err: Error & { stderr?: string }) => {
-      throw new Error(`mmdebstrap failed: ${err.stderr?.slice(-2000) ?? err.message}`)
-    })
-    const layer = gzipLayer(fs.readFileSync(tarFile))
-    fs.rmSync(tarFile)
-    const upper = gzipLayer(tarOf(SECOND_LAYER))
-    const config = imageConfig([layer, upper])
-    const manifest = manifestOf(config, [layer, upper])
-    const blobs = path.join(work, 'blobs', 'sha256')
-    fs.mkdirSync(blobs, { recursive: true })
-    for (const b of [layer.blob, upper.blob, config, manifest]) fs.writeFileSync(path.join(blobs, sha256(b).slice(7)), b)
+    const { layers, config, tarBytes } = await build(work)
+    const manifest = Buffer.from(
+      JSON.stringify({
+        schemaVersion: 2,
+        mediaType: 'application/vnd.oci.image.manifest.v1+json',
+        config: { mediaType: 'application/vnd.oci.image.config.v1+json', digest: sha256(config), size: config.length },
+        layers: layers.map((l) => ({ mediaType: l.mediaType, digest: l.digest, size: 'blob' in l ? l.blob.length : l.size })),
+      }),
+    )
+    for (const b of [config, manifest]) writeBlob(work, b)
     fs.writeFileSync(path.join(work, 'oci-layout'), JSON.stringify({ imageLayoutVersion: '1.0.0' }))
     fs.writeFileSync(
       path.join(work, 'index.json'),
       JSON.stringify({
         schemaVersion: 2,
-        manifests: [{ mediaType: 'application/vnd.oci.image.manifest.v1+json', digest: sha256(manifest), size: manifest.length, annotations: { 'org.opencontainers.image.ref.name': 'minimal' } }],
+        manifests: [{ mediaType: 'application/vnd.oci.image.manifest.v1+json', digest: sha256(manifest), size: manifest.length, annotations: { 'org.opencontainers.image.ref.name': tag } }],
       }),
     )
-    process.stderr.write(`# built the minimal test image in ${Date.now() - started} ms (${layer.tar.length} bytes of tar) into ${dir}\n`)
+    process.stderr.write(`# built the ${tag} test image in ${Date.now() - started} ms (${tarBytes} bytes of tar) into ${dir}\n`)
     try {
       fs.renameSync(work, dir)
     } catch (err) {
@@ -263,10 +320,14 @@ export async function minimalImageLayout(): Promise<string> {
   }
 }
 
+/** Pushes the image layout `layout` (its tag `tag`) with skopeo to `registry` as `name:ref` (as `creds`, `user:password`, when it asks for them). */
+export async function pushLayout(layout: string, tag: string, registry: Registry, name: string, ref: string, creds?: string): Promise<void> {
+  await run('skopeo', ['copy', '--quiet', '--dest-tls-verify=false', ...(creds ? ['--dest-creds', creds] : []), `oci:${layout}:${tag}`, `docker://${registry.host}/${name}:${ref}`])
+}
+
 /** Pushes the minimal image with skopeo to `registry` as `name:tag` (as `creds`, `user:password`, when it asks for them). */
 export async function pushMinimalImage(registry: Registry, name: string, tag: string, creds?: string): Promise<void> {
-  const layout = await minimalImageLayout()
-  await run('skopeo', ['copy', '--quiet', '--dest-tls-verify=false', ...(creds ? ['--dest-creds', creds] : []), `oci:${layout}:minimal`, `docker://${registry.host}/${name}:${tag}`])
+  await pushLayout(await minimalImageLayout(), 'minimal', registry, name, tag, creds)
 }
 
 // ---- a proxy in front of the registry: counts what is asked, and can answer instead ----

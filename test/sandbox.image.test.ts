@@ -128,6 +128,8 @@ describe('sandboxes on an image', { skip }, () => {
     const mounts = await sh(sb, 'busybox cat /proc/self/mountinfo')
     assert.match(mounts.out, / \/ [^\n]* - overlay /, 'the root is an overlay')
     assert.match(mounts.out, / \/tmp [^\n]* - tmpfs /)
+    // Writable by every user of the image, as a system's /tmp is (apt's _apt writes there).
+    assert.equal((await sh(sb, 'busybox stat -c %a /tmp')).out, '1777\n')
     assert.match(mounts.out, / \/etc\/resolv.conf /)
     // Mounted in the sandbox's own mount namespace: the host never sees the overlay.
     assert.ok(!fs.readFileSync('/proc/self/mountinfo', 'utf8').includes(path.join(workspaceRoot, '.layers', 'ws')), 'the overlay is not mounted on the host')

@@ -128,3 +128,19 @@ export async function modelSteps(w: Warren, turnId: string) {
   const rows = await w.store.db.selectFrom('model_steps').selectAll().where('turn_id', '=', turnId).orderBy('step').execute()
   return rows.map((r) => ({ step: Number(r.step), model: r.model, model_credential_id: r.model_credential_id, input_tokens: Number(r.input_tokens), output_tokens: Number(r.output_tokens) }))
 }
+
+/**
+ * Runs one turn whose agent makes one bash call (`timeout_seconds` when given); answers the turn
+ * what the command printed (with the tool's `[exit code: …]` line), and whether the call failed.
+ */
+export async function runBash(c: ReturnType<typeof client>, model: FakeModelServer, sid: string, command: string, opts: { timeoutS?: number; waitMs?: number } = {}) {
+  const before = model.modelRequests.length
+  model.script({ toolCalls: [{ name: 'bash', args: { command, ...(opts.timeoutS ? { timeout_seconds: opts.timeoutS } : {}) } }] }, { text: 'Done.' })
+  const turn = await c.accept(sid, 'run it')
+  const settled = await c.settled(sid, turn.id, opts.waitMs ?? 180_000)
+  // Each request carries the whole conversation: this turn's command is the last result of its last request.
+  const last = model.modelRequests.slice(before).at(-1)?.toolResults.at(-1)?.content ?? ''
+  // A failed call's result reaches the model as {"error": output}.
+  const failed = last.startsWith('{"error":')
+  return { turn: settled, output: failed ? (JSON.parse(last) as { error: string }).error : last, failed }
+}

@@ -186,7 +186,9 @@ function imageInitArgv(o: InitOptions, overlay: string): { before: string[]; arg
     '--hostname', o.hostname,
     '--bind', o.stageDir, '/',
     '--ro-bind-try', '/etc/resolv.conf', '/etc/resolv.conf',
-    '--tmpfs', '/tmp',
+    // Sticky and writable by all, as a system's /tmp is: an image has users of its own (apt's
+    // _apt writes its temporary files there), where bubblewrap's default 0755 leaves /tmp to root.
+    '--perms', '1777', '--tmpfs', '/tmp',
     '--proc', '/proc',
     '--dev', '/dev',
     '--chdir', o.workspaceMount,
