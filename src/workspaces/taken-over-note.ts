@@ -1,5 +1,9 @@
-import type { Db } from '../db/database.ts'
+import type { Db, Store } from '../db/database.ts'
+import type { EventBus } from '../events/event-bus.ts'
+import { withEvents } from '../events/record-event.ts'
 import { toolResultsOfTurn } from '../turns/conversation.store.ts'
+import { insertSteer } from '../turns/steers.store.ts'
+import { workingTurns } from '../turns/turns.store.ts'
 import type { TurnRow } from '../turns/turns.store.ts'
 
 /**
@@ -24,4 +28,18 @@ export async function takenOverNote(db: Db, turn: TurnRow | undefined, how: stri
   if (turn.running_call !== null && !gone.includes(turn.running_call)) gone.push(turn.running_call)
   if (gone.length === 0) return { text: `${head} No tool call of this turn ran after that: the workspace holds what every call of this turn did.`, lost: false }
   return { text: `${head} What this turn's tool calls ${gone.join(', ')} changed is gone; every later call of this turn ran in the workspace as it came back. Check the files before relying on them.`, lost: true }
+}
+
+/**
+ * Says so when a workspace came back from a snapshot or was rebuilt (`how`): on the session's
+ * events, and to the model of a turn that was working (at its next step), since what it did
+ * after that state is gone.
+ */
+export async function tellTakenOver(store: Store, bus: EventBus, id: string, orgId: string, how: string, since: number | null): Promise<void> {
+  await withEvents(store, bus, async (trx, record) => {
+    const [turn] = await workingTurns(trx, id)
+    const { text, lost } = await takenOverNote(trx, turn, how, since)
+    await record({ orgId, sessionId: id, type: 'session.error', payload: { message: text } })
+    if (turn && lost) await insertSteer(trx, { sessionId: id, turnId: turn.id, text: `[Warren] ${text}`, now: Date.now() })
+  })
 }

@@ -6,13 +6,12 @@ import { getProfileEnv } from '../environments/environments.store.ts'
 import { SandboxImageError, type Sandbox, type SandboxProvider, type WorkspaceReader } from '../sandbox/sandbox.ts'
 import { limiter } from '../shared/limiter.ts'
 import type { Log } from '../shared/log.ts'
-import { insertSteer } from '../turns/steers.store.ts'
-import { workingTurns } from '../turns/turns.store.ts'
 import { imageProgressRecorder } from './image-progress.ts'
 import { networkPolicyFor } from './network-policy.ts'
 import type { WorkspaceSnapshots } from './workspace-snapshots.ts'
 import { seedWorkspace } from './seed-workspace.ts'
-import { takenOverNote } from './taken-over-note.ts'
+import { tellTakenOver } from './taken-over-note.ts'
+import { filesOnReturn } from './workspace-return.ts'
 import { fencedSandboxes } from './fenced-sandbox.ts'
 import { checkFence, LostOwnership, type Fence } from '../nodes/ownership.store.ts'
 import { isStoreUnreachable, type Db } from '../db/database.ts'
@@ -161,14 +160,7 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
     const restoring = ws.env.state === 'reclaimed' || ws.env.state === 'failed'
     try {
       const env = await getProfileEnv(store.db, box, ws.orgId, ws.env.profiles ?? [])
-      // A copy this node kept from an earlier hold of the session (it was paused or killed past its
-      // lease since) is stale: the snapshot is what the nodes that ran it since left.
-      if (restoring && ws.env.initialized && snapshots && e.takenOver && (await snapshots.latest(id))) await provider.deleteWorkspace(id)
-      // Taken over from a node that is gone: its files come back from the last snapshot.
-      const restored = restoring && ws.env.initialized && snapshots && (await snapshots.restore(id)) ? await snapshots.latest(id) : null
-      // No snapshot yet (its first turn never settled) and no folder here: it starts over from its
-      // creation state rather than fail as a lost workspace.
-      const rebuilding = restoring && ws.env.initialized && !restored && e.takenOver && (await nothingToRestore(id))
+      const { restored, rebuilding } = restoring && ws.env.initialized ? await filesOnReturn({ provider, snapshots }, id, e.takenOver) : { restored: null, rebuilding: false }
       const seeding = !ws.env.initialized || rebuilding
       const image = ws.env.image ?? null
       // What the image's pull has got to, recorded as it comes (the workspace is pending meanwhile).
@@ -200,7 +192,7 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
       const resolved = image && !image.digest && sandbox.image?.digest ? { image: { ref: image.ref, digest: sandbox.image.digest } } : {}
       await setState(id, ws.orgId, 'running', 'sandbox.created', { used_ms: e.usedMs, ...resolved }, 'open')
       e.snapshotAt = Date.now()
-      if (restored) await tellTakenOver(id, ws.orgId, `restored to its state at ${new Date(restored.takenAt).toISOString()} (its last snapshot)`, restored.takenAt)
+      if (restored) await tellTakenOver(store, bus, id, ws.orgId, `restored to its state at ${new Date(restored.takenAt).toISOString()} (its last snapshot)`, restored.takenAt)
       if (seeding) {
         const { problems, repo } = await seedWorkspace(store.db, id, ws.env, sandbox, config.gitBaseUrl)
         await withEvents(store, bus, async (trx, record) => {
@@ -208,7 +200,7 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
           for (const p of problems) await record({ orgId: ws.orgId, sessionId: id, type: 'session.error', payload: { message: p.message, ...(p.path ? { path: p.path } : {}) } })
         })
       }
-      if (rebuilding) await tellTakenOver(id, ws.orgId, 'rebuilt from the state it was created in (its repository, seed files and template setup), since no snapshot of it had been taken yet', null)
+      if (rebuilding) await tellTakenOver(store, bus, id, ws.orgId, 'rebuilt from the state it was created in (its repository, seed files and template setup), since no snapshot of it had been taken yet', null)
       return sandbox
     } catch (err) {
       // Deleted while it waited for its turn: nothing was started and there is nothing to report.
@@ -227,30 +219,6 @@ export function workspaceManager(deps: WorkspaceManagerDeps): WorkspaceManager {
       throw new ApiError(imageFailed ? 'invalid_request' : restoring ? 'workspace_recovery_failed' : 'sandbox_unavailable', message, { cause: err })
     }
   }
-
-  /**
-   * A workspace taken over with neither a snapshot nor its folder on this node: nothing of it can
-   * come back. Only with snapshots (several nodes); a folder this node kept and lost still fails.
-   */
-  async function nothingToRestore(id: string): Promise<boolean> {
-    if (!snapshots || (await snapshots.latest(id))) return false
-    return (await provider.workspace(id).list('')) === null
-  }
-
-  /**
-   * Says so when a workspace came back from a snapshot or was rebuilt (`how`): on the session's
-   * events, and to the model of a turn that was working (at its next step), since what it did
-   * after that state is gone.
-   */
-  async function tellTakenOver(id: string, orgId: string, how: string, since: number | null): Promise<void> {
-    await withEvents(store, bus, async (trx, record) => {
-      const [turn] = await workingTurns(trx, id)
-      const { text, lost } = await takenOverNote(trx, turn, how, since)
-      await record({ orgId, sessionId: id, type: 'session.error', payload: { message: text } })
-      if (turn && lost) await insertSteer(trx, { sessionId: id, turnId: turn.id, text: `[Warren] ${text}`, now: Date.now() })
-    })
-  }
-
 
   /**
    * Saves a snapshot when the workspace was used since the last one; a failure keeps the one before.
