@@ -24,6 +24,11 @@
 // workspace filled first with that many small files (folders of 100, written from the host once
 // the workspace is up, before the turn), to show that a step's cost does not grow with the
 // workspace (target: within 1.5× of the empty workspace at 100,000 files).
+//
+// Image workspaces: `--image` runs the session (and the raw command's sandbox) on the tests'
+// minimal image from a real registry on loopback (docker-registry, pulled before the turn);
+// `--image-root` the same with root inside (WARREN_SANDBOX_ROOT_RANGES=1). The targets hold in
+// both kinds of workspace.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs'
 import http from 'node:http'
@@ -34,11 +39,19 @@ import { createLocalProvider } from '../src/sandbox/local/create-local.ts'
 import { listeningUrl } from './listening.ts'
 import { chatChunk, chatStream } from './chat-sse.ts'
 import { treeCpuMs, type TreeCpu } from './proc-cpu.ts'
+import { imagePuller } from '../src/images/image-puller.ts'
+import { pushMinimalImage, startRegistry, type Registry } from '../test/registry.ts'
 
 const root = path.resolve(import.meta.dirname, '..')
 const node = path.join(root, 'node_modules/.bin/node')
 const arg = (name: string) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : undefined)
 const sizes = arg('--files')?.split(',').map(Number) ?? null
+const imageRoot = process.argv.includes('--image-root')
+const onImage = imageRoot || process.argv.includes('--image')
+const registry: Registry | null = onImage ? await startRegistry() : null
+if (registry) await pushMinimalImage(registry, 'bench/minimal', '1')
+const imageRef = registry ? `${registry.host}/bench/minimal:1` : null
+const kind = imageRef ? `an image workspace (${imageRoot ? 'root inside' : 'unprivileged'})` : 'a host-system workspace'
 // --- long conversations: the points to report and the output each step prints ---------------
 const points = (arg('--steps') ?? '60').split(',').map(Number).filter((n) => n > 0)
 const steps = Math.max(...points, 1)
@@ -100,6 +113,8 @@ await new Promise<void>((r) => model.listen(0, '127.0.0.1', r))
 const modelUrl = `http://127.0.0.1:${(model.address() as AddressInfo).port}/v1`
 
 // --- the baseline: the same command through a sandbox of the same provider --------------------
+/** The raw command's sandbox's image cache (the service has its own in its data folder). */
+const imagesDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-images-'))
 const rawDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-raw-'))
 fs.chmodSync(rawDir, 0o777)
 const hostDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-host-'))
@@ -119,13 +134,15 @@ function hostBash(): Promise<void> {
  * followed by `bash -c` of it on the host, so a machine whose load drifts moves both alike.
  */
 async function rawTimes(): Promise<{ raw: number[]; host: number[] }> {
-  const provider = await createLocalProvider({ workspaceRoot: rawDir, prefix: `bt${runTag}`, uidBase: 395_000, uidCount: 1000 })
+  const images = imageRef ? { images: imagePuller({ dir: imagesDir, registry: { allowPrivate: ['127.0.0.1/32'] } }), rootRanges: imageRoot ? 1 : 0 } : {}
+  const provider = await createLocalProvider({ workspaceRoot: rawDir, prefix: `bt${runTag}`, uidBase: 395_000, uidCount: 1000, ...images })
   const sandbox = await provider.create({
     id: 'bench-raw',
     workspaceMount: '/workspace',
     env: {},
     network: { allow: [] },
     limits: { memoryBytes: 512 * 1024 * 1024, pids: 128, cpus: 1 },
+    ...(imageRef ? { image: { ref: imageRef } } : {}),
   })
   const raw: number[] = []
   const host: number[] = []
@@ -152,7 +169,7 @@ async function stepGaps(filesInWorkspace = 0): Promise<number[]> {
   cpuAt.clear()
   treeAt.clear()
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-bench-turn-'))
-  const env = { ...process.env, WARREN_DATA_DIR: dataDir, PORT: '0', WARREN_LOG_LEVEL: 'warn', WARREN_MODEL_ALLOW_PRIVATE: '127.0.0.1/32', WARREN_SANDBOX_PREFIX: `bw${runTag}`, WARREN_SANDBOX_UID_BASE: String(1_000_000 + own * 10_000) }
+  const env = { ...process.env, WARREN_DATA_DIR: dataDir, PORT: '0', WARREN_LOG_LEVEL: 'warn', WARREN_MODEL_ALLOW_PRIVATE: '127.0.0.1/32', WARREN_SANDBOX_PREFIX: `bw${runTag}`, WARREN_SANDBOX_UID_BASE: String(1_000_000 + own * 10_000), ...(imageRef ? { WARREN_IMAGE_ALLOW_PRIVATE: '127.0.0.1/32', WARREN_SANDBOX_ROOT_RANGES: imageRoot ? '1' : '0' } : {}) }
   const minted = JSON.parse(execFileSync(node, ['src/main.ts', 'tokens', 'create', '--org', 'bench'], { cwd: root, env }).toString())
   const headers = { authorization: `Bearer ${minted.token}`, 'content-type': 'application/json' }
   const proc: ChildProcess = spawn(node, ['src/main.ts', 'serve'], { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] })
@@ -170,7 +187,7 @@ async function stepGaps(filesInWorkspace = 0): Promise<number[]> {
       return r.status === 429 ? null : ((await r.json()) as { status: string; error: unknown })
     }
     await post('/v1/model-credentials', { provider: 'openai', api_key: KEY, base_url: modelUrl, models: ['m'] })
-    const session = await post('/v1/sessions', {})
+    const session = await post('/v1/sessions', imageRef ? { environment: { image: imageRef } } : {})
     if (filesInWorkspace > 0) await fillWorkspace(url, headers, session.id, path.join(dataDir, 'workspaces', session.id), filesInWorkspace)
     const turn = await post(`/v1/sessions/${session.id}/messages`, { text: 'go' })
     // Polled seldom until the model gave its last answer; a turn that ended early is noticed.
@@ -224,7 +241,7 @@ async function oneTurn(): Promise<void> {
   const hostP50 = pct(host, 0.5)
   const overhead = gaps.map((g) => g - rawP50)
   const gapP50 = pct(gaps, 0.5)
-  console.log(`bench/turn on SQLite: ${gaps.length} agent steps, each one bash call (\`${COMMAND}\`)`)
+  console.log(`bench/turn on SQLite, ${kind}: ${gaps.length} agent steps, each one bash call (\`${COMMAND}\`)`)
   console.log(`bash -c on the host          p50 ${ms(hostP50)}  p90 ${ms(pct(host, 0.9))} (the baseline, in turn with the raw command)`)
   console.log(`raw command in a sandbox     p50 ${ms(rawP50)}  p90 ${ms(pct(raw, 0.9))}  ${(rawP50 / hostP50).toFixed(2)}× bash -c (target ≤ 1.5×)`)
   console.log(`response end → next request  p50 ${ms(gapP50)}  p90 ${ms(pct(gaps, 0.9))}  ${(gapP50 / hostP50).toFixed(2)}× bash -c (target p50 ≤ 20 ms)`)
@@ -282,6 +299,8 @@ try {
 } finally {
   child?.kill()
   model.close()
+  await registry?.stop()
   fs.rmSync(rawDir, { recursive: true, force: true })
+  fs.rmSync(imagesDir, { recursive: true, force: true })
   fs.rmSync(hostDir, { recursive: true, force: true })
 }
