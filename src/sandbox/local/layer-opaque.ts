@@ -16,7 +16,7 @@ const SCRIPT = String.raw`
 use strict;
 my ($NR_openat, $NR_fgetxattr, $flags, $top) = @ARGV;
 local $/ = "\0";
-open(my $root, '<', $top) or exit 0;
+open(my $root, '<', $top) or die "cannot open the layer: $!\n";
 while (my $rel = <STDIN>) {
   chomp $rel;
   my @fds = ();
@@ -36,16 +36,23 @@ while (my $rel = <STDIN>) {
 }
 `
 
-/** The folders among `folders` (relative to `upper`) that are opaque; none when the host cannot tell. */
+/**
+ * The folders among `folders` (relative to `upper`) that are opaque. Rejects when it cannot tell
+ * (no syscall table for this host, the layer gone, perl failing): a layer read without its opaque
+ * marks would show, packed or read for its users, what the agent removed.
+ */
 export async function opaqueFolders(upper: string, folders: string[]): Promise<string[]> {
   if (folders.length === 0) return []
   const arch = filterArch()
-  if (!arch) return []
+  if (!arch) throw new Error(`no syscall table for ${process.arch}: the layer's opaque folders cannot be read`)
   const table = syscallTable(arch)
   const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW } = fs.constants
   const args = ['-MPOSIX', '-e', SCRIPT, String(table.indexOf('openat')), String(table.indexOf('fgetxattr')), String(O_RDONLY | O_DIRECTORY | O_NOFOLLOW | 0o2000000), upper]
   const out = await new Promise<string>((resolve, reject) => {
     const child = execFile('perl', args, { maxBuffer: 64 * 1024 * 1024, env: { PATH: '/usr/bin:/bin' } }, (err, stdout) => (err ? reject(err) : resolve(stdout)))
+    // perl may end before it has read them all (the layer gone): the write's EPIPE is that
+    // failure, which the exit reports, not an error of the service's own to crash on.
+    child.stdin!.on('error', () => {})
     child.stdin!.end(folders.filter((f) => !f.includes('\0')).join('\0') + '\0')
   })
   return out.split('\0').filter(Boolean)
