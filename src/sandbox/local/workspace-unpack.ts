@@ -122,14 +122,22 @@ async function unpackBoth(archive: Readable, unpack: Unpack, layer: LayerInto): 
     unpack.on('error', reject)
     unpack.on('finish', () => resolve())
   })
-  parsed.catch(() => {}) // reported through the pipeline, whose sink waits on both
-  unpacked.catch(() => {}) // reported through the pipeline, whose sink waits on both
+  // Either reader's failure ends the wait for the other's drain, through one signal: racing each
+  // wait against the two promises instead left a callback on them per chunk for the whole archive.
+  // Reported through the pipeline, whose sink fails with it.
+  const failed = new AbortController()
+  parsed.catch((err: unknown) => failed.abort(err))
+  unpacked.catch((err: unknown) => failed.abort(err))
   const sink = new Writable({
     write(chunk: Buffer, _enc, done) {
       try {
-        const waits = [unpack.write(chunk) ? null : once(unpack, 'drain'), parser.write(chunk) ? null : once(parser, 'drain')].filter((w) => w !== null)
+        const { signal } = failed
+        const waits = [unpack.write(chunk) ? null : once(unpack, 'drain', { signal }), parser.write(chunk) ? null : once(parser, 'drain', { signal })].filter((w) => w !== null)
         if (waits.length === 0) return done()
-        Promise.race([Promise.all(waits), parsed, unpacked]).then(() => done(), done)
+        Promise.all(waits).then(
+          () => done(),
+          (err: Error) => done(signal.aborted ? (signal.reason as Error) : err),
+        )
       } catch (err) {
         done(err as Error)
       }
