@@ -152,6 +152,24 @@ describe('the sweep', () => {
     assert.equal((await puller.sweep()).length, 2)
   })
 
+  test('a caller that joins a pull already under way is held from then on, the first caller letting go changing nothing', async () => {
+    const { puller, dir } = newPuller()
+    // The first progress comes once the manifest has named the digests: the second caller joins
+    // then, the shared pull past the point where holders were taken when it was told them.
+    let joined: ReturnType<ImagePuller['pull']> | undefined
+    const first = await puller.pull(A, { onProgress: () => void (joined ??= puller.pull(A)) })
+    assert.ok(joined, 'control: the second caller joined while the first pull ran')
+    const second = await joined
+    first.release()
+    clock += 2 * HOUR
+    assert.deepEqual(await puller.sweep(), [], 'the second caller still holds every layer')
+    assertWhole(dir, base, 'base')
+    assertWhole(dir, onlyA, 'only-a')
+    second.release()
+    clock += 2 * HOUR
+    assert.equal((await puller.sweep()).length, 2)
+  })
+
   test('a crash in the middle of a removal leaves no layer that looks whole; a layer without a record is adopted, not removed', async () => {
     const { puller, dir } = newPuller()
     ;(await puller.pull(B)).release()
