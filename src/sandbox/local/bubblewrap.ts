@@ -172,8 +172,9 @@ function imageInitArgv(o: InitOptions, overlay: string): { before: string[]; arg
     t.bwrap,
     '--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts',
     ...(o.netnsName ? [] : ['--unshare-net']),
-    // Root inside: bubblewrap refuses --disable-userns beside --userns-block-fd; startInit sets the
-    // namespace's user.max_user_namespaces to 0 instead, which is what --disable-userns comes to.
+    // Root inside: bubblewrap refuses --disable-userns beside --userns-block-fd; whatever enters
+    // the sandbox sets the namespace's user.max_user_namespaces to 0 before it runs anything (see
+    // enterRootArgv), which is what --disable-userns comes to.
     ...(o.root ? [] : ['--disable-userns']), '--seccomp', '6',
     '--cap-drop', 'ALL', '--new-session', '--die-with-parent',
     // Root inside: the service writes the user namespace's maps (a range, which bubblewrap alone
