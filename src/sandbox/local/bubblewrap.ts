@@ -196,7 +196,7 @@ function imageInitArgv(o: InitOptions, overlay: string): { before: string[]; arg
   // Root on the host, in the init's own mount namespace: gone with the sandbox, never on the host.
   const mount = 'm=$1; shift; "$m" -n -t overlay overlay -o "$1" "$2" && "$m" -n --bind "$3" "$2$4"'
   const before = o.root
-    ? idmapRootArgv({ perl: t.perl, mount: t.mount, ...o.root, overlay, stage: o.stageDir, workspaceDir: o.workspaceDir, workspaceMount: o.workspaceMount })
+    ? idmapRootArgv({ perl: t.perl, ...o.root, overlay, stage: o.stageDir, workspaceDir: o.workspaceDir, workspaceMount: o.workspaceMount })
     : [t.sh, '-c', mount, 'sh', t.mount, overlay, o.stageDir, o.workspaceDir, o.workspaceMount]
   return { before, argv: [...net, ...drop, ...bwrap] }
 }

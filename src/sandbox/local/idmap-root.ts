@@ -44,19 +44,27 @@ export const ROOT_CAPS = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'SETUID',
  */
 export const rootMap = (base: number, own: number) => `0 ${base} ${ROOT_RANGE_SIZE}\n${ROOT_RANGE_SIZE} ${own} 1\n`
 
+// Every step of a start is paid by the sandbox's create: no perl module loaded (POSIX alone more
+// than doubled perl's start), the two user namespaces made at once (each a fork and two switches
+// between processes, which a loaded machine makes slow), the overlay mounted by mount(2) rather than
+// a mount(8) started for it.
 const SCRIPT = String.raw`
-use strict; use POSIX ();
-my ($NR_unshare, $NR_open_tree, $NR_mount_setattr, $NR_move_mount, $mount, $base, $size, $owner, $overlay, $stage, $wsDir, $wsMount, @lowers) = @ARGV;
-sub userns {
-  my ($map) = @_;
+my ($NR_unshare, $NR_open_tree, $NR_mount_setattr, $NR_move_mount, $NR_mount, $NR_close, $NR_exit_group, $base, $size, $owner, $overlay, $stage, $wsDir, $wsMount, @lowers) = @ARGV;
+sub child {
   pipe(my $r, my $w) or die "pipe: $!"; pipe(my $r2, my $w2) or die "pipe: $!";
   my $pid = fork(); die "fork: $!" unless defined $pid;
-  if ($pid == 0) { close $r; close $w2; syscall($NR_unshare + 0, 0x10000000) == 0 or POSIX::_exit(1); syswrite($w, 'u'); sysread($r2, my $b, 1); POSIX::_exit(0); }
+  if ($pid == 0) { close $r; close $w2; syscall($NR_unshare + 0, 0x10000000) == 0 or syscall($NR_exit_group + 0, 1); syswrite($w, 'u'); sysread($r2, my $b, 1); syscall($NR_exit_group + 0, 0); }
   close $w; close $r2;
+  return [$pid, $r, $w2];
+}
+sub userns {
+  my ($child, $map) = @_;
+  my ($pid, $r, $w2) = @$child;
   sysread($r, my $b, 1) == 1 or die "no user namespace for an idmapped mount";
   for my $f ('uid_map', 'gid_map') { open(my $m, '>', "/proc/$pid/$f") or die "$f: $!"; syswrite($m, $map) or die "$f: $!"; close($m) or die "$f: $!"; }
   open(my $ns, '<', "/proc/$pid/ns/user") or die "user namespace: $!";
-  close $w2; waitpid($pid, 0);
+  # Told by a byte, not the pipe's end: the other child holds a copy of this end.
+  syswrite($w2, 'g'); close $w2; waitpid($pid, 0);
   return $ns;
 }
 sub bind_idmapped {
@@ -67,12 +75,15 @@ sub bind_idmapped {
   syscall($NR_mount_setattr + 0, $fd, $e, 0x1000, $attr, length $attr) == 0 or die "idmapping $src: $!";
   my $e2 = '';
   syscall($NR_move_mount + 0, $fd, $e2, -100, $dst, 4) == 0 or die "binding $src: $!";
-  POSIX::close($fd);
+  syscall($NR_close + 0, $fd);
 }
-my $image = userns("0 $base $size\n");
+my @children = (child(), child());
+my $image = userns($children[0], "0 $base $size\n");
 while (@lowers) { my ($src, $dst) = splice(@lowers, 0, 2); bind_idmapped($image, $src, $dst); }
-system($mount, '-n', '-t', 'overlay', 'overlay', '-o', $overlay, $stage) == 0 or die "mounting the overlay failed";
-bind_idmapped(userns("$owner $base 1\n"), $wsDir, "$stage$wsMount");
+# syscall() takes strings it may write to: variables, not literals.
+my ($source, $type) = ('overlay', 'overlay');
+syscall($NR_mount + 0, $source, $stage, $type, 0, $overlay) == 0 or die "mounting the overlay failed: $!";
+bind_idmapped(userns($children[1], "$owner $base 1\n"), $wsDir, "$stage$wsMount");
 `
 
 /**
@@ -82,7 +93,6 @@ bind_idmapped(userns("$owner $base 1\n"), $wsDir, "$stage$wsMount");
  */
 export function idmapRootArgv(o: {
   perl: string
-  mount: string
   base: number
   /** The workspace folder's host owner (its uid and gid). */
   owner: number
@@ -95,8 +105,8 @@ export function idmapRootArgv(o: {
   const arch = filterArch()
   if (!arch) throw new Error(`no syscall table for ${process.arch}`)
   const table = syscallTable(arch)
-  const nr = ['unshare', 'open_tree', 'mount_setattr', 'move_mount'].map((n) => String(table.indexOf(n)))
-  return [o.perl, '-e', SCRIPT, ...nr, o.mount, String(o.base), String(ROOT_RANGE_SIZE), String(o.owner), o.overlay, o.stage, o.workspaceDir, o.workspaceMount, ...o.lowers.flatMap((l) => [l.src, l.dst])]
+  const nr = ['unshare', 'open_tree', 'mount_setattr', 'move_mount', 'mount', 'close', 'exit_group'].map((n) => String(table.indexOf(n)))
+  return [o.perl, '-e', SCRIPT, ...nr, String(o.base), String(ROOT_RANGE_SIZE), String(o.owner), o.overlay, o.stage, o.workspaceDir, o.workspaceMount, ...o.lowers.flatMap((l) => [l.src, l.dst])]
 }
 
 /** Capability numbers (linux/capability.h) of ROOT_CAPS. */
