@@ -115,7 +115,17 @@ const CAP_NUMBERS: Record<string, number> = { CHOWN: 0, DAC_OVERRIDE: 1, FOWNER:
 // No module loaded (POSIX, strict): each costs the startup of every shell parked for a command, and
 // POSIX alone more than doubled it (26 against 10 ms of CPU here). Syscalls by number instead.
 const ENTER = String.raw`
-my ($pid, $NR_setns, $NR_prctl, $NR_setgroups, $NR_setresgid, $NR_setresuid, $NR_exit_group, $keep, @cmd) = @ARGV;
+my ($pid, $NR_setns, $NR_prctl, $NR_setgroups, $NR_setresgid, $NR_setresuid, $NR_exit_group, $keep, $ctl) = splice(@ARGV, 0, 9);
+# The cgroups to join first (a parked shell's: see enterRootArgv), as the host shell that parks one
+# would: a failure said on the control fd, exit 125.
+while ($ARGV[0] ne '--') {
+  my $procs = shift; my $p;
+  next if open($p, '>', $procs) && syswrite($p, "$$\n") && close($p);
+  my $why = "$procs: $!\n"; my $c;
+  open($c, '>&=', $ctl) && syswrite($c, $why); syscall($NR_exit_group + 0, 125);
+}
+shift;
+my @cmd = @ARGV;
 my %keep = map { $_ => 1 } split(/,/, $keep);
 my @order = (['net', 0x40000000], ['user', 0x10000000], ['mnt', 0x00020000], ['pid', 0x20000000], ['ipc', 0x08000000], ['uts', 0x04000000]);
 my %fh;
@@ -151,12 +161,16 @@ syscall($NR_exit_group + 0, $? >> 8);
  * to drop them with. This does what nsenter does (the namespaces, the network's first: it is the
  * host's; the init's root; uid and gid 0, no groups), then cuts the bounding set to ROOT_CAPS
  * before it starts the command, in the sandbox's pid namespace, and passes on its exit.
+ *
+ * With `join`, it first joins the cgroups of `procsFiles` itself, saying why it could not on
+ * `ctlFd`: a shell parked inside the sandbox then needs no host shell to join them before it (one
+ * process fewer for every command; see parked.ts).
  */
-export function enterRootArgv(perl: string, nsPid: number): string[] {
+export function enterRootArgv(perl: string, nsPid: number, join?: { ctlFd: number; procsFiles: string[] }): string[] {
   const arch = filterArch()
   if (!arch) throw new Error(`no syscall table for ${process.arch}`)
   const table = syscallTable(arch)
   const nr = ['setns', 'prctl', 'setgroups', 'setresgid', 'setresuid', 'exit_group'].map((n) => String(table.indexOf(n)))
-  return [perl, '-e', ENTER, String(nsPid), ...nr, ROOT_CAPS.map((c) => CAP_NUMBERS[c]).join(',')]
+  const caps = ROOT_CAPS.map((c) => CAP_NUMBERS[c]).join(',')
+  return [perl, '-e', ENTER, String(nsPid), ...nr, caps, String(join?.ctlFd ?? 2), ...(join?.procsFiles ?? []), '--']
 }
-
