@@ -176,8 +176,9 @@ function imageInitArgv(o: InitOptions, overlay: string): { before: string[]; arg
     t.bwrap,
     '--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts',
     ...(o.netnsName ? [] : ['--unshare-net']),
-    // Root inside: bubblewrap refuses --disable-userns beside --userns-block-fd; startInit sets the
-    // namespace's user.max_user_namespaces to 0 instead, which is what --disable-userns comes to.
+    // Root inside: bubblewrap refuses --disable-userns beside --userns-block-fd; whatever enters
+    // the sandbox sets the namespace's user.max_user_namespaces to 0 before it runs anything (see
+    // enterRootArgv), which is what --disable-userns comes to.
     ...(o.root ? [] : ['--disable-userns']), '--seccomp', '6',
     '--cap-drop', 'ALL', '--new-session', '--die-with-parent',
     // Root inside: the service writes the user namespace's maps (a range, which bubblewrap alone
@@ -201,7 +202,7 @@ function imageInitArgv(o: InitOptions, overlay: string): { before: string[]; arg
   // Root on the host, in the init's own mount namespace: gone with the sandbox, never on the host.
   const mount = 'm=$1; shift; "$m" -n -t overlay overlay -o "$1" "$2" && "$m" -n --bind "$3" "$2$4"'
   const before = o.root
-    ? idmapRootArgv({ perl: t.perl, mount: t.mount, ...o.root, overlay, stage: o.stageDir, workspaceDir: o.workspaceDir, workspaceMount: o.workspaceMount })
+    ? idmapRootArgv({ perl: t.perl, ...o.root, overlay, stage: o.stageDir, workspaceDir: o.workspaceDir, workspaceMount: o.workspaceMount })
     : [t.sh, '-c', mount, 'sh', t.mount, overlay, o.stageDir, o.workspaceDir, o.workspaceMount]
   return { before, argv: [...net, ...drop, ...bwrap] }
 }
@@ -263,7 +264,7 @@ export function execArgv(o: ExecOptions): { argv: string[]; fd9: string | null; 
 /** The prefix that runs the rest of a command line inside the sandbox of init `nsPid`, as `uid`. */
 export function enterArgv(t: Tools, nsPid: number, uid: number, rootUser: RootUser | null = null): string[] {
   if (!rootUser) return [t.nsenter, '-t', String(nsPid), '-U', '-m', '-p', '-i', '-u', '-n', '-r', '-S', String(uid), '-G', String(uid), '--']
-  return enterRootArgv(t.perl, nsPid, rootUser)
+  return enterRootArgv(t.perl, nsPid, { user: rootUser })
 }
 
 /** A user of a root-inside sandbox's own ids (0…65535): its root, or the image's User. */

@@ -1,7 +1,8 @@
 import { SandboxUnavailableError } from '../sandbox.ts'
 import { enterArgv, type RootUser, type Tools } from './bubblewrap.ts'
 import type { SandboxCgroup } from './cgroups.ts'
-import { parkExec, type Parked } from './parked.ts'
+import { enterRootArgv } from './idmap-root.ts'
+import { parkExec, type Entry, type Parked } from './parked.ts'
 
 /**
  * Pids a command needs to start (nsenter forks, its shell forks): with less room than this left
@@ -196,8 +197,11 @@ export class ExecShells {
   private async park(enter: boolean): Promise<Spare> {
     const exec = this.cgroup.newExec()
     const nsPid = enter ? this.init() : null
-    const into = nsPid === null ? [] : enterArgv(this.tools, nsPid, this.uid, this.rootUser)
-    const spare = { parked: parkExec(this.tools, this.cgroup.procsFiles(exec), into, this.insideSh), exec, nsPid }
+    const procsFiles = this.cgroup.procsFiles(exec)
+    // Root inside, the entry (perl) joins the cgroups itself: no host shell started before it.
+    const rootUser = this.rootUser
+    const into: Entry = nsPid === null ? [] : rootUser ? (ctlFd) => enterRootArgv(this.tools.perl, nsPid, { user: rootUser, join: { ctlFd, procsFiles } }) : enterArgv(this.tools, nsPid, this.uid)
+    const spare = { parked: parkExec(this.tools, procsFiles, into, this.insideSh), exec, nsPid }
     try {
       await spare.parked.ready
     } catch (err) {

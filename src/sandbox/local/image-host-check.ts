@@ -43,7 +43,6 @@ export function probeImageMounts(o: { tools: Tools; dir: string; base: number })
     const uidRanges = run(
       idmapRootArgv({
         perl: o.tools.perl,
-        mount: o.tools.mount,
         base: o.base,
         owner: 0,
         user: { uid: 0, gid: 0 },

@@ -35,6 +35,13 @@ export type Parked = {
   usable(): boolean
 }
 
+/**
+ * How a parked shell enters the sandbox: a command line prefix run once a host shell joined the
+ * cgroups (nsenter), or, given the control fd, one that joins them itself (saving that shell), and
+ * says on that fd why it could not.
+ */
+export type Entry = string[] | ((ctlFd: number) => string[])
+
 const PARK =
   'while [ "$1" != -- ]; do { echo $$ > "$1"; } 2>&"$0" || exit 125; shift; done; shift; [ $# -eq 0 ] || exec "$@"; ' +
   'printf P >&"$0"; s=; while IFS= read -r l || [ -n "$l" ]; do s="$s$l\n"; done; eval "$s"'
@@ -45,13 +52,16 @@ const PARK =
  * execs it (unshare, say); it must not fork, or its child would start outside the cgroups.
  * `under`: what the spawner that starts it runs under (see SpawnOptions), which the shell inherits.
  */
-export function park(sh: string, procsFiles: string[], extraFds: number, wrap: string[] = [], under?: string[], enter: string[] = [], insideSh = sh): Parked {
+export function park(sh: string, procsFiles: string[], extraFds: number, wrap: string[] = [], under?: string[], enter: Entry = [], insideSh = sh): Parked {
   const pipes = 3 + Math.max(1, extraFds)
   const ctlFd = pipes - 1
   // Entering, the same script runs again inside with no groups to join (it starts at the `--`),
   // by the sandbox's own shell (an image's root has /bin/sh, not necessarily the host's path of it).
-  const inside = enter.length > 0 ? [...enter, insideSh, '-c', PARK, String(ctlFd), '--'] : []
-  const argv = [...wrap, sh, '-c', PARK, String(ctlFd), ...procsFiles, '--', ...inside]
+  const inside = [insideSh, '-c', PARK, String(ctlFd), '--']
+  const argv =
+    typeof enter === 'function'
+      ? [...wrap, ...enter(ctlFd), ...inside]
+      : [...wrap, sh, '-c', PARK, String(ctlFd), ...procsFiles, '--', ...(enter.length > 0 ? [...enter, ...inside] : [])]
   // Detached: its own session, no terminal to reach, one process group to kill. Root without the
   // service's supplementary groups (libuv calls setgroups(0) for a uid given).
   const child = spawnDetached(argv[0]!, argv.slice(1), { env: WRAPPER_ENV, pipes, uid: 0, gid: 0, under })
@@ -152,6 +162,6 @@ export function parkSpawn(tools: Tools, procsFiles: string[], extraFds = 0): Par
  * that spawner starts, instead of by a perl run for every shell parked. Given `enter` (the
  * sandbox's init runs), it waits inside the sandbox already; its command then needs no nsenter.
  */
-export function parkExec(tools: Tools, procsFiles: string[], enter: string[] = [], insideSh = tools.sh): Parked {
+export function parkExec(tools: Tools, procsFiles: string[], enter: Entry = [], insideSh = tools.sh): Parked {
   return park(tools.sh, procsFiles, 1, [], filterWrap(tools.perl), enter, insideSh)
 }

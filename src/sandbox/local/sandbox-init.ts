@@ -1,10 +1,9 @@
-import { execFile } from 'node:child_process'
 import fs from 'node:fs'
 import type { SpawnedProcess } from './spawner.ts'
 import { rootMap } from './idmap-root.ts'
 import type { Readable, Writable } from 'node:stream'
 import { SandboxUnavailableError } from '../sandbox.ts'
-import { groupFile, initArgv, passwdFile, WRAPPER_ENV, type InitOptions, type Tools } from './bubblewrap.ts'
+import { groupFile, initArgv, passwdFile, type InitOptions, type Tools } from './bubblewrap.ts'
 import { park, type Parked } from './parked.ts'
 import { seccompFilter } from './seccomp.ts'
 
@@ -100,19 +99,16 @@ export async function startInit(o: InitOptions, parked: Parked): Promise<InitHan
       if (o.root) {
         // bubblewrap waits on fd 5 for the maps of its user namespace: root inside is host uid base.
         // Its --disable-userns cannot be had with a map written from outside (bubblewrap refuses the
-        // pair), so the same is done here: the namespace's own limit of user namespaces set to 0
-        // (by a process joined to it, which holds CAP_SYS_RESOURCE there), before anything runs in it.
+        // pair): the namespace's own limit of user namespaces is set to 0 instead, by whatever enters
+        // the sandbox, before it runs anything (see enterRootArgv): nothing runs in it but the init
+        // until something enters, and entering here too cost every start two more processes.
         const pid = handle.nsPid
         try {
           for (const f of ['uid_map', 'gid_map']) fs.writeFileSync(`/proc/${pid}/${f}`, rootMap(o.root.base, o.uid))
         } catch (err) {
           return fail(`the user namespace's uid range could not be mapped: ${(err as Error).message}`)
         }
-        execFile(o.tools.nsenter, ['-t', String(pid), '-U', '-S', '0', '-G', '0', '--', o.tools.sh, '-c', 'echo 0 > /proc/sys/user/max_user_namespaces'], { env: WRAPPER_ENV }, (err, _out, errText) => {
-          if (err) return fail(`the user namespace's own user namespaces could not be disabled: ${errText.trim() || err.message}`)
-          fds[5]!.end('1')
-        })
-        return
+        fds[5]!.end('1')
       }
       maybeDone()
     })
