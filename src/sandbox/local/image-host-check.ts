@@ -4,6 +4,7 @@ import path from 'node:path'
 import type { HostImageSupport } from '../sandbox.ts'
 import type { Tools } from './bubblewrap.ts'
 import { idmapRootArgv } from './idmap-root.ts'
+import { OVERLAY_FEATURES_OFF } from './image-root.ts'
 
 /** What this host allows workspaces on an image: each a reason it cannot, or null when it can. */
 export type ImageProbe = {
@@ -37,7 +38,7 @@ export function probeImageMounts(o: { tools: Tools; dir: string; base: number })
       if (r.status === 0) return null
       return (r.stderr || r.error?.message || `exit ${r.status}`).trim().split('\n')[0]!
     }
-    const overlay = run([o.tools.mount, '-n', '-t', 'overlay', 'overlay', '-o', `lowerdir=${lower},upperdir=${d('upper')},workdir=${d('work')}`, d('stage')])
+    const overlay = run([o.tools.mount, '-n', '-t', 'overlay', 'overlay', '-o', `lowerdir=${lower},upperdir=${d('upper')},workdir=${d('work')},${OVERLAY_FEATURES_OFF}`, d('stage')])
     if (overlay !== null) return { overlay, uidRanges: 'no overlay to make of the idmapped layers' }
     const bound = d('bound/0')
     const uidRanges = run(
@@ -46,7 +47,7 @@ export function probeImageMounts(o: { tools: Tools; dir: string; base: number })
         base: o.base,
         owner: 0,
         user: { uid: 0, gid: 0 },
-        overlay: `lowerdir=${bound},upperdir=${d('upper2')},workdir=${d('work2')}`,
+        overlay: `lowerdir=${bound},upperdir=${d('upper2')},workdir=${d('work2')},${OVERLAY_FEATURES_OFF}`,
         stage: d('stage2'),
         workspaceDir: d('ws'),
         workspaceMount: '/workspace',

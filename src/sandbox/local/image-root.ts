@@ -143,9 +143,15 @@ function ensure(root: string, target: string, kind: 'dir' | 'file', owner: numbe
  * overlayfs's mount options: the lower folders top first. A comma or colon would be read as a
  * separator, so a path holding one is refused (the cache and workspace folders are the service's own).
  */
+/** overlayfs features off in every overlay of a sandbox (see overlayOptions). */
+export const OVERLAY_FEATURES_OFF = 'redirect_dir=off,metacopy=off,index=off'
+
 export function overlayOptions(root: Pick<ImageRoot, 'layers' | 'upper' | 'work'>): string {
   const all = [...root.layers, root.upper, root.work]
   const bad = all.find((p) => /[,:\n\\]/.test(p))
   if (bad) throw new SandboxImageError(`the folder ${bad} holds a character overlayfs cannot take in a path`)
-  return `lowerdir=${[...root.layers].reverse().join(':')},upperdir=${root.upper},workdir=${root.work}`
+  // Whatever the host's defaults: a renamed folder kept as a redirect, a chmod copied up as
+  // metadata only, or an index would leave in the upper folder what a snapshot of it (plain files,
+  // whiteouts, opaque folders) cannot carry, and the restored layer would lose it.
+  return `lowerdir=${[...root.layers].reverse().join(':')},upperdir=${root.upper},workdir=${root.work},${OVERLAY_FEATURES_OFF}`
 }
