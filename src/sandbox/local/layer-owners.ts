@@ -78,12 +78,22 @@ export function layerOwnersOf(layerDir: string, workspaceDir: string, firstRange
  * none (a snapshot of a sandbox on the host's system, or one taken before layers were packed):
  * then what is kept stays.
  */
-export function placeLayer(layerDir: string, aside: string, owners: LayerOwners): void {
+export async function placeLayer(layerDir: string, aside: string, owners: LayerOwners): Promise<void> {
   const upper = path.join(aside, 'upper')
   if (!fs.existsSync(upper) || fs.readdirSync(upper).length === 0) return
   writeOwners(aside, owners)
-  fs.rmSync(layerDir, { recursive: true, force: true })
+  // The old one is moved out of the way at once and deleted after, not on the event loop (a layer
+  // may be thousands of files); under a dot-name that start-up removes if the node dies meanwhile.
+  const old = `${aside}-old`
+  let moved = true
+  try {
+    fs.renameSync(layerDir, old)
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
+    moved = false // none kept before
+  }
   fs.renameSync(aside, layerDir)
+  if (moved) await fs.promises.rm(old, { recursive: true, force: true })
 }
 
 export const sameOwners = (a: LayerOwners, b: LayerOwners) => a.base === b.base && a.uid === b.uid

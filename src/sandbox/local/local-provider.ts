@@ -6,8 +6,7 @@ import { DEFAULT_WORKSPACE_MAX_WATCHES } from './local-settings.ts'
 import type { HostClaim, HostReport, Sandbox, SandboxProvider, SandboxSpec, WorkspaceReader } from '../sandbox.ts'
 import { SandboxImageError, SandboxUnavailableError } from '../sandbox.ts'
 import { ROOT_RANGE_SIZE } from './idmap-root.ts'
-import { overlayOptions, prepareLayer, resolveImage, type ImageSource, type ResolvedImage } from './image-root.ts'
-import { resolveImageUser } from './image-user.ts'
+import { resolveImage, type ImageSource, type ResolvedImage } from './image-root.ts'
 import { checkMount } from './bubblewrap.ts'
 import { listGroups, SandboxCgroup } from './cgroups.ts'
 import { pickStageDir, probeHost, type HostProbe } from './host-check.ts'
@@ -16,8 +15,8 @@ import { LocalSandbox, type AttachedNetwork, type LocalSandboxContext } from './
 import { dropSlot, makeSlot, WarmPool, type WarmSlot } from './warm-pool.ts'
 import { workspaceReader } from './workspace-files.ts'
 import { packFolder } from './workspace-pack.ts'
-import { DiskFull, isEmptyOrMissing, unpackInto, type LayerInto } from './workspace-unpack.ts'
-import { hostId, insideId, layerOwnersOf, placeLayer, remapOwners, sameOwners, writeOwners, type LayerOwners } from './layer-owners.ts'
+import { DiskFull, isEmptyOrMissing, unpackInto } from './workspace-unpack.ts'
+import { LayerKeeper } from './layer-keeper.ts'
 import { randomText } from '../../shared/ids.ts'
 import { killStrays, ownerOf, prepareWorkspace, reachableBy } from './workspace-owner.ts'
 import { removeLeftFences } from './workspace-watch.ts'
@@ -111,8 +110,7 @@ export class LocalSandboxProvider implements SandboxProvider {
   /** Group names of sandboxes being created or alive: never orphans. */
   private held = new Set<string>()
   private uids = new Set<number>()
-  /** First host uids of the root ranges held by live sandboxes. */
-  private ranges = new Set<number>()
+  private layers: LayerKeeper
   private pool: WarmPool
   private networkWarm = false
   private prepared: Promise<void> | null = null
@@ -137,6 +135,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     }
     this.opts = opts
     this.claim = { prefix: options.claim?.prefix ?? opts.prefix, subnet: options.claim?.subnet ?? null, uidBase: opts.uidBase, uidCount: opts.uidCount + opts.rootRanges * ROOT_RANGE_SIZE }
+    this.layers = new LayerKeeper({ workspaceRoot: opts.workspaceRoot, uidBase: opts.uidBase, uidCount: opts.uidCount, rootRanges: opts.rootRanges })
     this.disks = new WorkspaceDisks(opts.workspaceRoot, opts.diskBytes, options.log)
     if (!Number.isInteger(opts.uidBase) || opts.uidBase < 1000 || !Number.isInteger(opts.uidCount) || opts.uidCount < 1) {
       throw new RangeError('uidBase must be an integer ≥ 1000 and uidCount ≥ 1')
@@ -197,20 +196,13 @@ export class LocalSandboxProvider implements SandboxProvider {
     await this.live.get(id)?.destroy()
     await this.disks.unmount(safeName(id), true)
     await fs.promises.rm(this.workspaceDir(id), { recursive: true, force: true })
-    await fs.promises.rm(this.layerDir(id), { recursive: true, force: true })
+    await fs.promises.rm(this.layers.dir(safeName(id)), { recursive: true, force: true })
   }
 
   async packWorkspace(id: string): Promise<Readable | null> {
     await this.disks.mountIfImage(safeName(id))
     // A sandbox on an image: its own layer goes with its workspace (what the agent installed outside it).
-    const upper = path.join(this.layerDir(id), 'upper')
-    const owners = this.layerOwners(id)
-    return packFolder(this.workspaceDir(id), owners ? { upper, ids: (h) => insideId(h, owners) } : undefined)
-  }
-
-  /** Whose ids the kept layer of `id` is owned from, or null without one (see layerOwnersOf). */
-  private layerOwners(id: string): LayerOwners | null {
-    return layerOwnersOf(this.layerDir(id), this.workspaceDir(id), this.opts.uidBase + this.opts.uidCount)
+    return packFolder(this.workspaceDir(id), this.layers.packing(safeName(id), this.workspaceDir(id)))
   }
 
   async unpackWorkspace(id: string, archive: Readable): Promise<boolean> {
@@ -226,17 +218,14 @@ export class LocalSandboxProvider implements SandboxProvider {
       const dir = this.workspaceDir(id)
       await this.disks.mountIfImage(safeName(id))
       if (!isEmptyOrMissing(dir)) return false
-      // The layer (if the archive has one) is unpacked beside the kept layers, owned as this node
-      // would most likely run it (create remaps it if it gets other ids), and put in place once the
-      // workspace is whole.
-      const aside = path.join(this.opts.workspaceRoot, '.layers', `.unpack-${safeName(id)}-${randomText(8)}`)
-      const owners: LayerOwners = { base: this.opts.rootRanges > 0 ? this.pickRange(null) : null, uid: this.pickUid(-1) ?? this.opts.uidBase }
-      const layer: LayerInto = { into: path.join(aside, 'upper'), owner: (n: number) => hostId(n, owners) }
+      // The layer (if the archive has one) is unpacked aside and put in place once the workspace is whole.
+      const aside = this.layers.aside(safeName(id), randomText(8))
+      const { layer, place } = this.layers.restoring(safeName(id), aside, this.pickUid(-1))
       try {
         const restored = (await this.disks.restore(safeName(id), async (into) => (await unpackInto(into, archive, { inside: true, layer })) && isEmptyOrMissing(dir))) ?? (await unpackInto(dir, archive, { layer }))
         if (!restored) return false
         try {
-          placeLayer(this.layerDir(id), aside, owners)
+          await place()
         } catch (err) {
           // All or nothing: the workspace goes again, as missing as it was.
           await this.disks.unmount(safeName(id), true)
@@ -285,43 +274,14 @@ export class LocalSandboxProvider implements SandboxProvider {
     const release = () => {
       this.held.delete(name)
       this.uids.delete(uid)
-      if (base !== null) this.ranges.delete(base)
+      if (base !== null) this.layers.ranges.delete(base)
       image?.release()
     }
     try {
       await prepareWorkspace(dir, uid, probe.tools.chown)
       let root: LocalSandboxContext['image'] = null
-      if (image) {
-        // The sandbox's own layer, kept beside its workspace (not in it: the agent would see it at its mount).
-        if (this.opts.rootRanges > 0) base = this.allocateRange(path.join(this.layerDir(spec.id), 'upper'))
-        // A layer kept (or brought back) owned from other ids than this sandbox gets is given to its ids.
-        const had = this.layerOwners(spec.id)
-        const owners: LayerOwners = { base, uid }
-        if (had && !sameOwners(had, owners)) {
-          await remapOwners(path.join(this.layerDir(spec.id), 'upper'), had, owners)
-          writeOwners(this.layerDir(spec.id), owners)
-        }
-        const layer = prepareLayer(this.layerDir(spec.id), {
-          owner: base ?? uid,
-          root: base ?? 0,
-          mounts: [spec.workspaceMount, '/proc', '/dev', '/tmp'],
-          files: ['/etc/resolv.conf'],
-          lowers: base === null ? 0 : image.layers.length,
-        })
-        // Root inside: the overlay is made of the layers' idmapped binds, not the cache's folders.
-        const lowers = base === null ? image.layers : layer.lowers
-        const { release: _held, ...resolved } = image
-        // Root inside, commands run as the image's User, read from its root as it stands (the
-        // sandbox's own layer over the image's, top first); unprivileged, as the sandbox uid whatever it says.
-        const user = base !== null && image.user ? await resolveImageUser(image.user, [layer.upper, ...[...image.layers].reverse()]) : { uid: 0, gid: 0 }
-        root = {
-          ...resolved,
-          ...layer,
-          overlay: overlayOptions({ layers: lowers, ...layer }),
-          root: base === null ? null : { base, lowers: image.layers.map((src, i) => ({ src, dst: layer.lowers[i]! })), user },
-        }
-        writeOwners(this.layerDir(spec.id), owners)
-      }
+      // The sandbox's own layer over its image, given to its ids (root inside: a range of its own).
+      if (image) root = await this.layers.root(safeName(spec.id), dir, image, uid, [spec.workspaceMount, '/proc', '/dev', '/tmp'], (b) => (base = b))
       const stageDir = root || !reachableBy(dir, uid) ? this.opts.stageDir : null
       if (stageDir === null && !reachableBy(dir, uid)) {
         throw new SandboxUnavailableError(`the sandbox user cannot reach ${dir} and none of /mnt, /media, /srv exists to stage it on: make its parent folders searchable (chmod o+x)`)
@@ -382,10 +342,11 @@ export class LocalSandboxProvider implements SandboxProvider {
       await new SandboxCgroup(probe.cgroups, this.opts.cgroupParent, name).destroy()
     }
     // The root ranges too: a process of a live sandbox's range is its root's (or one of its users').
-    const live = (uid: number) => this.uids.has(uid) || [...this.ranges].some((b) => uid >= b && uid < b + ROOT_RANGE_SIZE)
+    const live = (uid: number) => this.uids.has(uid) || this.layers.inLiveRange(uid)
     if (probe.cgroups.version === null) killStrays(this.claim.uidBase, this.claim.uidCount, live)
     await this.network?.cleanupOrphans()
     removeLeftFences(this.opts.prefix, (name) => this.held.has(name))
+    await this.layers.removeLeftUnpacks()
     this.disks.adopt()
     // Called at start, once the node has joined: its image cache is its own to sweep from here.
     this.images?.startSweeping?.()
@@ -431,47 +392,6 @@ export class LocalSandboxProvider implements SandboxProvider {
   /** The host folder of a workspace: kept across sandboxes and restarts, so named by the id alone. */
   private workspaceDir(id: string): string {
     return path.join(this.opts.workspaceRoot, safeName(id))
-  }
-
-  /** The owners of the kept layers' upper folders but `upper`'s (read as they are: the folder is the service's). */
-  private keptLayerOwners(upper: string): Set<number> {
-    const root = path.join(this.opts.workspaceRoot, '.layers')
-    let names: string[]
-    try {
-      names = fs.readdirSync(root)
-    } catch {
-      return new Set() // no layer kept yet
-    }
-    return new Set(names.map((n) => path.join(root, n, 'upper')).filter((u) => u !== upper).map(ownerOf))
-  }
-
-  /** The sandbox's own writable layer over its image (upper and work folders), kept as long as its workspace. */
-  private layerDir(id: string): string {
-    return path.join(this.opts.workspaceRoot, '.layers', safeName(id))
-  }
-
-  /**
-   * A root range for a sandbox on an image: the one its layer's files are owned from when it is
-   * free (a workspace brought back keeps its owners), else the lowest free one that no other kept
-   * layer is owned from, else the lowest free one. A new workspace taking the range of one that is
-   * reclaimed (or kept across a restart) would leave that one, brought back on another range, with
-   * its own files owned by uids its root does not map: not its to write.
-   */
-  private allocateRange(upper: string): number {
-    const base = this.pickRange(upper)
-    if (base === null) throw new SandboxUnavailableError(`all ${this.opts.rootRanges} root uid ranges are in use`)
-    this.ranges.add(base)
-    return base
-  }
-
-  /** The range allocateRange would give the layer `upper` (null: a layer not made yet), without taking it; null when none is free. */
-  private pickRange(upper: string | null): number | null {
-    const first = this.opts.uidBase + this.opts.uidCount
-    const bases = Array.from({ length: this.opts.rootRanges }, (_, i) => first + i * ROOT_RANGE_SIZE)
-    const owner = upper === null ? -1 : ownerOf(upper)
-    const own = bases.find((b) => owner === b && !this.ranges.has(b))
-    const kept = own === undefined ? this.keptLayerOwners(upper ?? '') : new Set<number>()
-    return own ?? bases.find((b) => !this.ranges.has(b) && !kept.has(b)) ?? bases.find((b) => !this.ranges.has(b)) ?? null
   }
 
   /**
