@@ -8,8 +8,8 @@ import { BlobTooLarge, localBlobStore, type BlobStore, type StoredBlob } from '.
 /** Bytes per chunk row: large enough that a blob is few rows, small enough to hold one in memory. */
 export const CHUNK_BYTES = 1024 * 1024
 
-/** Key spaces of the blob store: artifact bytes, and workspace snapshots (deleted when replaced). */
-export type BlobSpace = 'artifacts' | 'snapshots'
+/** Key spaces of the blob store: artifact bytes, workspace snapshots (deleted when replaced), and checkpoints' contents and manifests. */
+export type BlobSpace = 'artifacts' | 'snapshots' | 'contents'
 
 /**
  * The blob store of a deployment: rows of the database on PostgreSQL, where every node must reach
