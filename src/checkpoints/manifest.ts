@@ -43,15 +43,37 @@ export const SAFE_MODE_BITS = 0o1777
  * but what lies below it ('a', 'a/b', 'a.txt': '/' sorts before every other character).
  */
 export function comparePaths(a: string, b: string): number {
-  const x = a.replaceAll('/', '\0')
-  const y = b.replaceAll('/', '\0')
-  return x < y ? -1 : x > y ? 1 : 0
+  const n = Math.min(a.length, b.length)
+  for (let i = 0; i < n; i++) {
+    let x = a.charCodeAt(i)
+    let y = b.charCodeAt(i)
+    if (x === y) continue
+    if (x === 47) x = 0
+    if (y === 47) y = 0
+    return x - y
+  }
+  return a.length - b.length
 }
 
+/**
+ * In path order. The part already in order at the front (a previous manifest's entries, when
+ * a few new ones follow) is kept as it is and merged with the rest sorted: an incremental
+ * manifest sorts what changed, not the tree.
+ */
 export function sortEntries(entries: ManifestEntry[]): ManifestEntry[] {
-  const keyed = entries.map((e) => [e.path.replaceAll('/', '\0'), e] as const)
+  let run = 1
+  while (run < entries.length && comparePaths(entries[run - 1]!.path, entries[run]!.path) < 0) run++
+  if (run >= entries.length) return entries
+  const keyed = entries.slice(run).map((e) => [e.path.replaceAll('/', '\0'), e] as const)
   keyed.sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0))
-  return keyed.map(([, e]) => e)
+  const rest = keyed.map(([, e]) => e)
+  const out: ManifestEntry[] = []
+  let i = 0
+  let j = 0
+  while (i < run && j < rest.length) out.push(comparePaths(entries[i]!.path, rest[j]!.path) < 0 ? entries[i++]! : rest[j++]!)
+  while (i < run) out.push(entries[i++]!)
+  while (j < rest.length) out.push(rest[j++]!)
+  return out
 }
 
 /** The contents a file is made of, each with its size. */
@@ -91,6 +113,8 @@ export function checkManifest(input: unknown): Manifest {
     const p = e.path
     if (typeof p !== 'string' || !plainPath(p)) throw new BadManifest(`a path that could leave the folder: ${JSON.stringify(p)}`)
     if (kinds.has(p)) throw new BadManifest(`a path named twice: ${p}`)
+    // In path order (which also keeps a path from coming twice): what an incremental manifest merges into.
+    if (entries.length > 0 && comparePaths(entries.at(-1)!.path, p) >= 0) throw new BadManifest(`${p} is out of path order`)
     const parent = p.includes('/') ? p.slice(0, p.lastIndexOf('/')) : null
     // Its folder listed before it (path order) and a folder: nothing is ever written through a link or into a file.
     if (parent !== null && kinds.get(parent) !== 'dir') throw new BadManifest(`${p} is not under a folder of the manifest`)
