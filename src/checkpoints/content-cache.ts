@@ -24,7 +24,7 @@ export type ContentCache = {
 }
 
 /** Fetches at once: each is a round trip or more to the store. */
-const FETCHES_AT_ONCE = 4
+const FETCHES_AT_ONCE = 8
 
 export function contentCache(root: string): ContentCache {
   const tmp = path.join(root, 'tmp')

@@ -39,8 +39,8 @@ const MANIFEST_MAX_BYTES = 512 * 1024 * 1024
  */
 const BATCH_BYTES = 16 * 1024 * 1024
 const BATCH_CONTENTS = 500
-/** Puts at once: on PostgreSQL each is a short transaction of its own, whose round trips overlap. */
-const PUTS_AT_ONCE = 4
+/** Puts at once: on PostgreSQL each is a short transaction of its own, whose round trips overlap (fewer than the pool holds, 10, so other requests still get a connection). */
+const PUTS_AT_ONCE = 8
 
 export function contentStore(blobs: BlobStore): ContentStore {
   return {
