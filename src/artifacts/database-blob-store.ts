@@ -33,6 +33,12 @@ export function pickBlobStore(store: Store, dataDir: string, space: BlobSpace): 
       for (const k of rest.length ? await local.existing(rest) : []) found.add(k)
       return found
     },
+    getMany: async (keys) => {
+      const found = await shared.getMany(keys)
+      const rest = keys.filter((k) => !found.has(k))
+      for (const [k, v] of rest.length ? await local.getMany(rest) : []) found.set(k, v)
+      return found
+    },
     delete: async (key) => {
       await shared.delete(key)
       await local.delete(key)
@@ -147,6 +153,32 @@ export function databaseBlobStore(db: Db, space: BlobSpace): BlobStore {
         for (let i = 0; i < unnamed.length; i += 500) await trx.deleteFrom('blob_chunks').where('upload', 'in', unnamed.slice(i, i + 500)).execute()
         return named
       })
+    },
+
+    async getMany(keys) {
+      const out = new Map<string, Buffer>()
+      for (let i = 0; i < keys.length; i += 500) {
+        // One transaction per slice: a blob deleted between the two reads is not handed back short.
+        await db.transaction().execute(async (trx) => {
+          const named = await trx.selectFrom('blobs').select(['key', 'upload', 'chunks']).where('space', '=', space).where('key', 'in', keys.slice(i, i + 500)).execute()
+          const uploads = named.filter((n) => n.chunks > 0).map((n) => n.upload)
+          const pieces = new Map<string, Buffer[]>()
+          if (uploads.length) {
+            const rows = await trx.selectFrom('blob_chunks').select(['upload', 'seq', 'data']).where('upload', 'in', uploads).orderBy('upload').orderBy('seq').execute()
+            for (const r of rows) {
+              const list = pieces.get(r.upload) ?? []
+              list.push(Buffer.isBuffer(r.data) ? r.data : Buffer.from(r.data))
+              pieces.set(r.upload, list)
+            }
+          }
+          for (const n of named) {
+            const got = pieces.get(n.upload) ?? []
+            if (got.length !== n.chunks) throw new Error(`blob ${n.key} was deleted while being read`)
+            out.set(n.key, Buffer.concat(got))
+          }
+        })
+      }
+      return out
     },
 
     async open(key) {
