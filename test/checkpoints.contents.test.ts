@@ -64,7 +64,10 @@ function makeTree(root: string): void {
 /** A content store whose reads are counted: what a restore fetched. */
 function counted(store: ContentStore): { store: ContentStore; opened: string[] } {
   const opened: string[] = []
-  return { opened, store: { ...store, open: (h) => (opened.push(h), store.open(h)) } }
+  return {
+    opened,
+    store: { ...store, open: (h) => (opened.push(h), store.open(h)), getMany: (hs) => (opened.push(...hs), store.getMany(hs)) },
+  }
 }
 
 forEachDialect('checkpoint contents', (dialect) => {

@@ -17,6 +17,8 @@ export type ContentStore = {
   missing(hashes: Iterable<string>): Promise<Set<string>>
   /** A content's bytes, or null when the store lacks it. */
   open(hash: string): Promise<Readable | null>
+  /** Many small contents' bytes at once (a batch of a few MiB); one the store lacks is absent. */
+  getMany(hashes: string[]): Promise<Map<string, Buffer>>
   /** Stores the manifest as one blob (gzip JSON) under the hash of those bytes; resolves that key and its size. */
   putManifest(manifest: Manifest): Promise<{ key: string; bytes: number }>
   /** The manifest stored under `key`, checked whole (BadManifest otherwise); null when the store lacks it. */
@@ -49,6 +51,7 @@ export function contentStore(blobs: BlobStore): ContentStore {
       return new Set(want.filter((h) => !have.has(h)))
     },
     open: (hash) => blobs.open(hash),
+    getMany: (hashes) => blobs.getMany(hashes),
     async putManifest(manifest) {
       const bytes = await encodeManifest(manifest)
       const blob = await blobs.put(Readable.from([bytes], { objectMode: false }), MANIFEST_MAX_BYTES)

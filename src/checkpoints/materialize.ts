@@ -21,7 +21,8 @@ import { checkManifest, contentsOf, manifestContents, type FileEntry, type Manif
 export async function materialize(manifest: Manifest, dir: string, from: { store: ContentStore; cache: ContentCache }): Promise<boolean> {
   const m = checkManifest(manifest)
   if (!isEmptyOrMissing(dir)) return false
-  const need = from.cache.missing(manifestContents(m).keys())
+  const all = manifestContents(m)
+  const need = new Map([...from.cache.missing(all.keys())].map((h) => [h, all.get(h)!]))
   if (need.size) await from.cache.fill(from.store, need)
   // A node that never held this workspace may not have made the folder of workspaces yet.
   await fsp.mkdir(path.dirname(dir), { recursive: true })
