@@ -15,9 +15,10 @@ const SRC = process.argv[2] ? path.resolve(process.argv[2]) : OWN_SRC
 const KERNEL = /^(config|errors|deps)\.ts$|^shared\//
 /**
  * Seams: what Warren talks to without owning a domain (sandboxes, the blob store, the tools the
- * model runs, MCP servers, the event bus's wake-ups, the node's image cache the local provider pulls into). Operations may use them; they import no domain.
+ * model runs, MCP servers, the event bus's wake-ups, the node's image cache the local provider pulls into,
+ * checkpoints' contents, which a provider reads its workspaces into and writes them back from). Operations may use them; they import no domain.
  */
-const SEAM = /^sandbox\/|^images\/|^artifacts\/blob-store\.ts$|^tools\/(builtin|network|browser)\/|^tools\/result-parts\.ts$|^mcp\/|^events\/(pg-)?event-bus\.ts$/
+const SEAM = /^sandbox\/|^images\/|^checkpoints\/|^artifacts\/blob-store\.ts$|^tools\/(builtin|network|browser)\/|^tools\/result-parts\.ts$|^mcp\/|^events\/(pg-)?event-bus\.ts$/
 /**
  * Files that stand with the schemas and stores, so any domain (and any store) may import them:
  * the one path that commits a change with its events, the lookup that turns a missing session

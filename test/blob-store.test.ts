@@ -126,4 +126,31 @@ onPostgres('database blob store', () => {
     assert.deepEqual([...(await artifacts.existing([a.key, absent, other]))].sort(), [a.key, other].sort())
     assert.deepEqual([...(await snapshots.existing([a.key, absent, other]))], [])
   })
+
+  it('puts and gets many small blobs in one call: each once, the ones stored before kept as they were', async () => {
+    await store.db.deleteFrom('blobs').execute()
+    await store.db.deleteFrom('blob_chunks').execute()
+    const blobs = databaseBlobStore(store.db, 'contents')
+    const before = await blobs.put(Readable.from([Buffer.from('stored before')], { objectMode: false }), 100)
+    const big = randomBytes(CHUNK_BYTES + 10)
+    const items = [Buffer.from('a'), Buffer.from('stored before'), big, Buffer.from('a'), Buffer.alloc(0)]
+    await assert.rejects(blobs.putMany(items, CHUNK_BYTES), BlobTooLarge)
+    assert.deepEqual(await count(store), { blobs: 1, chunks: 1 }, 'a refused call keeps nothing')
+    const added = await blobs.putMany(items, 10 * CHUNK_BYTES)
+    const key = (b: Buffer) => createHash('sha256').update(b).digest('hex')
+    assert.deepEqual([...added].sort(), [key(Buffer.from('a')), key(big), key(Buffer.alloc(0))].sort())
+    assert.ok((await buffer((await blobs.open(key(big)))!)).equals(big))
+    assert.equal((await buffer((await blobs.open(before.key))!)).toString(), 'stored before')
+    // 'stored before' 1 chunk, 'a' 1, big 2, empty 0: the duplicate's and the already stored one's chunks rolled back.
+    assert.deepEqual(await count(store), { blobs: 4, chunks: 4 })
+    assert.deepEqual([...(await blobs.putMany(items, 10 * CHUNK_BYTES))], [], 'all stored already: none added')
+    // Read back many at once, a multi-chunk and an empty one included; one never stored is absent.
+    const absent = key(Buffer.from('never stored'))
+    const got = await blobs.getMany([key(big), key(Buffer.from('a')), key(Buffer.alloc(0)), absent])
+    assert.deepEqual([...got.keys()].sort(), [key(big), key(Buffer.from('a')), key(Buffer.alloc(0))].sort())
+    assert.ok(got.get(key(big))!.equals(big))
+    assert.equal(got.get(key(Buffer.from('a')))!.toString(), 'a')
+    assert.equal(got.get(key(Buffer.alloc(0)))!.length, 0)
+    assert.deepEqual(await count(store), { blobs: 4, chunks: 4 })
+  })
 })

@@ -8,8 +8,8 @@ import { BlobTooLarge, localBlobStore, type BlobStore, type StoredBlob } from '.
 /** Bytes per chunk row: large enough that a blob is few rows, small enough to hold one in memory. */
 export const CHUNK_BYTES = 1024 * 1024
 
-/** Key spaces of the blob store: artifact bytes, and workspace snapshots (deleted when replaced). */
-export type BlobSpace = 'artifacts' | 'snapshots'
+/** Key spaces of the blob store: artifact bytes, workspace snapshots (deleted when replaced), and checkpoints' contents and manifests. */
+export type BlobSpace = 'artifacts' | 'snapshots' | 'contents'
 
 /**
  * The blob store of a deployment: rows of the database on PostgreSQL, where every node must reach
@@ -31,6 +31,12 @@ export function pickBlobStore(store: Store, dataDir: string, space: BlobSpace): 
       const found = await shared.existing(keys)
       const rest = keys.filter((k) => !found.has(k))
       for (const k of rest.length ? await local.existing(rest) : []) found.add(k)
+      return found
+    },
+    getMany: async (keys) => {
+      const found = await shared.getMany(keys)
+      const rest = keys.filter((k) => !found.has(k))
+      for (const [k, v] of rest.length ? await local.getMany(rest) : []) found.set(k, v)
       return found
     },
     delete: async (key) => {
@@ -103,6 +109,76 @@ export function databaseBlobStore(db: Db, space: BlobSpace): BlobStore {
         if (err instanceof AlreadyStored) return err.blob
         throw err
       }
+    },
+
+    async putMany(items, maxBytes) {
+      if (items.some((b) => b.length > maxBytes)) throw new BlobTooLarge(`over ${maxBytes} bytes`)
+      const byKey = new Map<string, Buffer>()
+      for (const b of items) byKey.set(createHash('sha256').update(b).digest('hex'), b)
+      // In key order: two calls naming some of the same keys take their locks in one order, never each waiting on the other.
+      const rows = [...byKey].sort(([a], [b]) => (a < b ? -1 : 1)).map(([key, bytes]) => ({ key, bytes, upload: randomText(24) }))
+      if (rows.length === 0) return new Set()
+      return db.transaction().execute(async (trx) => {
+        // As put does: chunks under each blob's own upload id, then the names; a key taken already keeps its copy.
+        let pending: Array<{ upload: string; seq: number; data: Buffer }> = []
+        let pendingBytes = 0
+        const flush = async () => {
+          if (pending.length) await trx.insertInto('blob_chunks').values(pending).execute()
+          pending = []
+          pendingBytes = 0
+        }
+        for (const r of rows) {
+          // An empty blob is a name without chunks, as put makes it.
+          for (let seq = 0, at = 0; at < r.bytes.length; seq++, at += CHUNK_BYTES) {
+            const data = r.bytes.subarray(at, at + CHUNK_BYTES)
+            pending.push({ upload: r.upload, seq, data })
+            pendingBytes += data.length
+            if (pending.length >= 200 || pendingBytes >= 8 * CHUNK_BYTES) await flush()
+          }
+        }
+        await flush()
+        const named = new Set<string>()
+        const now = Date.now()
+        for (let i = 0; i < rows.length; i += 500) {
+          const slice = rows.slice(i, i + 500)
+          const done = await trx
+            .insertInto('blobs')
+            .values(slice.map((r) => ({ space, key: r.key, upload: r.upload, size: r.bytes.length, chunks: Math.ceil(r.bytes.length / CHUNK_BYTES), created_at: now })))
+            .onConflict((oc) => oc.columns(['space', 'key']).doNothing())
+            .returning('key')
+            .execute()
+          for (const d of done) named.add(d.key)
+        }
+        const unnamed = rows.filter((r) => !named.has(r.key) && r.bytes.length > 0).map((r) => r.upload)
+        for (let i = 0; i < unnamed.length; i += 500) await trx.deleteFrom('blob_chunks').where('upload', 'in', unnamed.slice(i, i + 500)).execute()
+        return named
+      })
+    },
+
+    async getMany(keys) {
+      const out = new Map<string, Buffer>()
+      for (let i = 0; i < keys.length; i += 500) {
+        // One transaction per slice: a blob deleted between the two reads is not handed back short.
+        await db.transaction().execute(async (trx) => {
+          const named = await trx.selectFrom('blobs').select(['key', 'upload', 'chunks']).where('space', '=', space).where('key', 'in', keys.slice(i, i + 500)).execute()
+          const uploads = named.filter((n) => n.chunks > 0).map((n) => n.upload)
+          const pieces = new Map<string, Buffer[]>()
+          if (uploads.length) {
+            const rows = await trx.selectFrom('blob_chunks').select(['upload', 'seq', 'data']).where('upload', 'in', uploads).orderBy('upload').orderBy('seq').execute()
+            for (const r of rows) {
+              const list = pieces.get(r.upload) ?? []
+              list.push(Buffer.isBuffer(r.data) ? r.data : Buffer.from(r.data))
+              pieces.set(r.upload, list)
+            }
+          }
+          for (const n of named) {
+            const got = pieces.get(n.upload) ?? []
+            if (got.length !== n.chunks) throw new Error(`blob ${n.key} was deleted while being read`)
+            out.set(n.key, Buffer.concat(got))
+          }
+        })
+      }
+      return out
     },
 
     async open(key) {
