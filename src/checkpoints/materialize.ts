@@ -2,6 +2,7 @@ import fs from 'node:fs'
 import fsp from 'node:fs/promises'
 import path from 'node:path'
 import { randomText } from '../shared/ids.ts'
+import { isEmptyOrMissing } from '../shared/empty-folder.ts'
 import type { ContentCache } from './content-cache.ts'
 import type { ContentStore } from './content-store.ts'
 import { checkManifest, contentsOf, manifestContents, type FileEntry, type Manifest } from './manifest.ts'
@@ -79,13 +80,3 @@ function writeFile(e: FileEntry, to: string, cache: ContentCache): void {
   fs.chmodSync(to, e.mode)
 }
 
-/** Whether `dir` is missing or an empty folder: what a materialize may fill. */
-export function isEmptyOrMissing(dir: string): boolean {
-  try {
-    const st = fs.lstatSync(dir)
-    return st.isDirectory() && fs.readdirSync(dir).length === 0
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return true
-    throw err
-  }
-}

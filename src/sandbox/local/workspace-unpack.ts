@@ -8,6 +8,7 @@ import { createGunzip } from 'node:zlib'
 import { Parser, Unpack, type ReadEntry } from 'tar'
 import { LayerWriter } from '../../images/layer-writer.ts'
 import { randomText } from '../../shared/ids.ts'
+import { isEmptyOrMissing } from '../../shared/empty-folder.ts'
 
 /**
  * Unpacks a workspace archive (workspace-pack.ts makes them) into `dir` when `dir` is missing or
@@ -160,16 +161,6 @@ async function unpackBoth(archive: Readable, unpack: Unpack, layer: LayerInto): 
 /** An archive that did not fit where it was unpacked (a workspace's disk quota). */
 export class DiskFull extends Error {}
 
-/** Whether `dir` is missing or an empty folder: what an unpack may fill. */
-export function isEmptyOrMissing(dir: string): boolean {
-  try {
-    const st = fs.lstatSync(dir)
-    return st.isDirectory() && fs.readdirSync(dir).length === 0
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return true
-    throw err
-  }
-}
 
 /** The entry's path relative to the folder, without `./` or a trailing slash; null when it could leave it. */
 function safeRelative(p: string): string | null {
