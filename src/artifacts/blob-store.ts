@@ -4,7 +4,7 @@ import fsp from 'node:fs/promises'
 import path from 'node:path'
 import { Transform, type Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '../shared/private-data-dir.ts'
+import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, writePrivateFileWhole } from '../shared/private-data-dir.ts'
 
 export type StoredBlob = { key: string; size: number; sha256: string }
 
@@ -90,15 +90,7 @@ export function localBlobStore(root: string): BlobStore {
         const file = fileOf(key)
         if (added.has(key) || fs.existsSync(file)) continue
         // Synchronous, yielding now and then: a promise per small file spends its time waiting on the thread pool.
-        const part = path.join(tmp, randomBytes(12).toString('hex'))
-        try {
-          fs.writeFileSync(part, bytes, { flag: 'wx', mode: PRIVATE_FILE_MODE })
-          fs.mkdirSync(path.dirname(file), { recursive: true, mode: PRIVATE_DIR_MODE })
-          fs.renameSync(part, file)
-        } catch (err) {
-          fs.rmSync(part, { force: true })
-          throw err
-        }
+        writePrivateFileWhole(tmp, file, bytes)
         added.add(key)
         if (++written % 64 === 0) await new Promise((r) => setImmediate(r))
       }

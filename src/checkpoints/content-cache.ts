@@ -1,7 +1,7 @@
-import { createHash, randomBytes } from 'node:crypto'
+import { createHash } from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
-import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '../shared/private-data-dir.ts'
+import { PRIVATE_DIR_MODE, writePrivateFileWhole } from '../shared/private-data-dir.ts'
 import type { ContentStore } from './content-store.ts'
 
 /**
@@ -35,16 +35,7 @@ export function contentCache(root: string): ContentCache {
   /** Keeps `bytes` as the content `hash`, once they are checked to be that content. */
   function keep(hash: string, bytes: Buffer): void {
     if (createHash('sha256').update(bytes).digest('hex') !== hash) throw new Error(`the store handed back other bytes for content ${hash}`)
-    const file = fileOf(hash)
-    const part = path.join(tmp, randomBytes(12).toString('hex'))
-    try {
-      fs.writeFileSync(part, bytes, { flag: 'wx', mode: PRIVATE_FILE_MODE })
-      fs.mkdirSync(path.dirname(file), { recursive: true, mode: PRIVATE_DIR_MODE })
-      fs.renameSync(part, file)
-    } catch (err) {
-      fs.rmSync(part, { force: true })
-      throw err
-    }
+    writePrivateFileWhole(tmp, fileOf(hash), bytes)
   }
 
   return {

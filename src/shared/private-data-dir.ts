@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
 
@@ -48,5 +49,22 @@ export function ensurePrivateFile(file: string): void {
     fs.closeSync(fs.openSync(file, fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_WRONLY, PRIVATE_FILE_MODE))
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+  }
+}
+
+/**
+ * Writes `bytes` as `file`, for the service's user alone, whole or not at all: into a fresh file
+ * under `tmpDir` (same file system) first, then renamed into place, its folder made as needed.
+ * Synchronous: for the many small files of a batch, where a promise each waits on the thread pool.
+ */
+export function writePrivateFileWhole(tmpDir: string, file: string, bytes: Buffer): void {
+  const part = path.join(tmpDir, randomBytes(12).toString('hex'))
+  try {
+    fs.writeFileSync(part, bytes, { flag: 'wx', mode: PRIVATE_FILE_MODE })
+    fs.mkdirSync(path.dirname(file), { recursive: true, mode: PRIVATE_DIR_MODE })
+    fs.renameSync(part, file)
+  } catch (err) {
+    fs.rmSync(part, { force: true })
+    throw err
   }
 }
